@@ -1,0 +1,94 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"unicode"
+)
+
+const tokenPrefix = "svc_ak_"
+
+// ReadToken reads the API token from api.token_file, or from the
+// BREACH_EXPORTER_API_TOKEN environment variable when no file is set, and
+// checks it has the svc_ak_<token> form. It is meant to be called again on
+// reload and after a 401, so a rotated token is picked up without a restart.
+// Errors say where the token came from and what form is expected, never
+// what the token was.
+func (c *APIConfig) ReadToken() (string, error) {
+	var raw, source string
+	if c.TokenFile != "" {
+		data, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("api.token_file: %w", err)
+		}
+		raw, source = string(data), fmt.Sprintf("api.token_file %q", c.TokenFile)
+	} else {
+		var set bool
+		raw, set = os.LookupEnv(TokenEnv)
+		if !set {
+			return "", fmt.Errorf("no API token: set api.token_file or the %s environment variable", TokenEnv)
+		}
+		source = "environment variable " + TokenEnv
+	}
+	token := strings.TrimSpace(raw)
+	if token == "" {
+		return "", fmt.Errorf("%s: the API token is empty", source)
+	}
+	if !validToken(token) {
+		return "", fmt.Errorf("%s: the API token must have the form %s<token>, where <token> is one or more visible ASCII characters (no spaces); issue one from the dashboard settings page", source, tokenPrefix)
+	}
+	return token, nil
+}
+
+func validToken(token string) bool {
+	rest, ok := strings.CutPrefix(token, tokenPrefix)
+	if !ok || rest == "" {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		if rest[i] < '!' || rest[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// ReadSecrets reads every webhook secret, in the order of
+// webhook.secret_files, or the single secret in the
+// BREACH_EXPORTER_WEBHOOK_SECRET environment variable when no file is set.
+// Trailing whitespace (the newline an editor adds) is not part of a secret.
+// An empty secret is an error naming where it came from; no secret
+// configured at all returns (nil, nil), and the caller decides whether the
+// receiver can run without one (it cannot).
+func (c *WebhookConfig) ReadSecrets() ([][]byte, error) {
+	if len(c.SecretFiles) == 0 {
+		raw, set := os.LookupEnv(WebhookSecretEnv)
+		if !set {
+			return nil, nil
+		}
+		secret := trimTrailingSpace([]byte(raw))
+		if len(secret) == 0 {
+			return nil, fmt.Errorf("environment variable %s: the webhook secret is empty", WebhookSecretEnv)
+		}
+		return [][]byte{secret}, nil
+	}
+	secrets := make([][]byte, 0, len(c.SecretFiles))
+	for i, f := range c.SecretFiles {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("webhook.secret_files[%d]: %w", i, err)
+		}
+		secret := trimTrailingSpace(data)
+		if len(secret) == 0 {
+			return nil, fmt.Errorf("webhook.secret_files[%d]: %q is empty", i, f)
+		}
+		secrets = append(secrets, secret)
+	}
+	return secrets, nil
+}
+
+func trimTrailingSpace(b []byte) []byte {
+	return bytes.TrimRightFunc(b, unicode.IsSpace)
+}

@@ -1,0 +1,166 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/mail"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+)
+
+const (
+	maxRequestsPerMinute = 60 // the service's limit per key (spec section 8)
+	maxWebhookBody       = 16 << 20
+	// Bounds the replay cache's memory: roughly 100 bytes per entry.
+	maxDedupEntries = 10_000_000
+)
+
+// Validate checks the whole configuration and returns every problem found,
+// each naming its field path and bad value.
+func (c *Config) Validate() error {
+	var errs []error
+	fail := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
+
+	c.API.validate(fail)
+
+	if c.Refresh.Interval <= 0 {
+		fail("refresh.interval: %s must be greater than 0", c.Refresh.Interval)
+	}
+	if c.Refresh.MeInterval <= 0 {
+		fail("refresh.me_interval: %s must be greater than 0", c.Refresh.MeInterval)
+	}
+
+	switch c.Labels.Address {
+	case LabelEmail, LabelAlias, LabelHash:
+	default:
+		fail("labels.address: %q must be one of %s, %s, %s", c.Labels.Address, LabelEmail, LabelAlias, LabelHash)
+	}
+	c.validateAddresses(fail)
+
+	c.Webhook.validate(fail)
+
+	return errors.Join(errs...)
+}
+
+func (c *APIConfig) validate(fail func(string, ...any)) {
+	if c.BaseURL == "" {
+		fail("api.base_url: is required")
+	} else if err := checkBaseURL(c.BaseURL); err != nil {
+		fail("api.base_url: %w", err)
+	}
+	if c.RequestsPerMinute < 1 || c.RequestsPerMinute > maxRequestsPerMinute {
+		fail("api.requests_per_minute: %d is out of range 1..%d", c.RequestsPerMinute, maxRequestsPerMinute)
+	}
+	if c.Timeout <= 0 {
+		fail("api.timeout: %s must be greater than 0", c.Timeout)
+	}
+	if err := c.TLSConfig.Validate(); err != nil {
+		fail("api.tls_config: %w", err)
+	}
+	// The proxy settings are inlined, so their keys sit directly under api.
+	if err := c.ProxyConfig.Validate(); err != nil {
+		fail("api: %w", err)
+	}
+}
+
+// checkBaseURL's errors show the URL redacted: a password in it must not
+// reach a log.
+func checkBaseURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// url.Error repeats the raw URL; keep only the reason.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
+		return fmt.Errorf("not a valid URL: %w", err)
+	}
+	shown := u.Redacted()
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%q must be an absolute http:// or https:// URL", shown)
+	case u.Host == "":
+		return fmt.Errorf("%q has no host", shown)
+	case u.User != nil:
+		return fmt.Errorf("%q must not contain credentials; the token goes in api.token_file", shown)
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Errorf("%q must not have a query or fragment", shown)
+	}
+	return nil
+}
+
+func (c *Config) validateAddresses(fail func(string, ...any)) {
+	firstIndex := map[string]int{} // lower-cased email -> index
+	aliasIndex := map[string]int{}
+	for i, a := range c.Addresses {
+		switch {
+		case a.Email == "":
+			fail("addresses[%d]: email is required", i)
+		case !validEmail(a.Email):
+			fail("addresses[%d]: %q is not a valid email address", i, a.Email)
+		default:
+			key := strings.ToLower(a.Email)
+			if j, seen := firstIndex[key]; seen {
+				fail("addresses[%d]: %q duplicates addresses[%d]", i, a.Email, j)
+			} else {
+				firstIndex[key] = i
+			}
+		}
+		if c.Labels.Address != LabelAlias {
+			continue
+		}
+		switch {
+		case a.Alias == "":
+			fail("addresses[%d].alias: is required for %q when labels.address is %s", i, a.Email, LabelAlias)
+		case !utf8.ValidString(a.Alias):
+			fail("addresses[%d].alias: %q is not valid UTF-8", i, a.Alias)
+		case strings.HasPrefix(a.Alias, hashPrefix):
+			// Discovered addresses without an alias are labelled with
+			// HashLabel; an alias must not be mistaken for one.
+			fail("addresses[%d].alias: %q must not start with %q", i, a.Alias, hashPrefix)
+		default:
+			if j, seen := aliasIndex[a.Alias]; seen {
+				fail("addresses[%d].alias: %q duplicates addresses[%d].alias", i, a.Alias, j)
+			} else {
+				aliasIndex[a.Alias] = i
+			}
+		}
+	}
+}
+
+// validEmail accepts a bare address only: no display name, no angle
+// brackets, nothing that mail.ParseAddress would rewrite.
+func validEmail(s string) bool {
+	parsed, err := mail.ParseAddress(s)
+	return err == nil && parsed.Address == s
+}
+
+func (w *WebhookConfig) validate(fail func(string, ...any)) {
+	firstIndex := map[string]int{}
+	for i, f := range w.SecretFiles {
+		if f == "" {
+			fail("webhook.secret_files[%d]: empty path", i)
+			continue
+		}
+		if j, seen := firstIndex[f]; seen {
+			fail("webhook.secret_files[%d]: %q duplicates webhook.secret_files[%d]", i, f, j)
+		} else {
+			firstIndex[f] = i
+		}
+	}
+	if w.MaxBodyBytes < 1 || w.MaxBodyBytes > maxWebhookBody {
+		fail("webhook.max_body_bytes: %d is out of range 1..%d", w.MaxBodyBytes, maxWebhookBody)
+	}
+	if w.DedupWindow <= 0 {
+		fail("webhook.dedup_window: %s must be greater than 0", w.DedupWindow)
+	}
+	if w.DedupMaxEntries < 1 || w.DedupMaxEntries > maxDedupEntries {
+		fail("webhook.dedup_max_entries: %d is out of range 1..%d", w.DedupMaxEntries, maxDedupEntries)
+	}
+	if w.MaxEventAge < 0 {
+		fail("webhook.max_event_age: %s must not be negative (0 turns the check off)", w.MaxEventAge)
+	}
+}

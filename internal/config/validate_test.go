@@ -1,0 +1,118 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidationErrors(t *testing.T) {
+	const base = "api:\n  base_url: https://breaches.example.com/api/v1\n"
+	for _, tc := range []struct {
+		name  string
+		yml   string
+		wants []string // the field path first, then the bad value
+	}{
+		{"base_url missing", "api:\n  timeout: 5s\n", []string{"api.base_url", "required"}},
+		{"base_url relative", "api:\n  base_url: breaches.example.com/api/v1\n", []string{"api.base_url", `"breaches.example.com/api/v1"`}},
+		{"base_url not http", "api:\n  base_url: ftp://breaches.example.com\n", []string{"api.base_url", `"ftp://breaches.example.com"`}},
+		{"base_url no host", "api:\n  base_url: 'https:///api/v1'\n", []string{"api.base_url", `"https:///api/v1"`, "no host"}},
+		{"base_url query", "api:\n  base_url: https://x.org/api/v1?a=b\n", []string{"api.base_url", `"https://x.org/api/v1?a=b"`}},
+		{"base_url unparsable", "api:\n  base_url: 'http://[::1'\n", []string{"api.base_url", "not a valid URL"}},
+		{"requests_per_minute 0", base + "  requests_per_minute: 0\n", []string{"api.requests_per_minute", "0 is out of range 1..60"}},
+		{"requests_per_minute 61", base + "  requests_per_minute: 61\n", []string{"api.requests_per_minute", "61 is out of range 1..60"}},
+		{"timeout 0", base + "  timeout: 0s\n", []string{"api.timeout", "0s"}},
+		{"proxy settings", base + "  no_proxy: localhost\n", []string{"api:", "no_proxy"}},
+		{"interval 0", base + "refresh:\n  interval: 0s\n", []string{"refresh.interval", "0s"}},
+		{"me_interval 0", base + "refresh:\n  me_interval: 0s\n", []string{"refresh.me_interval", "0s"}},
+		{"labels.address", base + "labels:\n  address: name\n", []string{"labels.address", `"name"`}},
+		{"bad email", base + "addresses:\n  - a@x.org\n  - b@x.org\n  - bob@\n", []string{"addresses[2]", `"bob@" is not a valid email address`}},
+		{"display name", base + "addresses:\n  - 'Alice <alice@x.org>'\n", []string{"addresses[0]", `"Alice <alice@x.org>"`}},
+		{"surrounding space", base + "addresses:\n  - ' alice@x.org'\n", []string{"addresses[0]", `" alice@x.org"`}},
+		{"email missing", base + "addresses:\n  - {alias: ops}\n", []string{"addresses[0]", "email is required"}},
+		{"duplicate address", base + "addresses: [a@x.org, b@x.org, c@x.org, A@X.org]\n", []string{"addresses[3]", `"A@X.org" duplicates addresses[0]`}},
+		{"alias missing", base + "labels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: a}\n  - b@x.org\n", []string{"addresses[1].alias", `"b@x.org"`}},
+		{"alias duplicate", base + "labels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: ops}\n  - {email: b@x.org, alias: ops}\n", []string{"addresses[1].alias", `"ops" duplicates addresses[0].alias`}},
+		{"alias looks like a hash", base + "labels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: 'sha256:0011'}\n", []string{"addresses[0].alias", `"sha256:0011"`}},
+		{"secret_files empty path", base + "webhook:\n  secret_files: ['']\n", []string{"webhook.secret_files[0]", "empty path"}},
+		{"secret_files duplicate", base + "webhook:\n  secret_files: [/s, /s]\n", []string{"webhook.secret_files[1]", `"/s" duplicates webhook.secret_files[0]`}},
+		{"max_body_bytes 0", base + "webhook:\n  max_body_bytes: 0\n", []string{"webhook.max_body_bytes", "0 is out of range"}},
+		{"max_body_bytes too big", base + "webhook:\n  max_body_bytes: 16777217\n", []string{"webhook.max_body_bytes", "16777217 is out of range 1..16777216"}},
+		{"dedup_window 0", base + "webhook:\n  dedup_window: 0s\n", []string{"webhook.dedup_window", "0s"}},
+		{"dedup_max_entries 0", base + "webhook:\n  dedup_max_entries: 0\n", []string{"webhook.dedup_max_entries", "0 is out of range"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.yml))
+			if err == nil {
+				t.Fatalf("Parse = %+v, want an error", c)
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestValidationAccepts(t *testing.T) {
+	for _, tc := range []struct{ name, yml string }{
+		{"no addresses (webhook only)", "api:\n  base_url: http://127.0.0.1:8080/api/v1\n"},
+		{"range edges", "api:\n  base_url: https://x.org/api/v1/\n  requests_per_minute: 1\nwebhook:\n  max_body_bytes: 16777216\n  dedup_max_entries: 1\n"},
+		{"60 per minute", "api:\n  base_url: https://x.org\n  requests_per_minute: 60\n"},
+		{"aliases only checked in alias mode", "api:\n  base_url: https://x.org\naddresses:\n  - {email: a@x.org, alias: same}\n  - {email: b@x.org, alias: same}\n  - c@x.org\n"},
+		{"hash mode", "api:\n  base_url: https://x.org\nlabels: {address: hash}\naddresses: [a@x.org]\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Parse([]byte(tc.yml)); err != nil {
+				t.Errorf("Parse: %v", err)
+			}
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	_, err := Parse([]byte("api:\n  requests_per_minute: 99\nrefresh:\n  interval: 0s\naddresses: [nope]\n"))
+	if err == nil {
+		t.Fatal("Parse succeeded, want errors")
+	}
+	for _, field := range []string{"api.base_url", "api.requests_per_minute", "refresh.interval", "addresses[0]"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not mention %s", err, field)
+		}
+	}
+}
+
+func TestValidateZeroConfig(t *testing.T) {
+	// A Config built in code gets no defaults: Validate must still catch it.
+	var c Config
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate() on a zero Config = nil")
+	}
+	for _, field := range []string{"api.base_url", "api.timeout", "refresh.interval", "labels.address", "webhook.max_body_bytes"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not mention %s", err, field)
+		}
+	}
+}
+
+func TestValidateTLSConfigBuiltInCode(t *testing.T) {
+	// Parsing already rejects this through TLSConfig's own unmarshaler;
+	// a Config assembled in code only meets it in Validate.
+	c := mustParse(t, "api:\n  base_url: https://x.org\n")
+	c.API.TLSConfig.CA = "-----BEGIN CERTIFICATE-----"
+	c.API.TLSConfig.CAFile = "/ca.pem"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "api.tls_config") {
+		t.Errorf("Validate() = %v, want an api.tls_config error", err)
+	}
+}
+
+func TestBaseURLPasswordNeverShown(t *testing.T) {
+	_, err := Parse([]byte("api:\n  base_url: https://user:hunter2@x.org/api/v1\n"))
+	if err == nil {
+		t.Fatal("credentials in base_url accepted")
+	}
+	if !strings.Contains(err.Error(), "api.base_url") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error %q must name api.base_url and hide the password", err)
+	}
+}
