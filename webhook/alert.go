@@ -1,0 +1,123 @@
+package webhook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// EventAlertCreated is the only event the spec defines today.
+const EventAlertCreated = "alert.created"
+
+// Alert is an accepted alert.created body (spec section 6). Values are as
+// the signed sender wrote them; only their presence and types are checked.
+type Alert struct {
+	Event        string    `json:"event"`
+	Severity     string    `json:"severity"`
+	Address      string    `json:"address"`
+	Source       string    `json:"source"`
+	Summary      string    `json:"summary"`
+	Delta        Delta     `json:"delta"`
+	ObservedAt   time.Time `json:"observed_at"`
+	DashboardURL string    `json:"dashboard_url"`
+}
+
+// Delta is the change since the prior sweep.
+type Delta struct {
+	PreviousCount      int64    `json:"previous_count"`
+	NewCount           int64    `json:"new_count"`
+	NewSourceDBs       []string `json:"new_source_dbs"`
+	NewlyExposedFields []string `json:"newly_exposed_fields"`
+	HasNewPlaintext    bool     `json:"has_new_plaintext"`
+	IsFirstScan        bool     `json:"is_first_scan"`
+}
+
+// envelope is the part every event shares: the event name decides how the
+// rest is read, so a future event type is not judged by alert.created's
+// shape.
+type envelope struct {
+	Event string `json:"event"`
+}
+
+// wireAlert distinguishes an absent delta from an empty one and keeps the
+// timestamp as text so its parse error is ours, not one quoting the body.
+type wireAlert struct {
+	Severity     string `json:"severity"`
+	Address      string `json:"address"`
+	Source       string `json:"source"`
+	Summary      string `json:"summary"`
+	Delta        *Delta `json:"delta"`
+	ObservedAt   string `json:"observed_at"`
+	DashboardURL string `json:"dashboard_url"`
+}
+
+// parseEvent returns the event name of a body that is a JSON object with a
+// non-empty string `event`.
+func parseEvent(body []byte) (string, error) {
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return "", describeJSONError(err)
+	}
+	if env.Event == "" {
+		return "", errors.New("missing field event")
+	}
+	return env.Event, nil
+}
+
+// parseAlert reads an alert.created body. Required (present and, for
+// strings, non-empty): severity, address, source, observed_at and delta (an
+// object). summary, dashboard_url and every delta member are optional, and
+// unknown members are ignored, so additions on the sender's side pass.
+func parseAlert(body []byte) (Alert, error) {
+	var w wireAlert
+	if err := json.Unmarshal(body, &w); err != nil {
+		return Alert{}, describeJSONError(err)
+	}
+	for _, f := range []struct{ name, value string }{
+		{"severity", w.Severity},
+		{"address", w.Address},
+		{"source", w.Source},
+		{"observed_at", w.ObservedAt},
+	} {
+		if f.value == "" {
+			return Alert{}, fmt.Errorf("missing field %s", f.name)
+		}
+	}
+	if w.Delta == nil {
+		return Alert{}, errors.New("missing field delta")
+	}
+	// The spec's shape is YYYY-MM-DDTHH:MM:SSZ; any RFC 3339 time (fraction,
+	// offset) is accepted as well since it is just as unambiguous.
+	observedAt, err := time.Parse(time.RFC3339, w.ObservedAt)
+	if err != nil {
+		return Alert{}, errors.New("observed_at is not an RFC 3339 timestamp")
+	}
+	return Alert{
+		Event:        EventAlertCreated,
+		Severity:     w.Severity,
+		Address:      w.Address,
+		Source:       w.Source,
+		Summary:      w.Summary,
+		Delta:        *w.Delta,
+		ObservedAt:   observedAt.UTC(),
+		DashboardURL: w.DashboardURL,
+	}, nil
+}
+
+// describeJSONError says what is wrong without quoting the body, which must
+// not reach the logs.
+func describeJSONError(err error) error {
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntaxErr):
+		return fmt.Errorf("invalid JSON at byte %d", syntaxErr.Offset)
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return fmt.Errorf("field %s has the wrong type", typeErr.Field)
+	case errors.As(err, &typeErr):
+		return errors.New("body is not a JSON object")
+	default:
+		return errors.New("invalid JSON")
+	}
+}

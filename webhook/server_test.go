@@ -1,0 +1,215 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestServerTimeouts(t *testing.T) {
+	srv := NewServer(http.NotFoundHandler(), "/webhook")
+	if srv.ReadHeaderTimeout != 5*time.Second || srv.ReadTimeout != 10*time.Second ||
+		srv.WriteTimeout != 10*time.Second || srv.IdleTimeout != 60*time.Second || srv.MaxHeaderBytes != 16<<10 {
+		t.Fatalf("limits not as documented: %+v", srv)
+	}
+}
+
+func TestServerServesOnlyWebhookAndHealthy(t *testing.T) {
+	f := newFixture(t, Settings{})
+	ts := httptest.NewServer(NewServer(f.h, "/webhook").Handler)
+	defer ts.Close()
+
+	body := []byte(validAlert)
+	cases := []struct {
+		method, path string
+		signed       bool
+		want         int
+	}{
+		{http.MethodPost, "/webhook", true, http.StatusNoContent},
+		{http.MethodGet, "/-/healthy", false, http.StatusOK},
+		{http.MethodHead, "/-/healthy", false, http.StatusOK},
+		{http.MethodPost, "/-/healthy", false, http.StatusMethodNotAllowed},
+		{http.MethodGet, "/metrics", false, http.StatusNotFound},
+		{http.MethodPost, "/-/reload", false, http.StatusNotFound},
+		{http.MethodPut, "/-/reload", false, http.StatusNotFound},
+		{http.MethodGet, "/", false, http.StatusNotFound},
+		{http.MethodPost, "/webhook/", true, http.StatusNotFound},
+		{http.MethodPost, "/webhookx", true, http.StatusNotFound},
+		{http.MethodPost, "//webhook", true, http.StatusNotFound},
+	}
+	for _, tc := range cases {
+		req, err := http.NewRequest(tc.method, ts.URL+tc.path, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if tc.signed {
+			req.Header.Set(SignatureHeader, sign(testSecret, body))
+		}
+		resp, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, resp.StatusCode, tc.want)
+		}
+	}
+	if got := f.outcomeSum(); got != 1 {
+		t.Errorf("handler saw %v requests, want only the one on its path", got)
+	}
+}
+
+// freeAddress returns a loopback address that was free a moment ago;
+// web.ListenAndServe opens its own listener, so the port cannot be handed
+// over.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startServe runs Serve and returns a function that shuts it down and
+// returns Serve's result.
+func startServe(t *testing.T, srv *http.Server, addr, webConfig string) (stop func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- Serve(srv, addr, webConfig, slog.New(slog.DiscardHandler)) }()
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			t.Fatal("Serve did not return after Shutdown")
+			return nil
+		}
+	}
+}
+
+// getUntilUp polls url until the listener answers, with a deadline.
+func getUntilUp(t *testing.T, client *http.Client, req func() *http.Request) *http.Response {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := client.Do(req())
+		if err == nil {
+			return resp
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listener never came up: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+func TestServeAndShutdown(t *testing.T) {
+	f := newFixture(t, Settings{})
+	srv := NewServer(f.h, "/webhook")
+	addr := freeAddress(t)
+	stop := startServe(t, srv, addr, "")
+
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	resp := getUntilUp(t, client, func() *http.Request {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/-/healthy", nil)
+		return req
+	})
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "Healthy\n" {
+		t.Fatalf("healthy: %d %q", resp.StatusCode, body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Serve after Shutdown = %v, want nil", err)
+	}
+}
+
+func TestServeWithBasicAuthWebConfig(t *testing.T) {
+	// bcrypt (cost 4) of "test-password", a throwaway test credential.
+	const webConfig = "basic_auth_users:\n  sender: $2a$04$/vz26UzZt5XdPQec.rQOIu/bYZ558eMwqgjvsuMwEQ2oRTKgDv0om\n"
+	path := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(path, []byte(webConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, Settings{})
+	srv := NewServer(f.h, "/hook")
+	addr := freeAddress(t)
+	stop := startServe(t, srv, addr, path)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+	}()
+
+	body := []byte(validAlert)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	newReq := func(user, pass string) func() *http.Request {
+		return func() *http.Request {
+			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/hook", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(SignatureHeader, sign(testSecret, body))
+			if user != "" {
+				req.SetBasicAuth(user, pass)
+			}
+			return req
+		}
+	}
+	resp := getUntilUp(t, client, newReq("", ""))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without credentials: %d, want 401", resp.StatusCode)
+	}
+	if got := f.outcomeSum(); got != 0 {
+		t.Fatalf("the handler ran without basic auth credentials")
+	}
+	resp = getUntilUp(t, client, newReq("sender", "test-password"))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("with credentials: %d, want 204", resp.StatusCode)
+	}
+}
+
+func TestServeErrors(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	if err := Serve(NewServer(http.NotFoundHandler(), "/webhook"), "", "", logger); err == nil {
+		t.Error("Serve accepted an empty listen address")
+	}
+
+	bad := filepath.Join(t.TempDir(), "web.yml")
+	if err := os.WriteFile(bad, []byte("tls_server_config: [\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Serve(NewServer(http.NotFoundHandler(), "/webhook"), freeAddress(t), bad, logger); err == nil {
+		t.Error("Serve accepted an unparseable web config")
+	}
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	err = Serve(NewServer(http.NotFoundHandler(), "/webhook"), busy.Addr().String(), "", logger)
+	var opErr *net.OpError
+	if !errors.As(err, &opErr) {
+		t.Errorf("Serve on a busy port = %v, want a listen error", err)
+	}
+}
