@@ -1,0 +1,313 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/breach-exporter/breach_exporter/internal/api"
+	"github.com/breach-exporter/breach_exporter/internal/state"
+)
+
+// t0 is deliberately not on a minute boundary, so the server's fixed minutes
+// and the scheduler's start do not line up.
+var t0 = time.Date(2030, 1, 2, 3, 4, 37, 123456789, time.UTC)
+
+// call is one request the fake API received.
+type call struct {
+	n     int // index among all calls
+	at    time.Time
+	me    bool
+	email string
+}
+
+func (c call) String() string {
+	what := "me"
+	if !c.me {
+		what = c.email
+	}
+	return fmt.Sprintf("#%d %s at %s", c.n, what, c.at.Format("15:04:05.000"))
+}
+
+// fakeAPI records every call on the fake clock and answers 200 unless
+// scripted otherwise. With limit > 0 it enforces limit requests per fixed
+// Unix minute and sends the three rate-limit headers, as the service does.
+type fakeAPI struct {
+	clock *clockwork.FakeClock
+	plan  string
+	limit int
+	// script, when set, may fail a call or change its rate-limit headers.
+	script func(c call, rl *api.RateLimit) error
+	// during, when set, runs inside a call, on Run's goroutine.
+	during func(c call)
+
+	mu         sync.Mutex
+	calls      []call
+	window     time.Time
+	windowUsed int
+	served429  int
+}
+
+func (f *fakeAPI) handle(me bool, email string) (api.RateLimit, error) {
+	f.mu.Lock()
+	c := call{n: len(f.calls), at: f.clock.Now(), me: me, email: email}
+	f.calls = append(f.calls, c)
+	var rl api.RateLimit
+	var err error
+	if f.limit > 0 {
+		minute := c.at.Truncate(time.Minute)
+		if !minute.Equal(f.window) {
+			f.window, f.windowUsed = minute, 0
+		}
+		rl = api.RateLimit{Limit: f.limit, HasLimit: true, HasRemaining: true, Reset: minute.Add(time.Minute)}
+		if f.windowUsed >= f.limit {
+			f.served429++
+			err = &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: rl.Reset}
+		} else {
+			f.windowUsed++
+			rl.Remaining = f.limit - f.windowUsed
+		}
+	}
+	f.mu.Unlock()
+	if err == nil && f.script != nil {
+		err = f.script(c, &rl)
+	}
+	if f.during != nil {
+		f.during(c)
+	}
+	return rl, err
+}
+
+func (f *fakeAPI) Me(ctx context.Context) (api.Me, api.RateLimit, error) {
+	rl, err := f.handle(true, "")
+	if err != nil {
+		return api.Me{}, rl, err
+	}
+	return api.Me{ID: "u1", Email: "owner@example.com", Plan: f.plan}, rl, nil
+}
+
+func (f *fakeAPI) Breaches(ctx context.Context, email string) (api.Breaches, api.RateLimit, error) {
+	rl, err := f.handle(false, email)
+	if err != nil {
+		return api.Breaches{}, rl, err
+	}
+	return api.Breaches{Email: email, Sources: []api.SourceState{{Source: "archive", BreachCount: 1}}}, rl, nil
+}
+
+func (f *fakeAPI) snapshot() []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]call(nil), f.calls...)
+}
+
+func (f *fakeAPI) count429() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.served429
+}
+
+// callsTo returns the calls for one address, or /me's when email is "".
+func (f *fakeAPI) callsTo(email string) []call {
+	var out []call
+	for _, c := range f.snapshot() {
+		if c.me == (email == "") && c.email == email {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// harness runs a Scheduler on a fake clock and keeps it "parked": whenever
+// test code runs, Run is waiting, and h.until says until when. Advancing the
+// clock jumps straight from one wake-up to the next, so simulated hours take
+// milliseconds and no step can be skipped.
+type harness struct {
+	t     *testing.T
+	clock *clockwork.FakeClock
+	api   *fakeAPI
+	store *state.Store
+	s     *Scheduler
+	logs  *logBuffer
+	idle  chan time.Time
+	until time.Time
+}
+
+// halfJitter makes the jitter visible and predictable: always half its limit.
+func halfJitter(limit time.Duration) time.Duration { return limit / 2 }
+
+func newHarness(t *testing.T, st Settings) *harness {
+	t.Helper()
+	clock := clockwork.NewFakeClockAt(t0)
+	h := &harness{
+		t:     t,
+		clock: clock,
+		api:   &fakeAPI{clock: clock, plan: "pro"},
+		store: state.NewStore(),
+		logs:  &logBuffer{},
+		idle:  make(chan time.Time),
+	}
+	h.s = New(Options{
+		Client: h.api,
+		Store:  h.store,
+		Clock:  clock,
+		Logger: log.NewLogfmtLogger(h.logs),
+		Jitter: halfJitter,
+	}, st)
+	h.s.idle = h.idle
+	return h
+}
+
+// start runs the scheduler until the test ends and waits for it to park.
+func (h *harness) start() *harness {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.s.Run(ctx)
+	}()
+	h.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	h.park()
+	return h
+}
+
+// park waits until Run waits again. The real-time timeout only turns a
+// scheduler that never waits (a busy loop) into a failure instead of a hang.
+func (h *harness) park() {
+	h.t.Helper()
+	select {
+	case h.until = <-h.idle:
+	case <-time.After(10 * time.Second):
+		h.t.Fatal("Run did not start waiting")
+	}
+}
+
+// advanceTo moves the clock to end, stopping at every instant Run wakes up.
+func (h *harness) advanceTo(end time.Time) {
+	h.t.Helper()
+	for !h.until.After(end) {
+		h.advanceClock(h.until)
+		h.park()
+	}
+	h.advanceClock(end)
+}
+
+// advanceClock never moves the clock back: a wait that Run abandoned for a
+// wake-up may report an instant the clock has already passed.
+func (h *harness) advanceClock(to time.Time) {
+	if d := h.clock.Until(to); d > 0 {
+		h.clock.Advance(d)
+	}
+}
+
+func (h *harness) advance(d time.Duration) { h.advanceTo(h.clock.Now().Add(d)) }
+
+// The wrappers below wait for Run to re-plan after being woken.
+
+func (h *harness) refresh(email string) bool {
+	h.t.Helper()
+	ok := h.s.Refresh(email)
+	if ok {
+		h.park()
+	}
+	return ok
+}
+
+func (h *harness) add(email string) bool {
+	h.t.Helper()
+	ok := h.s.Add(email)
+	if ok {
+		h.park()
+	}
+	return ok
+}
+
+func (h *harness) update(st Settings) {
+	h.t.Helper()
+	h.s.Update(st)
+	h.park()
+}
+
+// logBuffer collects log lines; Run writes while the test reads.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// count returns how many lines contain all of the given parts.
+func (l *logBuffer) count(parts ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+lines:
+	for _, line := range strings.Split(l.b.String(), "\n") {
+		for _, p := range parts {
+			if !strings.Contains(line, p) {
+				continue lines
+			}
+		}
+		n++
+	}
+	return n
+}
+
+func emails(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("user%03d@example.com", i)
+	}
+	return out
+}
+
+// assertBudget fails when any 60-second window, at any offset, or any Unix
+// minute holds more than rpm calls, or two calls are closer than 60s/rpm.
+func assertBudget(t *testing.T, calls []call, rpm int) {
+	t.Helper()
+	assertUnixMinutes(t, calls, rpm)
+	// The busiest window of any alignment starts at some call.
+	for i := range calls {
+		n := 0
+		for j := i; j < len(calls) && calls[j].at.Sub(calls[i].at) < time.Minute; j++ {
+			n++
+		}
+		if n > rpm {
+			t.Fatalf("%d calls in the minute from %s, budget %d", n, calls[i], rpm)
+		}
+	}
+	for i := 1; i < len(calls); i++ {
+		if gap := calls[i].at.Sub(calls[i-1].at); gap*time.Duration(rpm) < time.Minute {
+			t.Fatalf("%s only %s after %s, budget %d/min", calls[i], gap, calls[i-1], rpm)
+		}
+	}
+}
+
+// assertUnixMinutes fails when a fixed Unix minute, the service's window,
+// holds more than limit calls.
+func assertUnixMinutes(t *testing.T, calls []call, limit int) {
+	t.Helper()
+	perMinute := map[int64]int{}
+	for _, c := range calls {
+		perMinute[c.at.Unix()/60]++
+	}
+	for m, n := range perMinute {
+		if n > limit {
+			t.Fatalf("%d calls in Unix minute %s, limit %d", n, time.Unix(m*60, 0).UTC(), limit)
+		}
+	}
+}

@@ -1,0 +1,610 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
+
+	"github.com/breach-exporter/breach_exporter/internal/api"
+	"github.com/breach-exporter/breach_exporter/internal/state"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestBudgetIsNeverExceeded(t *testing.T) {
+	for _, rpm := range []int{1, 7, 55, 60} {
+		t.Run(fmt.Sprint(rpm), func(t *testing.T) {
+			h := newHarness(t, Settings{
+				Addresses:         emails(200),
+				RequestsPerMinute: rpm,
+				Interval:          time.Minute, // far too short: the budget is the only limit
+				MeInterval:        5 * time.Minute,
+			})
+			h.api.limit = rpm // a server enforcing exactly our budget per fixed minute
+			h.start().advance(30 * time.Minute)
+
+			calls := h.api.snapshot()
+			if want := 30 * rpm; len(calls) < want {
+				t.Fatalf("%d calls in 30 minutes, want at least %d", len(calls), want)
+			}
+			assertBudget(t, calls, rpm)
+			if n := h.api.count429(); n != 0 {
+				t.Fatalf("server answered 429 %d times, want 0", n)
+			}
+		})
+	}
+}
+
+func TestBudgetIsUsed(t *testing.T) {
+	const rpm, measured = 55, 20
+	h := newHarness(t, Settings{
+		Addresses:         emails(500),
+		RequestsPerMinute: rpm,
+		Interval:          5 * time.Minute, // 500 addresses need ~9.1 minutes: the budget is the limit
+		MeInterval:        5 * time.Minute,
+	})
+	h.api.limit = 60 // the service's limit
+	h.start()
+	// Steady state: measure minutes 10 to 30, after the first round.
+	h.advance(10 * time.Minute)
+	before := len(h.api.snapshot())
+	h.advance(measured * time.Minute)
+	calls := h.api.snapshot()
+
+	used := float64(len(calls)-before) / (rpm * measured)
+	t.Logf("budget use: %d calls in %d minutes at %d/min = %.4f", len(calls)-before, measured, rpm, used)
+	if used < 0.95 {
+		t.Fatalf("budget use %.3f, want at least 0.95", used)
+	}
+	assertBudget(t, calls, rpm)
+	if n := h.api.count429(); n != 0 {
+		t.Fatalf("server answered 429 %d times, want 0", n)
+	}
+
+	// Every address is read once per cycle, round robin.
+	cycle := h.s.Cycle()
+	if want := minutes(500 / 54.8); !near(cycle, want) { // /me every 5 minutes takes 0.2 of the 55
+		t.Fatalf("Cycle() = %s, want %s", cycle, want)
+	}
+	for _, e := range []string{"user000@example.com", "user250@example.com", "user499@example.com"} {
+		reads := h.api.callsTo(e)
+		if len(reads) < 3 {
+			t.Fatalf("%s read %d times in 30 minutes, want at least 3", e, len(reads))
+		}
+		for i := 1; i < len(reads); i++ {
+			if gap := reads[i].at.Sub(reads[i-1].at); gap < cycle-5*time.Second || gap > cycle+5*time.Second {
+				t.Fatalf("%s re-read after %s, want about the cycle %s", e, gap, cycle)
+			}
+		}
+	}
+}
+
+func TestAddressIsReadAtMostEveryInterval(t *testing.T) {
+	h := newHarness(t, Settings{
+		Addresses:         emails(500), // ~9.1 minutes of budget, inside the 15-minute interval
+		RequestsPerMinute: 55,
+		Interval:          15 * time.Minute,
+		MeInterval:        5 * time.Minute,
+	}).start()
+	h.advance(40 * time.Minute)
+
+	if got := h.s.Cycle(); got != 15*time.Minute {
+		t.Fatalf("Cycle() = %s, want the interval", got)
+	}
+	byAddress := map[string][]call{}
+	for _, c := range h.api.snapshot() {
+		byAddress[c.email] = append(byAddress[c.email], c)
+	}
+	for _, e := range emails(500) {
+		reads := byAddress[e]
+		if len(reads) != 3 {
+			t.Fatalf("%s read %d times in 40 minutes, want 3 (at 0, 15 and 30 minutes)", e, len(reads))
+		}
+		for i := 1; i < len(reads); i++ {
+			if gap := reads[i].at.Sub(reads[i-1].at); gap < 15*time.Minute {
+				t.Fatalf("%s re-read after %s, before the interval", e, gap)
+			}
+		}
+	}
+	// /me goes first, then the never-read addresses in config order.
+	calls := h.api.snapshot()
+	if !calls[0].me {
+		t.Fatalf("first call %s, want /me", calls[0])
+	}
+	var order []string
+	for _, c := range calls {
+		if !c.me && len(order) < 500 {
+			order = append(order, c.email)
+		}
+	}
+	if fmt.Sprint(order) != fmt.Sprint(emails(500)) {
+		t.Fatal("the first round did not read the addresses in config order")
+	}
+}
+
+func TestRateLimitedPausesEverything(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		retryAt func(now time.Time) time.Time
+		resume  func(now time.Time) time.Time
+	}{
+		{
+			name:    "reset header",
+			retryAt: func(now time.Time) time.Time { return now.Truncate(time.Second).Add(25 * time.Second) },
+			resume: func(now time.Time) time.Time {
+				return now.Truncate(time.Second).Add(25*time.Second + 500*time.Millisecond)
+			},
+		},
+		{
+			name:    "no reset header",
+			retryAt: func(time.Time) time.Time { return time.Time{} },
+			resume:  func(now time.Time) time.Time { return nextMinute(now).Add(500 * time.Millisecond) },
+		},
+		{
+			name:    "reset beyond one window",
+			retryAt: func(now time.Time) time.Time { return now.Add(time.Hour) },
+			resume:  func(now time.Time) time.Time { return now.Add(maxPause + 500*time.Millisecond) },
+		},
+		{
+			name:    "reset in the past",
+			retryAt: func(now time.Time) time.Time { return now.Add(-time.Second) },
+			resume:  func(now time.Time) time.Time { return nextMinute(now).Add(500 * time.Millisecond) },
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Settings{
+				Addresses:         emails(20),
+				RequestsPerMinute: 60,
+				Interval:          15 * time.Minute,
+				MeInterval:        5 * time.Minute,
+			})
+			h.api.script = func(c call, rl *api.RateLimit) error {
+				if c.n == 5 {
+					return &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: tc.retryAt(c.at)}
+				}
+				return nil
+			}
+			h.start()
+			h.advance(5 * time.Second) // past the 429 (call 5), inside the pause
+			limited := h.api.snapshot()[5]
+			if n := len(h.api.snapshot()); n != 6 {
+				t.Fatalf("%d calls right after the 429, want 6", n)
+			}
+			// A Refresh during the pause waits too.
+			if !h.refresh("user019@example.com") {
+				t.Fatal("Refresh of a configured address returned false")
+			}
+			h.advance(2 * time.Minute)
+
+			calls := h.api.snapshot()
+			retry, refreshed := calls[6], calls[7]
+			if want := tc.resume(limited.at); !retry.at.Equal(want) {
+				t.Fatalf("first call after the 429 at %s, want %s", retry.at, want)
+			}
+			if retry.email != limited.email {
+				t.Fatalf("first call after the 429 was %s, want the retried %s", retry, limited.email)
+			}
+			if refreshed.email != "user019@example.com" {
+				t.Fatalf("second call after the 429 was %s, want the refreshed address", refreshed)
+			}
+			if a, _ := h.store.Get(limited.email); a.State != state.Verified {
+				t.Fatalf("retried address state %q, want verified", a.State)
+			}
+		})
+	}
+}
+
+func TestRemainingZeroIsHonoured(t *testing.T) {
+	h := newHarness(t, Settings{
+		Addresses:         emails(100),
+		RequestsPerMinute: 55,
+		Interval:          15 * time.Minute,
+		MeInterval:        5 * time.Minute,
+	})
+	h.api.limit = 10 // someone else spends the rest of the key's budget
+	h.start().advance(5 * time.Minute)
+
+	calls := h.api.snapshot()
+	if n := h.api.count429(); n != 0 {
+		t.Fatalf("server answered 429 %d times, want 0", n)
+	}
+	assertUnixMinutes(t, calls, 10)
+	// Each window's first call waits for the reset plus jitter.
+	for i := 1; i < len(calls); i++ {
+		if calls[i].at.Unix()/60 != calls[i-1].at.Unix()/60 {
+			if want := calls[i].at.Truncate(time.Minute).Add(500 * time.Millisecond); !calls[i].at.Equal(want) {
+				t.Fatalf("%s opened a window, want it at the reset plus jitter %s", calls[i], want)
+			}
+		}
+	}
+	if len(calls) < 5*10 {
+		t.Fatalf("%d calls in 5 minutes at 10 per window, want at least 50", len(calls))
+	}
+	snap := h.store.Snapshot()
+	if !snap.HasRateLimit || snap.RateLimit.Limit != 10 {
+		t.Fatalf("store rate limit %+v, want the last headers", snap.RateLimit)
+	}
+}
+
+func TestRemainingZeroWithoutUsableReset(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reset  func(now time.Time) time.Time
+		resume func(now time.Time) time.Time
+	}{
+		{"absent", func(time.Time) time.Time { return time.Time{} }, func(now time.Time) time.Time { return nextMinute(now).Add(500 * time.Millisecond) }},
+		{"past", func(now time.Time) time.Time { return now.Add(-time.Second) }, func(now time.Time) time.Time { return now.Add(time.Second) }},
+		{"beyond one window", func(now time.Time) time.Time { return now.Add(time.Hour) }, func(now time.Time) time.Time { return now.Add(maxPause + 500*time.Millisecond) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Settings{Addresses: emails(5), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
+			h.api.script = func(c call, rl *api.RateLimit) error {
+				if c.n == 2 {
+					*rl = api.RateLimit{HasRemaining: true, Reset: tc.reset(c.at)}
+				}
+				return nil
+			}
+			h.start().advance(2 * time.Minute)
+			calls := h.api.snapshot()
+			if want := tc.resume(calls[2].at); !calls[3].at.Equal(want) {
+				t.Fatalf("call after Remaining 0 at %s, want %s", calls[3].at, want)
+			}
+		})
+	}
+}
+
+func TestRefreshJumpsTheQueueAndCoalesces(t *testing.T) {
+	h := newHarness(t, Settings{
+		Addresses:         emails(10),
+		RequestsPerMinute: 60,
+		Interval:          15 * time.Minute,
+		MeInterval:        time.Hour,
+	}).start()
+	h.advance(2 * time.Second) // /me, user000 and user001 sent; the next slot is at 3s
+
+	// Both jump the never-read addresses, in the order first asked; repeats
+	// before the request goes out add nothing; case does not matter.
+	for _, e := range []string{"USER009@Example.com", "user004@example.com", "user009@example.com", "user004@example.com", "user009@example.com"} {
+		if !h.refresh(e) {
+			t.Fatalf("Refresh(%s) of a configured address returned false", e)
+		}
+	}
+	h.advance(10 * time.Minute)
+	var got []string
+	for _, c := range h.api.snapshot()[3:] {
+		got = append(got, c.email[:7])
+	}
+	want := "[user009 user004 user002 user003 user005 user006 user007 user008]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("reads after the Refreshes %v, want %s", got, want)
+	}
+	if at := h.api.callsTo("user009@example.com")[0].at; !at.Equal(t0.Add(3 * time.Second)) {
+		t.Fatalf("refreshed address read at %s, want the next budget slot", at)
+	}
+
+	// A fresh address is read again at once: Refresh ignores the interval.
+	asked := h.clock.Now()
+	if !h.refresh("user004@example.com") {
+		t.Fatal("Refresh returned false")
+	}
+	h.advance(time.Minute)
+	reads := h.api.callsTo("user004@example.com")
+	if len(reads) != 2 || !reads[1].at.Equal(asked) {
+		t.Fatalf("reads of user004 %v, want a second one at %s", reads, asked)
+	}
+
+	if h.s.Refresh("stranger@example.com") {
+		t.Fatal("Refresh of an unknown address returned true")
+	}
+}
+
+func TestRefreshDuringTheRequestReadsAgain(t *testing.T) {
+	h := newHarness(t, Settings{Addresses: emails(3), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
+	// An alert arrives while user001's request is in flight: that request may
+	// predate the change, so the address is read once more.
+	h.api.during = func(c call) {
+		if c.email == "user001@example.com" && c.n == 2 {
+			h.s.Refresh(c.email)
+		}
+	}
+	h.start().advance(time.Minute)
+	calls := h.api.snapshot()
+	if len(calls) != 5 || calls[3].email != "user001@example.com" || calls[4].email != "user002@example.com" {
+		t.Fatalf("calls %v, want me, user000, user001, user001 again, user002", calls)
+	}
+}
+
+func TestFailingAddressBacksOffAlone(t *testing.T) {
+	const bad = "user001@example.com"
+	failing := false
+	h := newHarness(t, Settings{Addresses: emails(3), RequestsPerMinute: 60, Interval: 10 * time.Minute, MeInterval: time.Hour})
+	h.api.script = func(c call, rl *api.RateLimit) error {
+		if failing && c.email == bad {
+			return &api.Error{Kind: api.KindServer, StatusCode: 503}
+		}
+		return nil
+	}
+	h.start().advance(time.Minute) // one good read of everything
+	good, _ := h.store.Get(bad)
+	failing = true
+	h.advance(50 * time.Minute)
+
+	reads := h.api.callsTo(bad)[1:]
+	var gaps []time.Duration
+	for i := 1; i < len(reads); i++ {
+		gaps = append(gaps, reads[i].at.Sub(reads[i-1].at))
+	}
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute}
+	if fmt.Sprint(gaps[:len(want)]) != fmt.Sprint(want) {
+		t.Fatalf("retry gaps %v, want %v (exponential from 30s, capped at the interval)", gaps, want)
+	}
+	if a, _ := h.store.Get(bad); a != good {
+		t.Fatalf("failing address's cached view changed to %+v, want the last good one kept", a)
+	}
+	for _, e := range []string{"user000@example.com", "user002@example.com"} {
+		if n := len(h.api.callsTo(e)); n != 6 {
+			t.Fatalf("%s read %d times in 51 minutes, want 6 (every 10 minutes)", e, n)
+		}
+	}
+	if n := h.logs.count("level=warn", "address="+bad); n != 1 {
+		t.Fatalf("%d warnings about the failing address, want 1 (when it starts failing)", n)
+	}
+
+	// Success resets the backoff.
+	failing = false
+	h.advance(10 * time.Minute)
+	last := h.api.callsTo(bad)
+	failing = true
+	h.advance(12 * time.Minute)
+	after := h.api.callsTo(bad)[len(last):]
+	if len(after) < 2 || after[1].at.Sub(after[0].at) != 30*time.Second {
+		t.Fatalf("after a success, retries %v, want the backoff to restart at 30s", after)
+	}
+}
+
+func TestAnswersSetTheState(t *testing.T) {
+	h := newHarness(t, Settings{Addresses: []string{"ok@example.com", "unverified@example.com", "unknown@example.com"},
+		RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
+	h.api.script = func(c call, rl *api.RateLimit) error {
+		switch c.email {
+		case "unverified@example.com":
+			return &api.Error{Kind: api.KindUnverified, StatusCode: 403}
+		case "unknown@example.com":
+			return &api.Error{Kind: api.KindNotMonitored, StatusCode: 404}
+		}
+		return nil
+	}
+	h.start().advance(time.Minute)
+	for email, want := range map[string]string{
+		"ok@example.com":         state.Verified,
+		"unverified@example.com": state.Unverified,
+		"unknown@example.com":    state.NotMonitored,
+	} {
+		a, _ := h.store.Get(email)
+		read := h.api.callsTo(email)[0].at
+		if a.State != want || !a.LastRefresh.Equal(read) {
+			t.Errorf("%s: state %q refreshed %s, want %q at %s", email, a.State, a.LastRefresh, want, read)
+		}
+	}
+	if a, _ := h.store.Get("ok@example.com"); len(a.Sources) != 1 {
+		t.Errorf("verified address has %d sources, want the 1 the API sent", len(a.Sources))
+	}
+	if n := h.logs.count("level=warn"); n != 0 {
+		t.Errorf("%d warnings for answers that are not faults", n)
+	}
+}
+
+func TestMe(t *testing.T) {
+	meFails := false
+	h := newHarness(t, Settings{Addresses: emails(3), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: 5 * time.Minute})
+	h.api.script = func(c call, rl *api.RateLimit) error {
+		if c.me && meFails {
+			return &api.Error{Kind: api.KindTransport}
+		}
+		return nil
+	}
+	h.start().advance(time.Second)
+	if acc := h.store.Snapshot().Account; acc != (state.Account{Plan: "pro", Up: true}) {
+		t.Fatalf("account after the first /me: %+v", acc)
+	}
+	h.advance(11 * time.Minute)
+	mes := h.api.callsTo("")
+	if len(mes) != 3 || !mes[0].at.Equal(t0) || mes[1].at.Sub(mes[0].at) != 5*time.Minute || mes[2].at.Sub(mes[1].at) != 5*time.Minute {
+		t.Fatalf("/me calls %v, want at start and every 5 minutes", mes)
+	}
+
+	meFails = true
+	h.advance(5 * time.Minute)
+	if acc := h.store.Snapshot().Account; acc != (state.Account{Plan: "pro", Up: false}) {
+		t.Fatalf("account after a failed /me: %+v, want down with the plan kept", acc)
+	}
+	if n := len(h.api.callsTo("user000@example.com")); n < 16 {
+		t.Fatalf("a failing /me stopped the addresses: %d reads", n)
+	}
+}
+
+func TestUnauthorizedBacksOffGlobally(t *testing.T) {
+	rejected := 0
+	h := newHarness(t, Settings{Addresses: emails(5), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
+	h.api.script = func(c call, rl *api.RateLimit) error {
+		if c.n >= 2 && rejected < 4 || c.n == 9 {
+			rejected++
+			return &api.Error{Kind: api.KindUnauthorized, StatusCode: 401}
+		}
+		return nil
+	}
+	h.start().advance(5 * time.Minute)
+	calls := h.api.snapshot()
+	var gaps []time.Duration
+	for i := 3; i <= 6; i++ {
+		gaps = append(gaps, calls[i].at.Sub(calls[i-1].at))
+		if calls[i].email != calls[2].email {
+			t.Fatalf("%s after a 401, want the same request %s retried", calls[i], calls[2].email)
+		}
+	}
+	if want := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second}; fmt.Sprint(gaps) != fmt.Sprint(want) {
+		t.Fatalf("gaps after 401s %v, want %v", gaps, want)
+	}
+	if gap := calls[7].at.Sub(calls[6].at); gap != time.Second {
+		t.Fatalf("after the token works again the next call came %s later, want one budget slot", gap)
+	}
+	if gap := calls[10].at.Sub(calls[9].at); gap != 10*time.Second {
+		t.Fatalf("a later 401 paused for %s, want the backoff to restart at 10s", gap)
+	}
+}
+
+func TestUpdate(t *testing.T) {
+	h := newHarness(t, Settings{Addresses: []string{"a@example.com", "b@example.com", "c@example.com"},
+		RequestsPerMinute: 60, Interval: 10 * time.Minute, MeInterval: time.Hour}).start()
+	h.advance(10 * time.Second) // everything read once
+	if !h.add("found@example.com") {
+		t.Fatal("Add of a new address returned false")
+	}
+	h.advance(10 * time.Second)
+
+	before := len(h.api.snapshot())
+	lastSend := h.api.snapshot()[before-1].at
+	h.update(Settings{Addresses: []string{"B@example.com", "c@example.com", "d@example.com"},
+		RequestsPerMinute: 6, Interval: 10 * time.Minute, MeInterval: time.Hour})
+	h.advance(15 * time.Minute)
+	calls := h.api.snapshot()[before:]
+
+	if calls[0].email != "d@example.com" || !calls[0].at.Equal(lastSend.Add(10*time.Second)) {
+		t.Fatalf("first call after the update %s, want the new d@ one new budget slot (10s) after %s", calls[0], lastSend)
+	}
+	assertBudget(t, calls, 6)
+	if n := len(h.api.callsTo("a@example.com")); n != 1 {
+		t.Fatalf("removed a@ read %d times in all, want only the read before the update", n)
+	}
+	if b := h.api.callsTo("B@example.com"); len(b) != 1 || b[0].at.Sub(t0) < 10*time.Minute {
+		t.Fatalf("kept b@ read again at %v, want it kept on its schedule (10 minutes after its last read)", b)
+	}
+	if len(h.api.callsTo("found@example.com")) != 2 {
+		t.Fatal("discovered address was not kept polling across the reload")
+	}
+	for email, want := range map[string]bool{"a@example.com": false, "b@example.com": true, "d@example.com": true, "found@example.com": true} {
+		if _, ok := h.store.Get(email); ok != want {
+			t.Errorf("store has %s: %v, want %v", email, ok, want)
+		}
+	}
+	if h.add("D@example.com") || h.add("found@example.com") {
+		t.Fatal("Add of a tracked address returned true")
+	}
+}
+
+func TestAddReadsFirst(t *testing.T) {
+	h := newHarness(t, Settings{Addresses: emails(50), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}).start()
+	h.advance(3 * time.Second)
+	if !h.add("New@Example.com") {
+		t.Fatal("Add returned false")
+	}
+	if a, ok := h.store.Get("new@example.com"); !ok || a.State != state.Pending {
+		t.Fatalf("store after Add: %+v, %v; want pending", a, ok)
+	}
+	h.advance(time.Second)
+	calls := h.api.snapshot()
+	if last := calls[len(calls)-1]; last.email != "New@Example.com" {
+		t.Fatalf("call after Add was %s, want the added address", last)
+	}
+	if h.s.Add("  ") {
+		t.Fatal("Add of an empty address returned true")
+	}
+}
+
+func TestCycle(t *testing.T) {
+	logs := &logBuffer{}
+	store := state.NewStore()
+	s := New(Options{Store: store, Logger: log.NewLogfmtLogger(logs)}, Settings{
+		Addresses: emails(100), RequestsPerMinute: 55, Interval: 15 * time.Minute, MeInterval: 5 * time.Minute,
+	})
+	check := func(want time.Duration, warnings int) {
+		t.Helper()
+		if got := s.Cycle(); !near(got, want) {
+			t.Fatalf("Cycle() = %s, want %s", got, want)
+		}
+		if got := store.Snapshot().Cycle; got != s.Cycle() {
+			t.Fatalf("store cycle %s, want %s", got, want)
+		}
+		if n := logs.count("level=warn", "cannot read every address"); n != warnings {
+			t.Fatalf("%d over-budget warnings, want %d", n, warnings)
+		}
+	}
+	check(15*time.Minute, 0)
+
+	over := Settings{Addresses: emails(1000), RequestsPerMinute: 55, Interval: 15 * time.Minute, MeInterval: 5 * time.Minute}
+	s.Update(over)
+	check(minutes(1000/54.8), 1) // 18m15s: /me takes 0.2 of the 55
+	if logs.count("cycle=18m15s") != 1 {
+		t.Fatal("the warning does not give the real cycle length")
+	}
+	s.Update(over) // a reload warns again, once
+	check(minutes(1000/54.8), 2)
+
+	// 493 addresses fit in 9 minutes at 54.8 a minute; 494 do not.
+	s.Update(Settings{Addresses: emails(490), RequestsPerMinute: 55, Interval: 9 * time.Minute, MeInterval: 5 * time.Minute})
+	check(9*time.Minute, 2)
+	for i := range 10 {
+		s.Add(fmt.Sprintf("found%d@example.com", i))
+	}
+	check(minutes(500/54.8), 3)
+
+	// A tiny me_interval takes at most every other request.
+	// With the 10 discovered addresses kept, 60 addresses at 30 a minute.
+	s.Update(Settings{Addresses: emails(50), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Second})
+	check(2*time.Minute, 4)
+}
+
+func TestRandomJitter(t *testing.T) {
+	if d := randomJitter(0); d != 0 {
+		t.Fatalf("randomJitter(0) = %s", d)
+	}
+	for range 100 {
+		if d := randomJitter(time.Second); d < 0 || d >= time.Second {
+			t.Fatalf("randomJitter(1s) = %s, want in [0, 1s)", d)
+		}
+	}
+}
+
+func minutes(m float64) time.Duration { return time.Duration(m * float64(time.Minute)) }
+
+// near absorbs float rounding in cycle arithmetic.
+func near(a, b time.Duration) bool { return (a - b).Abs() < time.Millisecond }
+
+// stuckAPI answers only when the request is cancelled.
+type stuckAPI struct{ entered chan struct{} }
+
+func (c stuckAPI) Me(ctx context.Context) (api.Me, api.RateLimit, error) {
+	close(c.entered)
+	<-ctx.Done()
+	return api.Me{}, api.RateLimit{}, &api.Error{Kind: api.KindTransport, Err: ctx.Err()}
+}
+
+func (c stuckAPI) Breaches(context.Context, string) (api.Breaches, api.RateLimit, error) {
+	panic("not reached: /me goes first")
+}
+
+func TestShutdownDuringARequest(t *testing.T) {
+	logs := &logBuffer{}
+	client := stuckAPI{entered: make(chan struct{})}
+	s := New(Options{Client: client, Store: state.NewStore(), Clock: clockwork.NewFakeClockAt(t0), Logger: log.NewLogfmtLogger(logs)},
+		Settings{Addresses: emails(1), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	<-client.entered
+	cancel()
+	<-done
+	if n := logs.count("level=warn"); n != 0 {
+		t.Fatalf("%d warnings at shutdown, want the cancelled request ignored", n)
+	}
+}
