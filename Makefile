@@ -1,0 +1,50 @@
+# breach_exporter build and test entry points. `make test` is the test command
+# the README and CI use; on a machine without promtool it installs Debian's
+# `prometheus` package (needs root and apt), and says so.
+
+GO        ?= go
+PROMTOOL  ?= promtool
+BIN       := breach_exporter
+SIMULATOR := breach_simulator
+PKG       := github.com/prometheus/common/version
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
+LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
+             -X $(PKG).Branch=$(BRANCH) -X $(PKG).BuildUser=$(USER)@$(shell hostname) \
+             -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
+
+.PHONY: all build test fmt-check vet unit rules-check promtool demo e2e bench prometheusrule clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(SIMULATOR) ./examples/simulator
+
+test: promtool fmt-check vet unit rules-check
+
+# promtool comes from Debian's prometheus package; install it when missing.
+promtool:
+	@command -v $(PROMTOOL) >/dev/null 2>&1 || { \
+	  echo ">> promtool not found: installing Debian's prometheus package (apt-get, needs root)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
+	@$(PROMTOOL) --version | head -1
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# BREACH_REQUIRE_PROMTOOL makes the scrape test fail instead of skip without promtool.
+unit:
+	BREACH_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 ./...
+
+rules-check:
+	$(PROMTOOL) check rules alerts/breach_exporter.rules.yml
+	$(PROMTOOL) test rules alerts/breach_exporter.rules.test.yml
+
+clean:
+	rm -f $(BIN) $(SIMULATOR)

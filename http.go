@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+)
+
+// reloader is the part of the exporter the admin endpoints need.
+type reloader interface {
+	Reload(ctx context.Context) error
+}
+
+// newMux serves metrics, the landing page, health and the reload endpoint.
+// There is no pprof here: this listener is the one Prometheus scrapes.
+// Readiness needs no check of its own: the listener starts only after the
+// config has loaded.
+func newMux(r reloader, gatherer prometheus.Gatherer, telemetryPath string, logger log.Logger) (*http.ServeMux, error) {
+	landing, err := web.NewLandingPage(web.LandingConfig{
+		Name:        name,
+		Description: "Prometheus exporter and alerting bridge for the breach monitoring service",
+		Version:     version.Info(),
+		Links: []web.LandingLinks{
+			{Address: telemetryPath, Text: "Metrics"},
+			{Address: "/-/healthy", Text: "Health"},
+			{Address: "/-/ready", Text: "Readiness"},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(telemetryPath, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+		ErrorLog:          promLogger{logger},
+		EnableOpenMetrics: true,
+	}))
+	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "OK") }
+	mux.HandleFunc("/-/healthy", ok)
+	mux.HandleFunc("/-/ready", ok)
+	mux.Handle("/-/reload", reloadHandler(r))
+	if telemetryPath != "/" {
+		mux.Handle("/", landing)
+	}
+	return mux, nil
+}
+
+// reloadHandler reloads on POST (or PUT) only: a GET from a crawler or a
+// browser prefetch must not change the running config. A failed reload
+// answers 500 with the reason and the old config stays in force.
+func reloadHandler(r reloader) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodPost && req.Method != http.MethodPut {
+			w.Header().Set("Allow", "POST, PUT")
+			http.Error(w, "Use POST to reload the configuration.", http.StatusMethodNotAllowed)
+			return
+		}
+		ctx, cancel := context.WithTimeout(req.Context(), 30*time.Second)
+		defer cancel()
+		if err := r.Reload(ctx); err != nil {
+			http.Error(w, "Reload failed, the previous configuration stays in force: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "Reloaded")
+	})
+}
+
+// promLogger lets promhttp report encoding errors into our log stream.
+type promLogger struct{ logger log.Logger }
+
+func (l promLogger) Println(v ...any) {
+	level.Error(l.logger).Log("msg", fmt.Sprint(v...))
+}

@@ -1,0 +1,86 @@
+package exporter
+
+import (
+	"context"
+	"sync"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+
+	"github.com/breach-exporter/breach_exporter/internal/api"
+	"github.com/breach-exporter/breach_exporter/internal/scheduler"
+)
+
+// swappableClient lets a reload replace the API client (a new base_url, TLS
+// config or token file) under a scheduler that keeps running.
+type swappableClient struct {
+	mu      sync.RWMutex
+	current *api.Client
+
+	onPlan     func(plan string)
+	warnedPlan string // the plan onPlan last saw, so it is told once per change
+}
+
+var _ scheduler.Client = (*swappableClient)(nil)
+
+func (c *swappableClient) swap(client *api.Client) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.current = client
+}
+
+func (c *swappableClient) get() *api.Client {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.current
+}
+
+func (c *swappableClient) Me(ctx context.Context) (api.Me, api.RateLimit, error) {
+	me, rl, err := c.get().Me(ctx)
+	if err == nil {
+		c.mu.Lock()
+		changed := me.Plan != c.warnedPlan
+		c.warnedPlan = me.Plan
+		c.mu.Unlock()
+		if changed {
+			c.onPlan(me.Plan)
+		}
+	}
+	return me, rl, err
+}
+
+func (c *swappableClient) Breaches(ctx context.Context, email string) (api.Breaches, api.RateLimit, error) {
+	return c.get().Breaches(ctx, email)
+}
+
+// tokenSource holds the bearer token and re-reads it after a 401, so a token
+// rotated in the token file is picked up without a restart or reload.
+type tokenSource struct {
+	mu     sync.RWMutex
+	token  string
+	read   func() (string, error)
+	logger log.Logger
+}
+
+func (t *tokenSource) get() string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.token
+}
+
+func (t *tokenSource) reread() {
+	token, err := t.read()
+	if err != nil {
+		level.Error(t.logger).Log("msg", "API answered 401 and the token could not be re-read; keeping the old one", "err", err)
+		return
+	}
+	t.mu.Lock()
+	changed := token != t.token
+	t.token = token
+	t.mu.Unlock()
+	if changed {
+		level.Info(t.logger).Log("msg", "API answered 401; picked up a new token from the token file")
+	} else {
+		level.Warn(t.logger).Log("msg", "API answered 401 and the token file still holds the same token: rotate it in the dashboard and update the file")
+	}
+}

@@ -1,0 +1,209 @@
+// Command breach_exporter polls the breach monitoring service within its
+// request budget, serves the cached state as Prometheus metrics, and receives
+// the service's signed webhook alerts on a separate listener.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kingpin/v2"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+	"github.com/prometheus/common/version"
+	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
+	sloggokit "github.com/tjhop/slog-gokit"
+
+	"github.com/breach-exporter/breach_exporter/internal/exporter"
+	"github.com/breach-exporter/breach_exporter/webhook"
+)
+
+const name = "breach_exporter"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is the whole program; it returns when ctx ends (SIGINT/SIGTERM) or a
+// listener fails, after shutting the listeners down gracefully.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := kingpin.New(name, "Prometheus exporter and alerting bridge for the breach monitoring service.")
+	var (
+		configFile    = app.Flag("config.file", "Path to the configuration file.").Default(name + ".yml").String()
+		configCheck   = app.Flag("config.check", "Validate the configuration (file, token and secrets), print the result and exit 0 (valid) or 1.").Bool()
+		webFlags      = kingpinflag.AddFlags(app, ":9799")
+		telemetryPath = app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").String()
+		hookAddress   = app.Flag("webhook.listen-address", "Address of the separate webhook listener, e.g. :9800. Empty disables the receiver.").Default("").String()
+		hookWebConfig = app.Flag("webhook.web-config.file", "exporter-toolkit web config (TLS, basic auth) for the webhook listener alone.").Default("").String()
+		hookPath      = app.Flag("webhook.path", "Path of the webhook endpoint on the webhook listener.").Default("/webhook").String()
+		logLevel      = app.Flag("log.level", "Only log messages with the given severity or above.").Default("info").Enum("debug", "info", "warn", "error")
+		logFormat     = app.Flag("log.format", "Output format of log messages.").Default("logfmt").Enum("logfmt", "json")
+	)
+	app.Version(version.Print(name))
+	app.HelpFlag.Short('h')
+	app.UsageWriter(stdout)
+	app.ErrorWriter(stderr)
+	if _, err := app.Parse(args); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+
+	base := newLogger(stderr, *logLevel, *logFormat)
+	logger := log.With(base, "caller", log.DefaultCaller)
+	webhookOn := *hookAddress != ""
+	if webhookOn && (!strings.HasPrefix(*hookPath, "/") || *hookPath == webhook.HealthyPath) {
+		fmt.Fprintf(stderr, "%s: --webhook.path %q must start with / and differ from %s\n", name, *hookPath, webhook.HealthyPath)
+		return 2
+	}
+
+	if *configCheck {
+		if err := exporter.CheckConfig(*configFile, webhookOn); err != nil {
+			fmt.Fprintf(stderr, "%s: %s is invalid: %v\n", name, *configFile, err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: %s is valid\n", name, *configFile)
+		return 0
+	}
+
+	level.Info(logger).Log("msg", "Starting "+name, "version", version.Info(), "build_context", version.BuildContext())
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		versioncollector.NewCollector(name),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	exp, err := exporter.New(exporter.Options{
+		ConfigFile: *configFile,
+		UserAgent:  name + "/" + version.Version,
+		Logger:     logger,
+		Registerer: reg,
+		Webhook:    webhookOn,
+	})
+	if err != nil {
+		level.Error(logger).Log("msg", "Cannot start", "config", *configFile, "err", err)
+		return 1
+	}
+
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	// exporter-toolkit logs through slog; route it into the same go-kit stream,
+	// whose level filter applies (the handler adds its own caller).
+	debug := new(slog.LevelVar)
+	debug.Set(slog.LevelDebug)
+	slogger := slog.New(sloggokit.NewGoKitHandler(base, debug))
+	mux, err := newMux(exp, reg, *telemetryPath, logger)
+	if err != nil {
+		level.Error(logger).Log("msg", "Cannot build the landing page", "err", err)
+		return 1
+	}
+	webServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	servers := []*listener{{
+		name:   "web",
+		server: webServer,
+		serve:  func(l *slog.Logger) error { return web.ListenAndServe(webServer, webFlags, l) },
+	}}
+	if webhookOn {
+		hookServer := webhook.NewServer(exp.WebhookHandler(), *hookPath)
+		servers = append(servers, &listener{
+			name:   "webhook",
+			server: hookServer,
+			serve:  func(l *slog.Logger) error { return webhook.Serve(hookServer, *hookAddress, *hookWebConfig, l) },
+		})
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		exp.Run(ctx)
+	}()
+	go reloadOnSIGHUP(ctx, exp, logger)
+
+	failed := make(chan error, len(servers))
+	for _, l := range servers {
+		go func() {
+			if err := l.run(slogger); err != nil {
+				failed <- err
+			}
+		}()
+	}
+	code := 0
+	select {
+	case <-ctx.Done():
+		level.Info(logger).Log("msg", "Shutting down")
+	case err := <-failed:
+		level.Error(logger).Log("msg", "Listener failed", "err", err)
+		code = 1
+	}
+	stop()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, l := range servers {
+		if err := l.server.Shutdown(shutdownCtx); err != nil {
+			level.Warn(logger).Log("msg", "Listener did not shut down cleanly", "listener", l.name, "err", err)
+		}
+	}
+	wg.Wait()
+	return code
+}
+
+type listener struct {
+	name   string
+	server *http.Server
+	serve  func(*slog.Logger) error
+}
+
+// run serves until Shutdown (nil) or a failure such as a port in use.
+func (l *listener) run(logger *slog.Logger) error {
+	err := l.serve(logger.With("listener", l.name))
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("%s listener: %w", l.name, err)
+}
+
+func reloadOnSIGHUP(ctx context.Context, exp *exporter.Exporter, logger log.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := exp.Reload(ctx); err == nil {
+				level.Info(logger).Log("msg", "Reloaded on SIGHUP")
+			}
+		}
+	}
+}
+
+func newLogger(w io.Writer, lvl, format string) log.Logger {
+	var logger log.Logger
+	if format == "json" {
+		logger = log.NewJSONLogger(log.NewSyncWriter(w))
+	} else {
+		logger = log.NewLogfmtLogger(log.NewSyncWriter(w))
+	}
+	logger = level.NewFilter(logger, level.Allow(level.ParseDefault(lvl, level.InfoValue())))
+	return log.With(logger, "ts", log.DefaultTimestampUTC)
+}

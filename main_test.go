@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type fakeReloader struct{ err error }
+
+func (f fakeReloader) Reload(context.Context) error { return f.err }
+
+func TestReloadHandler(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		err    error
+		code   int
+		body   string
+	}{
+		{http.MethodGet, nil, http.StatusMethodNotAllowed, "Use POST"},
+		{http.MethodPost, nil, http.StatusOK, "Reloaded"},
+		{http.MethodPost, errors.New(`addresses[1]: "bob@" is not a valid email address`), http.StatusInternalServerError, `"bob@" is not a valid email address`},
+	} {
+		rec := httptest.NewRecorder()
+		reloadHandler(fakeReloader{tc.err}).ServeHTTP(rec, httptest.NewRequest(tc.method, "/-/reload", nil))
+		if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.body) {
+			t.Errorf("%s with err %v: got %d %q, want %d containing %q", tc.method, tc.err, rec.Code, rec.Body.String(), tc.code, tc.body)
+		}
+	}
+}
+
+// standInAPI answers like the service for one verified and one unverified
+// address, and can be switched to fail.
+type standInAPI struct {
+	mu   sync.Mutex
+	down bool
+}
+
+func (s *standInAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	w.Header().Set("X-RateLimit-Limit", "60")
+	w.Header().Set("X-RateLimit-Remaining", "59")
+	w.Header().Set("X-RateLimit-Reset", fmt.Sprint(time.Now().Add(time.Minute).Truncate(time.Minute).Unix()))
+	if down {
+		http.Error(w, `{"error":"unavailable"}`, http.StatusServiceUnavailable)
+		return
+	}
+	if r.Header.Get("Authorization") != "Bearer svc_ak_test" {
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":"unauthorized"}`)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path + "?" + r.URL.Query().Get("email") {
+	case "/api/v1/me?":
+		io.WriteString(w, `{"id":"u1","email":"owner@example.com","plan":"pro"}`)
+	case "/api/v1/breaches?alice@example.com":
+		io.WriteString(w, `{"email":"alice@example.com","sources":[{"source":"archive","breach_count":2,
+			"source_dbs":["LinkedIn 2012","Adobe 2013"],"fields_exposed":["password","username"],
+			"has_plaintext_password":true,"last_scanned_at":"2026-11-21T10:00:00.000Z","last_changed_at":"2026-11-20T10:00:00.000Z"}]}`)
+	case "/api/v1/breaches?bob@example.com":
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `{"error":"unverified"}`)
+	default:
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":"not_found"}`)
+	}
+}
+
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls until cond holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// TestRun starts the program as a user would, against a stand-in API: the
+// scrape shows the values, passes promtool, survives the API going down, and
+// a reload with a broken file answers 500 and keeps serving.
+func TestRun(t *testing.T) {
+	api := &standInAPI{}
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "breach_exporter.yml")
+	writeFile(t, filepath.Join(dir, "token"), "svc_ak_test\n")
+	good := fmt.Sprintf("api:\n  base_url: %s/api/v1\n  token_file: token\n  requests_per_minute: 60\n"+
+		"refresh: {interval: 1s, me_interval: 1s}\naddresses: [alice@example.com, bob@example.com]\n", srv.URL)
+	writeFile(t, cfgFile, good)
+
+	addr := freeAddress(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"--config.file", cfgFile, "--web.listen-address", addr}, io.Discard, &syncWriter{w: &stderr})
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("exit code %d", code)
+		}
+	}()
+	base := "http://" + addr
+	var metrics string
+	waitFor(t, "alice's breaches in /metrics", func() bool {
+		_, metrics = get(t, base+"/metrics")
+		return strings.Contains(metrics, `breach_source_breaches{address="alice@example.com",source="archive"} 2`) &&
+			strings.Contains(metrics, `breach_address_state{address="bob@example.com",state="unverified"} 1`)
+	})
+	for _, want := range []string{
+		`breach_api_up 1`,
+		`breach_account_info{plan="pro"} 1`,
+		`breach_source_plaintext_password{address="alice@example.com",source="archive"} 1`,
+		`breach_source_database_info{address="alice@example.com",database="Adobe 2013",source="archive"} 1`,
+		`breach_exporter_build_info{`,
+		`breach_exporter_config_last_reload_successful 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	checkWithPromtool(t, metrics)
+
+	for path, want := range map[string]int{"/": 200, "/-/healthy": 200, "/-/ready": 200, "/-/reload": 405} {
+		if code, _ := get(t, base+path); code != want {
+			t.Errorf("GET %s: %d, want %d", path, code, want)
+		}
+	}
+
+	// A broken config: 500 with the reason, and the old config keeps serving.
+	writeFile(t, cfgFile, good+"bogus_key: 1\n")
+	resp, err := http.Post(base+"/-/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 || !strings.Contains(string(body), "bogus_key") {
+		t.Errorf("reload of a broken file: %d %q, want 500 naming bogus_key", resp.StatusCode, body)
+	}
+	_, metrics = get(t, base+"/metrics")
+	if !strings.Contains(metrics, "breach_exporter_config_last_reload_successful 0") ||
+		!strings.Contains(metrics, `breach_source_breaches{address="alice@example.com",source="archive"} 2`) {
+		t.Error("after a failed reload the old values must stay and the reload gauge must be 0")
+	}
+
+	// The API goes down: the last good values stay.
+	api.mu.Lock()
+	api.down = true
+	api.mu.Unlock()
+	waitFor(t, "a 503 to be counted", func() bool {
+		_, metrics = get(t, base+"/metrics")
+		return strings.Contains(metrics, `breach_api_requests_total{code="503"`)
+	})
+	if !strings.Contains(metrics, `breach_source_breaches{address="alice@example.com",source="archive"} 2`) {
+		t.Error("values vanished while the API was down")
+	}
+}
+
+func checkWithPromtool(t *testing.T, metrics string) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("BREACH_REQUIRE_PROMTOOL") != "" {
+			t.Fatal("promtool is required (make test installs Debian's prometheus package)")
+		}
+		t.Skip("promtool not installed")
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(metrics)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
