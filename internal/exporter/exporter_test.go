@@ -1,0 +1,283 @@
+package exporter
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// countingAPI answers like the service for any address and counts the
+// /breaches requests per address.
+type countingAPI struct {
+	mu       sync.Mutex
+	breaches map[string]int
+	count    int64 // breach_count it reports
+}
+
+func (a *countingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path == "/api/v1/me" {
+		io.WriteString(w, `{"id":"u1","email":"owner@example.com","plan":"pro"}`)
+		return
+	}
+	email := r.URL.Query().Get("email")
+	a.breaches[email]++
+
+	fmt.Fprintf(w, `{"email":%q,"sources":[{"source":"combolist","breach_count":%d,"source_dbs":["x"],
+		"fields_exposed":["password"],"has_plaintext_password":true,
+		"last_scanned_at":"2026-11-22T06:00:00.000Z","last_changed_at":"2026-11-22T06:00:00.000Z"}]}`, email, a.count)
+}
+
+func (a *countingAPI) reads(email string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.breaches[email]
+}
+
+type fixture struct {
+	t      *testing.T
+	exp    *Exporter
+	reg    *prometheus.Registry
+	clock  *clockwork.FakeClock
+	api    *countingAPI
+	dir    string
+	cancel context.CancelFunc
+}
+
+func newFixture(t *testing.T, configTail string) *fixture {
+	t.Helper()
+	api := &countingAPI{breaches: map[string]int{}, count: 1}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "token"), "svc_ak_test")
+	write(t, filepath.Join(dir, "secret"), "hook-secret")
+	write(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
+  base_url: %s/api/v1
+  token_file: token
+  requests_per_minute: 60
+webhook:
+  secret_files: [secret]
+`, srv.URL)+configTail)
+
+	f := &fixture{t: t, reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock(), api: api, dir: dir}
+	var err error
+	f.exp, err = New(Options{
+		ConfigFile: filepath.Join(dir, "config.yml"),
+		UserAgent:  "breach_exporter/test",
+		Registerer: f.reg,
+		Clock:      f.clock,
+		Webhook:    true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.exp.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		srv.CloseClientConnections()
+	})
+	return f
+}
+
+// advanceUntil moves the fake clock in small steps until cond holds, and
+// returns how much fake time that took.
+func (f *fixture) advanceUntil(what string, step time.Duration, cond func() bool) time.Duration {
+	f.t.Helper()
+	start := f.clock.Now()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("timed out waiting for %s", what)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_ = f.clock.BlockUntilContext(ctx, 1) // the scheduler is waiting on the clock, or busy on the network
+		cancel()
+		f.clock.Advance(step)
+	}
+	return f.clock.Since(start)
+}
+
+func (f *fixture) postAlert(address string) int {
+	body := []byte(fmt.Sprintf(`{"event":"alert.created","severity":"critical","address":%q,"source":"combolist",
+		"summary":"new plaintext password","delta":{"previous_count":1,"new_count":2,"new_source_dbs":["y"],
+		"newly_exposed_fields":["password"],"has_new_plaintext":true,"is_first_scan":false},
+		"observed_at":%q,"dashboard_url":"https://service.example/a"}`, address, f.clock.Now().UTC().Format("2006-01-02T15:04:05Z")))
+	mac := hmac.New(sha256.New, []byte("hook-secret"))
+	mac.Write(body)
+	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Service-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	rec := httptest.NewRecorder()
+	f.exp.WebhookHandler().ServeHTTP(rec, req)
+	return rec.Code
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An accepted alert re-reads its address at once, not at the next
+// 15-minute round: with budget to spare without any wait, and within the
+// one-second spacing of 60 requests a minute when a request just went out.
+func TestAlertRefreshesWithinASecond(t *testing.T) {
+	f := newFixture(t, "addresses: [alice@example.com, bob@example.com]\n")
+	f.advanceUntil("the first round", 100*time.Millisecond, func() bool {
+		return f.api.reads("alice@example.com") == 1 && f.api.reads("bob@example.com") == 1
+	})
+	f.clock.Advance(time.Minute) // the budget is idle again; the next round is 14 minutes away
+
+	f.api.mu.Lock()
+	f.api.count = 7
+	f.api.mu.Unlock()
+	if code := f.postAlert("bob@example.com"); code != http.StatusNoContent {
+		t.Fatalf("signed alert answered %d", code)
+	}
+	// The fake clock stands still: the re-read needs no wait at all.
+	waitReal(t, "bob's re-read", func() bool { return f.api.reads("bob@example.com") == 2 })
+	waitReal(t, "bob's new count in the collector", func() bool {
+		return gaugeValue(t, f.reg, "breach_source_breaches", `address="bob@example.com"`) == 7
+	})
+
+	// Right after a request the spacing applies: one second, not more.
+	if code := f.postAlert("alice@example.com"); code != http.StatusNoContent {
+		t.Fatalf("signed alert answered %d", code)
+	}
+	blockUntilWaiting(t, f.clock)
+	if n := f.api.reads("alice@example.com"); n != 1 {
+		t.Fatalf("alice was re-read before the spacing allowed it (%d reads)", n)
+	}
+	f.clock.Advance(time.Second)
+	waitReal(t, "alice's re-read one second later", func() bool { return f.api.reads("alice@example.com") == 2 })
+}
+
+func blockUntilWaiting(t *testing.T, clock *clockwork.FakeClock) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("the scheduler never waited on the clock")
+	}
+}
+
+// waitReal polls (real time, with a deadline) without moving the fake clock.
+func waitReal(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
+	}
+}
+
+// An alert for an address not in the config starts polling it when
+// discovery is on (the default) and is only counted when it is off.
+func TestAlertDiscovery(t *testing.T) {
+	for _, discover := range []bool{true, false} {
+		t.Run(fmt.Sprint("discover=", discover), func(t *testing.T) {
+			f := newFixture(t, fmt.Sprintf("  discover_addresses: %v\naddresses: [alice@example.com]\n", discover))
+			f.advanceUntil("the first round", 100*time.Millisecond, func() bool { return f.api.reads("alice@example.com") == 1 })
+			if code := f.postAlert("carol@example.com"); code != http.StatusNoContent {
+				t.Fatalf("signed alert answered %d", code)
+			}
+			if discover {
+				f.advanceUntil("carol to be polled", 50*time.Millisecond, func() bool { return f.api.reads("carol@example.com") == 1 })
+			} else {
+				f.clock.Advance(time.Minute)
+				if n := f.api.reads("carol@example.com"); n != 0 {
+					t.Errorf("carol was polled %d times with discovery off", n)
+				}
+			}
+			if got := gaugeValue(t, f.reg, "breach_alerts_total", `address="carol@example.com",severity="critical",source="combolist"`); got != 1 {
+				t.Errorf("breach_alerts_total for carol = %v, want 1", got)
+			}
+		})
+	}
+}
+
+// A reload picks up new addresses; a broken file keeps the old config and
+// sets the reload gauge to 0.
+func TestReload(t *testing.T) {
+	f := newFixture(t, "addresses: [alice@example.com]\n")
+	cfg := filepath.Join(f.dir, "config.yml")
+	original, _ := os.ReadFile(cfg)
+
+	write(t, cfg, strings.Replace(string(original), "[alice@example.com]", "[alice@example.com, dave@example.com]", 1))
+	if err := f.exp.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.advanceUntil("dave to be polled", 100*time.Millisecond, func() bool { return f.api.reads("dave@example.com") == 1 })
+
+	write(t, cfg, string(original)+"oops: true\n")
+	err := f.exp.Reload(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "oops") {
+		t.Fatalf("reload of a broken file: %v, want an error naming the key", err)
+	}
+	if got := gaugeValue(t, f.reg, "breach_exporter_config_last_reload_successful", ""); got != 0 {
+		t.Errorf("reload gauge = %v after a failed reload", got)
+	}
+	if got := gaugeValue(t, f.reg, "breach_address_state", `address="dave@example.com",state="verified"`); got != 1 {
+		t.Errorf("dave's state after a failed reload = %v, want the old config's 1", got)
+	}
+}
+
+// gaugeValue finds one sample by name and a substring of its labels.
+func gaugeValue(t *testing.T, g prometheus.Gatherer, name, labels string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var parts []string
+			for _, lp := range m.GetLabel() {
+				parts = append(parts, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
+			}
+			if strings.Contains(strings.Join(parts, ","), labels) {
+				switch {
+				case m.GetGauge() != nil:
+					return m.GetGauge().GetValue()
+				case m.GetCounter() != nil:
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}
