@@ -126,9 +126,12 @@ func TestCollector(t *testing.T) {
 			want:    addressSeries(addr, state.Verified, "1.7953272e+09") + strings.ReplaceAll(archiveSeries, "ADDR", addr),
 		},
 		{
-			name:    "unverified drops the feed series",
-			prepare: func(s *state.Store) { s.SetBreaches(addr, breaches(addr), changed); s.SetState(addr, state.Unverified, polled) },
-			want:    addressSeries(addr, state.Unverified, "1.7953272e+09"),
+			name: "unverified drops the feed series",
+			prepare: func(s *state.Store) {
+				s.SetBreaches(addr, breaches(addr), changed)
+				s.SetState(addr, state.Unverified, polled)
+			},
+			want: addressSeries(addr, state.Unverified, "1.7953272e+09"),
 		},
 		{
 			name:    "not monitored",
