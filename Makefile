@@ -48,3 +48,7 @@ rules-check:
 
 clean:
 	rm -f $(BIN) $(SIMULATOR)
+
+# The README's first command: simulator + exporter on loopback until Ctrl-C.
+demo: build
+	./examples/demo.sh
