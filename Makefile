@@ -52,3 +52,7 @@ clean:
 # The README's first command: simulator + exporter on loopback until Ctrl-C.
 demo: build
 	./examples/demo.sh
+
+# Regenerate the Kubernetes PrometheusRule from alerts/ (a test fails when stale).
+prometheusrule:
+	$(GO) run ./examples/kubernetes/gen

@@ -1,0 +1,329 @@
+package dashboards
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The uids are fixed so that links and provisioning survive re-imports.
+var wantUIDs = map[string]string{
+	"breach-overview.json": "breach-overview",
+	"exporter-health.json": "breach-exporter-health",
+}
+
+var wantVariables = map[string][]string{
+	"breach-overview.json": {"datasource", "job", "instance", "address", "source"},
+	"exporter-health.json": {"datasource", "job", "instance", "address"},
+}
+
+// Grafana's own variables the queries may use.
+var builtins = map[string]bool{"__rate_interval": true, "__range": true, "__range_s": true}
+
+// contractMetrics are the exporter's public metric names (issues 2 and 3),
+// Prometheus's up, and the threshold the alert rules record.
+var contractMetrics = map[string]bool{
+	"up":                     true,
+	"breach_source_breaches": true, "breach_source_databases": true,
+	"breach_source_database_info": true, "breach_source_field_exposed": true,
+	"breach_source_plaintext_password":              true,
+	"breach_source_last_scanned_timestamp_seconds":  true,
+	"breach_source_last_changed_timestamp_seconds":  true,
+	"breach_address_state":                          true,
+	"breach_address_last_refresh_timestamp_seconds": true,
+	"breach_account_info":                           true, "breach_api_up": true,
+	"breach_api_requests_total":                                    true,
+	"breach_api_request_duration_seconds_bucket":                   true,
+	"breach_api_rate_limit_limit":                                  true,
+	"breach_api_rate_limit_remaining":                              true,
+	"breach_api_rate_limit_reset_timestamp_seconds":                true,
+	"breach_api_budget_requests_per_minute":                        true,
+	"breach_refresh_cycle_seconds":                                 true,
+	"breach_exporter_build_info":                                   true,
+	"breach_exporter_config_last_reload_successful":                true,
+	"breach_exporter_config_last_reload_success_timestamp_seconds": true,
+	"breach_webhook_requests_total":                                true,
+	"breach_webhook_request_duration_seconds_bucket":               true,
+	"breach_alerts_total":                                          true,
+	"breach_alert_new_databases_total":                             true,
+	"breach_alert_exposed_fields_total":                            true,
+	"breach_alert_new_plaintext_passwords_total":                   true,
+	"breach_alert_last_observed_timestamp_seconds":                 true,
+	"breach:stale_refresh_rounds:threshold":                        true,
+}
+
+var (
+	variableRef = regexp.MustCompile(`\$\{?(\w+)`)
+	metricRef   = regexp.MustCompile(`\b(up|breach_[a-z0-9_]+|breach:[a-z_]+:threshold)\b(\{[^}]*\})?`)
+)
+
+type dashboard struct {
+	UID           string  `json:"uid"`
+	Title         string  `json:"title"`
+	SchemaVersion int     `json:"schemaVersion"`
+	Panels        []panel `json:"panels"`
+	Templating    struct {
+		List []variable `json:"list"`
+	} `json:"templating"`
+}
+
+type variable struct {
+	Name       string          `json:"name"`
+	Type       string          `json:"type"`
+	Query      json.RawMessage `json:"query"`
+	Definition string          `json:"definition"`
+	Datasource json.RawMessage `json:"datasource"`
+}
+
+type gridPos struct{ X, Y, W, H int }
+
+// testPanel is the fuller view of a panel this test needs.
+type testPanel struct {
+	ID         int             `json:"id"`
+	Type       string          `json:"type"`
+	Title      string          `json:"title"`
+	GridPos    gridPos         `json:"gridPos"`
+	Datasource json.RawMessage `json:"datasource"`
+	Panels     []testPanel     `json:"panels"`
+	Targets    []struct {
+		RefID      string          `json:"refId"`
+		Expr       string          `json:"expr"`
+		Datasource json.RawMessage `json:"datasource"`
+	} `json:"targets"`
+}
+
+type dashboardFile struct {
+	name string
+	raw  []byte
+}
+
+func dashboardFiles(t *testing.T) []dashboardFile {
+	t.Helper()
+	names, err := fs.Glob(files, "*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != len(wantUIDs) {
+		t.Fatalf("dashboards %v, want one per %v", names, wantUIDs)
+	}
+	var out []dashboardFile
+	for _, n := range names {
+		raw, err := files.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, dashboardFile{n, raw})
+	}
+	return out
+}
+
+func TestDashboardHeader(t *testing.T) {
+	for _, f := range dashboardFiles(t) {
+		var d dashboard
+		if err := json.Unmarshal(f.raw, &d); err != nil {
+			t.Fatalf("%s: invalid JSON: %v", f.name, err)
+		}
+		if d.UID != wantUIDs[f.name] {
+			t.Errorf("%s: uid %q, want %q", f.name, d.UID, wantUIDs[f.name])
+		}
+		if d.Title == "" {
+			t.Errorf("%s: no title", f.name)
+		}
+		if d.SchemaVersion < 39 {
+			t.Errorf("%s: schemaVersion %d, want 39 or later", f.name, d.SchemaVersion)
+		}
+	}
+}
+
+func TestVariables(t *testing.T) {
+	for _, f := range dashboardFiles(t) {
+		var d dashboard
+		if err := json.Unmarshal(f.raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]variable{}
+		for _, v := range d.Templating.List {
+			byName[v.Name] = v
+		}
+		for _, name := range wantVariables[f.name] {
+			v, ok := byName[name]
+			if !ok {
+				t.Errorf("%s: no variable %s", f.name, name)
+				continue
+			}
+			if name == "datasource" {
+				if v.Type != "datasource" || string(v.Query) != `"prometheus"` {
+					t.Errorf("%s: datasource variable is %s over %s, want a datasource variable over prometheus", f.name, v.Type, v.Query)
+				}
+				continue
+			}
+			if v.Type != "query" {
+				t.Errorf("%s: variable %s has type %s, want query", f.name, name, v.Type)
+			}
+			if !strings.HasPrefix(v.Definition, "label_values(") || string(v.Query) != fmt.Sprintf("%q", v.Definition) {
+				t.Errorf("%s: variable %s: query %s, definition %q; want the same label_values()", f.name, name, v.Query, v.Definition)
+			}
+			if !isDatasourceVariable(v.Datasource) {
+				t.Errorf("%s: variable %s uses datasource %s", f.name, name, v.Datasource)
+			}
+		}
+	}
+}
+
+func TestPanels(t *testing.T) {
+	for _, f := range dashboardFiles(t) {
+		var d struct {
+			dashboard
+			Panels []testPanel `json:"panels"`
+		}
+		if err := json.Unmarshal(f.raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		defined := map[string]bool{}
+		for _, v := range d.Templating.List {
+			defined[v.Name] = true
+		}
+		ids := map[int]string{}
+		var placed []testPanel
+		var walk func([]testPanel)
+		walk = func(panels []testPanel) {
+			for _, p := range panels {
+				where := fmt.Sprintf("%s: panel %d %q", f.name, p.ID, p.Title)
+				if other, dup := ids[p.ID]; dup || p.ID == 0 {
+					t.Errorf("%s: id not unique (also %q)", where, other)
+				}
+				ids[p.ID] = p.Title
+				if p.GridPos.W <= 0 || p.GridPos.H <= 0 || p.GridPos.X+p.GridPos.W > 24 {
+					t.Errorf("%s: bad gridPos %+v", where, p.GridPos)
+				}
+				for _, q := range placed {
+					if overlap(p.GridPos, q.GridPos) {
+						t.Errorf("%s overlaps panel %d %q", where, q.ID, q.Title)
+					}
+				}
+				placed = append(placed, p)
+				if p.Type == "row" {
+					walk(p.Panels)
+					continue
+				}
+				if !isDatasourceVariable(p.Datasource) {
+					t.Errorf("%s: datasource %s, want ${datasource}", where, p.Datasource)
+				}
+				if len(p.Targets) == 0 {
+					t.Errorf("%s: no targets", where)
+				}
+				refIDs := map[string]bool{}
+				for _, tg := range p.Targets {
+					if tg.RefID == "" || refIDs[tg.RefID] {
+						t.Errorf("%s: refId %q empty or repeated", where, tg.RefID)
+					}
+					refIDs[tg.RefID] = true
+					if strings.TrimSpace(tg.Expr) == "" {
+						t.Errorf("%s/%s: no expr", where, tg.RefID)
+					}
+					if !isDatasourceVariable(tg.Datasource) {
+						t.Errorf("%s/%s: datasource %s, want ${datasource}", where, tg.RefID, tg.Datasource)
+					}
+					checkExpr(t, where+"/"+tg.RefID, tg.Expr, defined)
+				}
+			}
+		}
+		walk(d.Panels)
+	}
+}
+
+// checkExpr rejects unknown variables and metrics, and selectors that ignore
+// the dashboard's job and instance.
+func checkExpr(t *testing.T, where, expr string, defined map[string]bool) {
+	t.Helper()
+	for _, m := range variableRef.FindAllStringSubmatch(expr, -1) {
+		if !defined[m[1]] && !builtins[m[1]] {
+			t.Errorf("%s: unknown variable $%s", where, m[1])
+		}
+	}
+	for _, m := range metricRef.FindAllStringSubmatch(expr, -1) {
+		if !contractMetrics[m[1]] {
+			t.Errorf("%s: %s is not a metric of the exporter's contract", where, m[1])
+		}
+		if strings.Contains(m[1], ":") {
+			continue // a recorded threshold has no job
+		}
+		if !strings.Contains(m[2], `job="$job"`) || !strings.Contains(m[2], `instance=~"$instance"`) {
+			t.Errorf("%s: %s does not select job=\"$job\" and instance=~\"$instance\"", where, m[0])
+		}
+	}
+}
+
+// No datasource anywhere may name a concrete data source: a hard-coded uid
+// breaks the first import into any other Grafana.
+func TestEveryDatasourceIsTheVariable(t *testing.T) {
+	for _, f := range dashboardFiles(t) {
+		var doc interface{}
+		if err := json.Unmarshal(f.raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		count := 0
+		var walk func(path string, v interface{})
+		walk = func(path string, v interface{}) {
+			switch v := v.(type) {
+			case map[string]interface{}:
+				for k, child := range v {
+					if k == "datasource" {
+						count++
+						raw, _ := json.Marshal(child)
+						if !isDatasourceVariable(raw) {
+							t.Errorf("%s: %s.datasource is %s", f.name, path, raw)
+						}
+						continue
+					}
+					walk(path+"."+k, child)
+				}
+			case []interface{}:
+				for i, child := range v {
+					walk(fmt.Sprintf("%s[%d]", path, i), child)
+				}
+			}
+		}
+		walk("", doc)
+		if count == 0 {
+			t.Errorf("%s: no datasource reference at all", f.name)
+		}
+	}
+}
+
+func TestExpressionsListsEveryTarget(t *testing.T) {
+	queries, err := Expressions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := 0
+	for _, f := range dashboardFiles(t) {
+		targets += strings.Count(string(f.raw), `"refId"`)
+	}
+	if len(queries) != targets {
+		t.Errorf("Expressions() returned %d queries, the files have %d targets", len(queries), targets)
+	}
+	for _, q := range queries {
+		if q.Dashboard == "" || q.Panel == "" || q.RefID == "" || q.Expr == "" {
+			t.Errorf("incomplete query %+v", q)
+		}
+	}
+}
+
+func isDatasourceVariable(raw json.RawMessage) bool {
+	var ds struct {
+		Type string `json:"type"`
+		UID  string `json:"uid"`
+	}
+	if err := json.Unmarshal(raw, &ds); err != nil {
+		return false
+	}
+	return ds.Type == "prometheus" && ds.UID == "${datasource}"
+}
+
+func overlap(a, b gridPos) bool {
+	return a.X < b.X+b.W && b.X < a.X+a.W && a.Y < b.Y+b.H && b.Y < a.Y+a.H
+}
