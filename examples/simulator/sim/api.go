@@ -1,0 +1,145 @@
+package sim
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Me is the body of GET /me.
+type Me struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+	Plan  string `json:"plan"`
+}
+
+// Error is the body of every non-200 API response.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// Error codes. The spec fixes unauthorized and rate_limited; the others are
+// the simulator's choice and clients must not depend on them.
+const (
+	CodeUnauthorized     = "unauthorized"
+	CodeRateLimited      = "rate_limited"
+	CodeMissingEmail     = "missing_email"
+	CodeUnverified       = "unverified"
+	CodeNotMonitored     = "not_monitored"
+	CodeNotFound         = "not_found" // no such endpoint
+	CodeMethodNotAllowed = "method_not_allowed"
+)
+
+// Rate-limit response headers.
+const (
+	HeaderLimit     = "X-RateLimit-Limit"
+	HeaderRemaining = "X-RateLimit-Remaining"
+	HeaderReset     = "X-RateLimit-Reset"
+)
+
+// APIPrefix is the API root's path; the spec's {base_url} ends in it.
+const APIPrefix = "/api/v1"
+
+// Handler serves the API under /api/v1 and the OpenAPI document at
+// /openapi.json.
+func (s *Simulator) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(APIPrefix+"/", s.serveAPI)
+	mux.HandleFunc("/openapi.json", serveOpenAPI)
+	return mux
+}
+
+// serveAPI checks in the order a client can observe: the key first (401
+// costs nothing), then the window (429), then route, method and
+// parameters, which all spend one request.
+func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request) {
+	now := s.clock.Now()
+	if !s.authorized(r) {
+		setRateHeaders(w, s.window.unattributed(now))
+		w.Header().Set("WWW-Authenticate", `Bearer realm="api"`)
+		s.writeError(w, http.StatusUnauthorized, CodeUnauthorized)
+		return
+	}
+	v := s.window.take(now)
+	setRateHeaders(w, v)
+	if !v.allowed {
+		s.writeError(w, http.StatusTooManyRequests, CodeRateLimited)
+		return
+	}
+
+	var serve func(http.ResponseWriter, *http.Request)
+	switch strings.TrimPrefix(r.URL.Path, APIPrefix) {
+	case "/me":
+		serve = s.serveMe
+	case "/breaches":
+		serve = s.serveBreaches
+	default:
+		s.writeError(w, http.StatusNotFound, CodeNotFound)
+		return
+	}
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		s.writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+		return
+	}
+	serve(w, r)
+}
+
+func (s *Simulator) authorized(r *http.Request) bool {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.token)) == 1
+}
+
+func setRateHeaders(w http.ResponseWriter, v verdict) {
+	h := w.Header()
+	h.Set(HeaderLimit, strconv.Itoa(v.limit))
+	h.Set(HeaderRemaining, strconv.Itoa(v.remaining))
+	h.Set(HeaderReset, strconv.FormatInt(v.reset, 10))
+}
+
+func (s *Simulator) serveMe(w http.ResponseWriter, _ *http.Request) {
+	s.writeJSON(w, http.StatusOK, s.me)
+}
+
+func (s *Simulator) serveBreaches(w http.ResponseWriter, r *http.Request) {
+	email := r.URL.Query().Get("email")
+	if email == "" {
+		s.writeError(w, http.StatusBadRequest, CodeMissingEmail)
+		return
+	}
+	s.mu.Lock()
+	a, known := s.lookup(email)
+	var body Breaches
+	if known && a.Verified {
+		body = a.breaches()
+	}
+	s.mu.Unlock()
+	switch {
+	case !known:
+		s.writeError(w, http.StatusNotFound, CodeNotMonitored)
+	case !a.Verified:
+		s.writeError(w, http.StatusForbidden, CodeUnverified)
+	default:
+		s.writeJSON(w, http.StatusOK, body)
+	}
+}
+
+func (s *Simulator) writeError(w http.ResponseWriter, status int, code string) {
+	s.writeJSON(w, status, Error{Error: code})
+}
+
+func (s *Simulator) writeJSON(w http.ResponseWriter, status int, body any) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		status, data = http.StatusInternalServerError, []byte(`{"error":"internal"}`)
+	}
+	s.countResponse(status)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
