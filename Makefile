@@ -14,7 +14,7 @@ LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
              -X $(PKG).Branch=$(BRANCH) -X $(PKG).BuildUser=$(USER)@$(shell hostname) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test fmt-check vet unit rules-check promtool demo e2e bench prometheusrule clean
+.PHONY: all build test fmt-check vet unit rules-check promtool demo e2e soak bench prometheusrule clean
 
 all: build
 
@@ -56,3 +56,7 @@ demo: build
 # Regenerate the Kubernetes PrometheusRule from alerts/ (a test fails when stale).
 prometheusrule:
 	$(GO) run ./examples/kubernetes/gen
+
+# 60 s of real time: simulator sweeps and scrapes every second (CI runs it).
+soak:
+	$(GO) test -race -count=1 -v -run TestSoak ./internal/integration/ -soak=60s

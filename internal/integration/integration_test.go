@@ -1,0 +1,115 @@
+package integration
+
+import (
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/goleak"
+)
+
+var soak = flag.Duration("soak", 0, "run TestSoak for this long in real time (make soak: 60s)")
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Several sweeps on a shared fake clock: after each, once the exporter has
+// caught up, every gauge equals the simulator's state, the alert counters
+// equal the alerts delivered, and the simulator never answered 429.
+func TestExporterFollowsSimulator(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC))
+	p := startPipeline(t, clock, 10*time.Second)
+
+	alerts := 0
+	for i := 1; i <= 6; i++ {
+		if i > 1 {
+			alerts += len(p.sweep())
+		}
+		start := clock.Now()
+		var diffs []string
+		deadline := time.Now().Add(20 * time.Second)
+		for diffs = p.mismatches(); len(diffs) > 0; diffs = p.mismatches() {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: the exporter did not catch up with the simulator in %v of fake time:\n%s",
+					i, clock.Since(start), strings.Join(diffs, "\n"))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			_ = clock.BlockUntilContext(ctx, 1) // the scheduler waits on the clock, unless it is mid-request
+			cancel()
+			clock.Advance(200 * time.Millisecond)
+		}
+		t.Logf("round %d: caught up after %v of fake time", i, clock.Since(start))
+	}
+	if alerts == 0 {
+		t.Fatal("five sweeps produced no alert: the test proves nothing about the webhook path")
+	}
+	if got := p.samples()[series("breach_webhook_requests_total", "outcome", "accepted")]; got != float64(alerts) {
+		t.Errorf("accepted webhooks = %v, the sweeps produced %d alerts", got, alerts)
+	}
+}
+
+// TestSoak is the CI soak (make soak): sweeps every second and scrapes every
+// second in real time; at the end the integration invariants hold and the
+// goroutine count has not grown.
+func TestSoak(t *testing.T) {
+	if *soak == 0 {
+		t.Skip("run with -soak=60s (make soak)")
+	}
+	p := startPipeline(t, clockwork.NewRealClock(), time.Second)
+	metrics := httptest.NewServer(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
+	defer metrics.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	sweeping := make(chan struct{})
+	go func() {
+		defer close(sweeping)
+		p.sim.Run(ctx, time.Second)
+	}()
+
+	end := time.Now().Add(*soak)
+	var baseline int
+	scrapes := 0
+	tick := time.NewTicker(time.Second) // the scrape interval: load, not synchronisation
+	defer tick.Stop()
+	for ; time.Now().Before(end); <-tick.C {
+		resp, err := http.Get(metrics.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "breach_api_up ") {
+			t.Fatalf("scrape %d: %d, %d bytes", scrapes, resp.StatusCode, len(body))
+		}
+		scrapes++
+		if scrapes == 10 {
+			baseline = runtime.NumGoroutine() // after warm-up: connections and timers exist
+		}
+	}
+	cancel()
+	<-sweeping
+	flush, cancelFlush := context.WithTimeout(context.Background(), 20*time.Second)
+	p.sim.Flush(flush)
+	cancelFlush()
+
+	deadline := time.Now().Add(30 * time.Second)
+	diffs := p.mismatches()
+	for ; len(diffs) > 0 && time.Now().Before(deadline); diffs = p.mismatches() {
+		time.Sleep(200 * time.Millisecond) // polling interval while the exporter catches up
+	}
+	if len(diffs) > 0 {
+		t.Fatalf("after the soak the exporter disagrees with the simulator:\n%s", strings.Join(diffs, "\n"))
+	}
+	now := runtime.NumGoroutine()
+	t.Logf("%d scrapes; goroutines after warm-up %d, at the end %d; simulator stats %+v", scrapes, baseline, now, p.sim.Stats().Deliveries)
+	if now > baseline+5 {
+		t.Errorf("goroutines grew from %d to %d during the soak", baseline, now)
+	}
+}
