@@ -43,7 +43,7 @@ var (
 	accountInfo = prometheus.NewDesc("breach_account_info",
 		"The account's plan as last reported by /me; absent until /me has answered once."+cached, []string{"plan"}, nil)
 	apiUp = prometheus.NewDesc("breach_api_up",
-		"1 when the last /me call answered 200, else 0."+cached, nil, nil)
+		"1 when the last /me call answered 200; 0 after a failed /me or any 401 (token rejected)."+cached, nil, nil)
 	rateLimitLimit = prometheus.NewDesc("breach_api_rate_limit_limit",
 		"X-RateLimit-Limit of the last API response."+cached, nil, nil)
 	rateLimitRemaining = prometheus.NewDesc("breach_api_rate_limit_remaining",

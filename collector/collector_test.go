@@ -23,7 +23,7 @@ const header = `
 # HELP breach_api_budget_requests_per_minute The request budget the exporter allows itself (api.requests_per_minute).
 # TYPE breach_api_budget_requests_per_minute gauge
 breach_api_budget_requests_per_minute 55
-# HELP breach_api_up 1 when the last /me call answered 200, else 0. Served from the exporter's cache; a scrape never calls the API.
+# HELP breach_api_up 1 when the last /me call answered 200; 0 after a failed /me or any 401 (token rejected). Served from the exporter's cache; a scrape never calls the API.
 # TYPE breach_api_up gauge
 # HELP breach_refresh_cycle_seconds How long one full round of all addresses takes at the current budget.
 # TYPE breach_refresh_cycle_seconds gauge
@@ -213,7 +213,7 @@ breach_api_budget_requests_per_minute 30
 # HELP breach_address_last_refresh_timestamp_seconds Last time the API answered for the address with 200, 403 or 404 (Unix seconds); 0 before the first answer. Served from the exporter's cache; a scrape never calls the API.
 # TYPE breach_address_last_refresh_timestamp_seconds gauge
 breach_address_last_refresh_timestamp_seconds{address="b@example.com"} 0
-# HELP breach_api_up 1 when the last /me call answered 200, else 0. Served from the exporter's cache; a scrape never calls the API.
+# HELP breach_api_up 1 when the last /me call answered 200; 0 after a failed /me or any 401 (token rejected). Served from the exporter's cache; a scrape never calls the API.
 # TYPE breach_api_up gauge
 breach_api_up 0
 `

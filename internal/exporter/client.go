@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/scheduler"
@@ -19,6 +20,25 @@ type swappableClient struct {
 
 	onPlan     func(plan string)
 	warnedPlan string // the plan onPlan last saw, so it is told once per change
+
+	// failures counts failed calls by kind. The request counter's code label
+	// cannot show a 200 whose body was unusable (bad or truncated JSON, over
+	// the size cap, too slow): this can.
+	failures *prometheus.CounterVec
+}
+
+// count records a failed call; 403 and 404 are answers about the address,
+// not failures.
+func (c *swappableClient) count(endpoint string, err error) {
+	kind, ok := api.KindOf(err)
+	if err == nil || ok && (kind == api.KindUnverified || kind == api.KindNotMonitored) {
+		return
+	}
+	label := "other"
+	if ok {
+		label = kind.String()
+	}
+	c.failures.WithLabelValues(endpoint, label).Inc()
 }
 
 var _ scheduler.Client = (*swappableClient)(nil)
@@ -37,6 +57,7 @@ func (c *swappableClient) get() *api.Client {
 
 func (c *swappableClient) Me(ctx context.Context) (api.Me, api.RateLimit, error) {
 	me, rl, err := c.get().Me(ctx)
+	c.count(api.EndpointMe, err)
 	if err == nil {
 		c.mu.Lock()
 		changed := me.Plan != c.warnedPlan
@@ -50,7 +71,9 @@ func (c *swappableClient) Me(ctx context.Context) (api.Me, api.RateLimit, error)
 }
 
 func (c *swappableClient) Breaches(ctx context.Context, email string) (api.Breaches, api.RateLimit, error) {
-	return c.get().Breaches(ctx, email)
+	b, rl, err := c.get().Breaches(ctx, email)
+	c.count(api.EndpointBreaches, err)
+	return b, rl, err
 }
 
 // tokenSource holds the bearer token and re-reads it after a 401, so a token

@@ -54,6 +54,7 @@ type Exporter struct {
 	cfg *config.Config
 
 	requests        *prometheus.CounterVec
+	failures        *prometheus.CounterVec
 	requestDuration *prometheus.HistogramVec
 	reloadOK        prometheus.Gauge
 	reloadTime      prometheus.Gauge
@@ -78,6 +79,10 @@ func New(o Options) (*Exporter, error) {
 			Name: "breach_api_requests_total",
 			Help: "Requests sent to the breach API, by endpoint and HTTP status code (\"error\" when no response arrived).",
 		}, []string{"endpoint", "code"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breach_api_request_failures_total",
+			Help: "Failed requests to the breach API, by endpoint and kind: transport, bad_body (a 200 that was not usable), server_error, rate_limited, unauthorized, bad_request, unexpected_status.",
+		}, []string{"endpoint", "kind"}),
 		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "breach_api_request_duration_seconds",
 			Help:    "Duration of requests to the breach API, by endpoint.",
@@ -102,7 +107,7 @@ func New(o Options) (*Exporter, error) {
 		return nil, err
 	}
 	e.cfg = cfg
-	e.client = &swappableClient{current: client, onPlan: e.checkPlan}
+	e.client = &swappableClient{current: client, onPlan: e.checkPlan, failures: e.failures}
 	e.collector = collector.New(e.store, cfg.AddressLabel, cfg.API.RequestsPerMinute)
 	e.scheduler = scheduler.New(scheduler.Options{
 		Client:       e.client,
@@ -119,7 +124,7 @@ func New(o Options) (*Exporter, error) {
 			return nil, err
 		}
 	}
-	for _, c := range []prometheus.Collector{e.collector, e.requests, e.requestDuration, e.reloadOK, e.reloadTime} {
+	for _, c := range []prometheus.Collector{e.collector, e.requests, e.failures, e.requestDuration, e.reloadOK, e.reloadTime} {
 		if err := o.Registerer.Register(c); err != nil {
 			return nil, err
 		}

@@ -235,9 +235,9 @@ func (s *Scheduler) pauseAll(j job, err error, now time.Time, logger log.Logger)
 		s.authBackoff = min(max(2*s.authBackoff, authBackoffMin), authBackoffMax)
 		until = now.Add(s.authBackoff)
 		level.Warn(logger).Log("msg", "The API rejected the token; pausing all requests", "retry_in", s.authBackoff, "err", err)
-		if j.me {
-			s.store.SetAccount("", false)
-		}
+		// A rejected token makes the whole API unusable, whichever endpoint
+		// said so; /me may not be sent again until the token works.
+		s.store.SetAccount("", false)
 	default:
 		return false
 	}

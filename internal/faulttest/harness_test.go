@@ -1,0 +1,276 @@
+package faulttest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/breach-exporter/breach_exporter/internal/exporter"
+)
+
+// The schedule every test runs under: the full budget, so the scheduler
+// would send one request a second if nothing held it back.
+const (
+	interval   = 5 * time.Minute
+	meInterval = 2 * time.Minute
+	apiTimeout = 200 * time.Millisecond // real time: the API client's own deadline
+
+	// step is how far the fake clock moves at a time: the scheduler's
+	// spacing at 60 requests a minute, so no wake-up is much overshot.
+	step = time.Second
+	// realLimit turns a scheduler that never parks, or a condition that
+	// never holds, into a failure rather than a hung test.
+	realLimit = 30 * time.Second
+)
+
+var addresses = []string{"alice@example.com", "bob@example.com"}
+
+// start is deliberately not on a minute boundary, so the service's windows
+// and the scheduler's start do not line up.
+var start = time.Date(2031, 5, 6, 7, 8, 9, 500_000_000, time.UTC)
+
+// harness runs the real exporter against the stand-in on a fake clock.
+type harness struct {
+	t     *testing.T
+	clock *clockwork.FakeClock
+	api   *standIn
+	reg   *prometheus.Registry
+	dir   string
+	exp   *exporter.Exporter
+}
+
+// newHarness builds the exporter from a config file and a token file, as
+// main does; start runs it.
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: clockwork.NewFakeClockAt(start), reg: prometheus.NewRegistry(), dir: t.TempDir()}
+	h.api = newStandIn(t, h.clock)
+
+	h.writeToken(initialToken)
+	config := fmt.Sprintf(`api:
+  base_url: %s
+  token_file: token
+  requests_per_minute: 60
+  timeout: %s
+refresh:
+  interval: %s
+  me_interval: %s
+addresses: [%s]
+`, h.api.baseURL(), model.Duration(apiTimeout), model.Duration(interval), model.Duration(meInterval), strings.Join(addresses, ", "))
+	configFile := filepath.Join(h.dir, "config.yml")
+	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var err error
+	h.exp, err = exporter.New(exporter.Options{
+		ConfigFile: configFile,
+		UserAgent:  "breach_exporter/faulttest",
+		Logger:     log.NewNopLogger(),
+		Registerer: h.reg,
+		Clock:      h.clock,
+	})
+	if err != nil {
+		t.Fatalf("exporter.New: %v", err)
+	}
+	return h
+}
+
+// start runs the exporter until the test ends.
+func (h *harness) start() *harness {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.exp.Run(ctx)
+	}()
+	h.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return h
+}
+
+// writeToken replaces the token file the way an operator would.
+func (h *harness) writeToken(token string) {
+	h.t.Helper()
+	if err := os.WriteFile(filepath.Join(h.dir, "token"), []byte(token+"\n"), 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// advanceUntil moves the fake clock a step at a time, each step taken only
+// once the scheduler waits on its timer, until cond holds; it returns the
+// fake time that took. cond is checked between steps, so it never sees a
+// request half done. It fails the test when cond has not held after limit
+// of fake time.
+func (h *harness) advanceUntil(what string, limit time.Duration, cond func() bool) time.Duration {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), realLimit)
+	defer cancel()
+	begin := h.clock.Now()
+	for {
+		if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+			h.t.Fatalf("waiting for %s: the scheduler did not park within %s of real time", what, realLimit)
+		}
+		took := h.clock.Since(begin)
+		if cond() {
+			return took
+		}
+		if took >= limit {
+			h.t.Fatalf("%s did not happen within %s of fake time", what, limit)
+		}
+		h.clock.Advance(step)
+	}
+}
+
+// advance lets d of fake time pass.
+func (h *harness) advance(d time.Duration) {
+	h.t.Helper()
+	end := h.clock.Now().Add(d)
+	h.advanceUntil(fmt.Sprintf("%s to pass", d), d, func() bool { return !h.clock.Now().Before(end) })
+}
+
+// samples gathers the registry into "name{labels}" -> value, labels in
+// Gather's (sorted) order. Gathering must never fail, fault or not.
+func (h *harness) samples() map[string]float64 {
+	h.t.Helper()
+	families, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatalf("Gather: %v", err)
+	}
+	return flatten(families)
+}
+
+func flatten(families []*dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			var value float64
+			switch {
+			case m.GetGauge() != nil:
+				value = m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				value = m.GetCounter().GetValue()
+			default:
+				continue // histograms are not looked at
+			}
+			out[seriesKey(mf.GetName(), m.GetLabel())] = value
+		}
+	}
+	return out
+}
+
+func seriesKey(name string, labels []*dto.LabelPair) string {
+	pairs := make([]string, 0, len(labels))
+	for _, l := range labels {
+		pairs = append(pairs, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+	}
+	sort.Strings(pairs)
+	return name + "{" + strings.Join(pairs, ",") + "}"
+}
+
+// scrape serves /metrics through promhttp as Prometheus would fetch it,
+// fails the test unless it answers 200 with a parseable exposition, and
+// returns its samples.
+func (h *harness) scrape() map[string]float64 {
+	h.t.Helper()
+	handler := promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		h.t.Fatalf("scrape answered %d: %s", rec.Code, rec.Body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	byName, err := parser.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		h.t.Fatalf("scrape is not a valid exposition: %v", err)
+	}
+	families := make([]*dto.MetricFamily, 0, len(byName))
+	for _, mf := range byName {
+		families = append(families, mf)
+	}
+	return flatten(families)
+}
+
+// value is one sample; absent series read as -1 so that a missing series
+// never passes for a zero.
+func (h *harness) value(name string, labels ...string) float64 {
+	h.t.Helper()
+	return lookup(h.samples(), name, labels...)
+}
+
+func lookup(samples map[string]float64, name string, labels ...string) float64 {
+	pairs := make([]*dto.LabelPair, 0, len(labels)/2)
+	for i := 0; i+1 < len(labels); i += 2 {
+		pairs = append(pairs, &dto.LabelPair{Name: &labels[i], Value: &labels[i+1]})
+	}
+	if v, ok := samples[seriesKey(name, pairs)]; ok {
+		return v
+	}
+	return -1
+}
+
+// requestsTotal sums breach_api_requests_total over both endpoints for one
+// code, or over every code when code is "".
+func requestsTotal(samples map[string]float64, code string) float64 {
+	sum := 0.0
+	for k, v := range samples {
+		if strings.HasPrefix(k, "breach_api_requests_total{") && (code == "" || strings.Contains(k, fmt.Sprintf("code=%q", code))) {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func failuresTotal(samples map[string]float64, kinds string) float64 {
+	sum := 0.0
+	for k, v := range samples {
+		for _, kind := range strings.Split(kinds, "|") {
+			if strings.HasPrefix(k, "breach_api_request_failures_total{") && strings.Contains(k, fmt.Sprintf("kind=%q", kind)) {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// cachedValues are the series that hold what the API last answered: a
+// fault must leave every one of them as it was.
+func cachedValues(samples map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range samples {
+		for _, prefix := range []string{"breach_source_", "breach_address_", "breach_account_info{"} {
+			if strings.HasPrefix(k, prefix) {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// healthy reports whether every address shows count and /me answered.
+func (h *harness) healthy(count int64) bool {
+	s := h.samples()
+	for _, a := range addresses {
+		if lookup(s, "breach_source_breaches", "address", a, "source", "archive") != float64(count) {
+			return false
+		}
+	}
+	return lookup(s, "breach_api_up") == 1
+}
