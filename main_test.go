@@ -232,3 +232,46 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(p)
 }
+
+// --config.check and a refused start say what is wrong, naming the field and
+// never echoing the token.
+func TestConfigProblems(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "good_token"), "svc_ak_test\n")
+	writeFile(t, filepath.Join(dir, "bad_token"), "sk_live_oops\n")
+	cfg := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		writeFile(t, path, body)
+		return path
+	}
+	good := cfg("good.yml", "api: {base_url: http://127.0.0.1:1/api/v1, token_file: good_token}\naddresses: [a@example.com]\n")
+	budget := cfg("budget.yml", "api: {base_url: http://127.0.0.1:1/api/v1, token_file: good_token, requests_per_minute: 61}\n")
+	token := cfg("token.yml", "api: {base_url: http://127.0.0.1:1/api/v1, token_file: bad_token}\n")
+	noSecret := good
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"valid", []string{"--config.check", "--config.file", good}, 0, "is valid"},
+		{"budget out of range", []string{"--config.check", "--config.file", budget}, 1, "api.requests_per_minute"},
+		{"token of the wrong form", []string{"--config.check", "--config.file", token}, 1, "svc_ak_"},
+		{"webhook without a secret", []string{"--config.check", "--config.file", noSecret, "--webhook.listen-address", "127.0.0.1:0"}, 1, "secret"},
+		{"refused start", []string{"--config.file", token, "--web.listen-address", "127.0.0.1:0"}, 1, "svc_ak_"},
+		{"missing file", []string{"--config.check", "--config.file", filepath.Join(dir, "nope.yml")}, 1, "nope.yml"},
+		{"bad webhook path", []string{"--config.file", good, "--webhook.listen-address", "127.0.0.1:0", "--webhook.path", "/-/healthy"}, 2, "--webhook.path"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &out)
+			if code != tc.code || !strings.Contains(out.String(), tc.want) {
+				t.Errorf("exit %d, output %q; want exit %d and %q", code, out.String(), tc.code, tc.want)
+			}
+			if strings.Contains(out.String(), "sk_live_oops") {
+				t.Error("the output echoes the token")
+			}
+		})
+	}
+}
