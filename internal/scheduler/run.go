@@ -60,8 +60,9 @@ func (s *Scheduler) wait(ctx context.Context, until time.Time) bool {
 
 // next picks the request that should go out next and the earliest time it
 // may: a request retried after a 429 or 401 first, then Refresh'ed addresses
-// in the order asked, then /me when due, then the address read least
-// recently once its Interval (or error backoff) has passed.
+// in the order asked (every other slot at most while other reads are due),
+// then /me when due, then the address read least recently once its Interval
+// (or error backoff) has passed.
 func (s *Scheduler) next(now time.Time) (job, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -95,8 +96,10 @@ func (s *Scheduler) next(now time.Time) (job, time.Time) {
 			oldest, oldestKey, oldestAt = a, k, at
 		}
 	}
-	if urgent != nil {
-		return job{key: urgentKey, email: urgent.email}, earliest
+	// Refreshes take at most every other slot while other reads are due, so
+	// a storm of alerts cannot starve addresses never read or long stale.
+	if urgent != nil && !(s.lastUrgent && oldest != nil && !oldestAt.After(earliest)) {
+		return job{urgent: true, key: urgentKey, email: urgent.email}, earliest
 	}
 	// A zero lastMe (not sent yet) makes /me due at once.
 	meAt := later(earliest, s.lastMe.Add(meEvery(s.settings)))
@@ -133,6 +136,7 @@ func (a *address) readBefore(b *address) bool {
 func (s *Scheduler) send(ctx context.Context, j job) {
 	sent := s.clock.Now()
 	s.lastSend = sent
+	s.lastUrgent = j.urgent
 	s.retry = nil
 	if j.me {
 		s.lastMe = sent

@@ -75,9 +75,10 @@ type address struct {
 
 // job is one request: /me, or /breaches for one address.
 type job struct {
-	me    bool
-	key   string // state.Key of the address
-	email string // as configured, sent to the API
+	me     bool
+	urgent bool   // asked for by Refresh or Add
+	key    string // state.Key of the address
+	email  string // as configured, sent to the API
 }
 
 // Scheduler paces all API requests of one key. Refresh, Add, Update and
@@ -109,6 +110,7 @@ type Scheduler struct {
 	pauseUntil  time.Time // after a 429, Remaining 0 or a 401
 	authBackoff time.Duration
 	retry       *job // sent first once the pause is over
+	lastUrgent  bool // the last request was a Refresh; see next
 }
 
 // New returns a scheduler for s; call Run to start polling.

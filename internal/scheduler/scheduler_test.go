@@ -269,8 +269,9 @@ func TestRefreshJumpsTheQueueAndCoalesces(t *testing.T) {
 	}).start()
 	h.advance(2 * time.Second) // /me, user000 and user001 sent; the next slot is at 3s
 
-	// Both jump the never-read addresses, in the order first asked; repeats
-	// before the request goes out add nothing; case does not matter.
+	// Both jump the queue, in the order first asked, taking every other slot
+	// while never-read addresses wait; repeats before the request goes out
+	// add nothing; case does not matter.
 	for _, e := range []string{"USER009@Example.com", "user004@example.com", "user009@example.com", "user004@example.com", "user009@example.com"} {
 		if !h.refresh(e) {
 			t.Fatalf("Refresh(%s) of a configured address returned false", e)
@@ -281,7 +282,7 @@ func TestRefreshJumpsTheQueueAndCoalesces(t *testing.T) {
 	for _, c := range h.api.snapshot()[3:] {
 		got = append(got, c.email[:7])
 	}
-	want := "[user009 user004 user002 user003 user005 user006 user007 user008]"
+	want := "[user009 user002 user004 user003 user005 user006 user007 user008]"
 	if fmt.Sprint(got) != want {
 		t.Fatalf("reads after the Refreshes %v, want %s", got, want)
 	}
@@ -302,6 +303,22 @@ func TestRefreshJumpsTheQueueAndCoalesces(t *testing.T) {
 
 	if h.s.Refresh("stranger@example.com") {
 		t.Fatal("Refresh of an unknown address returned true")
+	}
+}
+
+// A storm of alerts for one address cannot starve the others: refreshes get
+// at most every other slot while other reads are due.
+func TestRefreshStormDoesNotStarveOthers(t *testing.T) {
+	h := newHarness(t, Settings{Addresses: emails(6), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
+	h.api.during = func(c call) { h.s.Refresh("user000@example.com") } // an alert with every request
+	h.start().advance(20 * time.Second)
+	for _, e := range emails(6) {
+		if len(h.api.callsTo(e)) == 0 {
+			t.Errorf("%s never read during a refresh storm; calls %v", e, h.api.snapshot())
+		}
+	}
+	if n := len(h.api.callsTo("user000@example.com")); n < 5 {
+		t.Errorf("the alerted address was re-read %d times in 20 slots, want it to keep every other slot", n)
 	}
 }
 
