@@ -14,7 +14,7 @@ LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
              -X $(PKG).Branch=$(BRANCH) -X $(PKG).BuildUser=$(USER)@$(shell hostname) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test fmt-check vet unit rules-check promtool demo e2e soak bench prometheusrule clean
+.PHONY: all build test fmt-check vet unit rules-check promtool demo e2e e2e-deps soak bench prometheusrule clean
 
 all: build
 
@@ -60,3 +60,16 @@ prometheusrule:
 # 60 s of real time: simulator sweeps and scrapes every second (CI runs it).
 soak:
 	$(GO) test -race -count=1 -v -run TestSoak ./internal/integration/ -soak=60s
+
+# The end-to-end test runs Debian's prometheus and prometheus-alertmanager
+# (Alertmanager is prometheus-alertmanager there, alertmanager upstream);
+# installs both with apt-get (as root) when either is missing.
+e2e-deps:
+	@{ command -v prometheus && { command -v prometheus-alertmanager || command -v alertmanager; }; } >/dev/null 2>&1 || { \
+	  echo ">> prometheus or alertmanager not found: installing Debian's prometheus and prometheus-alertmanager packages (apt-get, needs root)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null; }
+	@prometheus --version 2>&1 | head -1
+	@{ prometheus-alertmanager --version 2>&1 || alertmanager --version 2>&1; } | head -1
+
+e2e: e2e-deps
+	$(GO) test -race -tags e2e -count=1 -v -timeout 8m ./internal/e2e/

@@ -1,0 +1,262 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"go.yaml.in/yaml/v2"
+)
+
+// The example configurations are parsed and only what must differ on a test
+// machine is changed (ports, file paths, intervals), so what runs is what
+// users copy.
+
+type yamlMap = map[any]any
+
+func readYAML(t *testing.T, path string) yamlMap {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := yamlMap{}
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m
+}
+
+func writeYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mapAt returns the mapping under key, failing with the file and key when
+// the example's structure changed.
+func mapAt(t *testing.T, file string, m yamlMap, key string) yamlMap {
+	t.Helper()
+	child, ok := m[key].(yamlMap)
+	if !ok {
+		t.Fatalf("%s: %q is not a mapping", file, key)
+	}
+	return child
+}
+
+// mapsAt returns the list of mappings under key.
+func mapsAt(t *testing.T, file string, m yamlMap, key string) []yamlMap {
+	t.Helper()
+	list, ok := m[key].([]any)
+	if !ok {
+		t.Fatalf("%s: %q is not a list", file, key)
+	}
+	maps := make([]yamlMap, len(list))
+	for i, item := range list {
+		if maps[i], ok = item.(yamlMap); !ok {
+			t.Fatalf("%s: %q[%d] is not a mapping", file, key, i)
+		}
+	}
+	return maps
+}
+
+func stringAt(t *testing.T, file string, m yamlMap, key string) string {
+	t.Helper()
+	s, ok := m[key].(string)
+	if !ok {
+		t.Fatalf("%s: %q is not a string", file, key)
+	}
+	return s
+}
+
+// absolute resolves a path of a config file as its program does: relative to
+// the file's directory.
+func absolute(dir, path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(dir, path)
+}
+
+// withHost keeps raw's scheme and path and points it at host.
+func withHost(t *testing.T, file, raw, host string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Fatalf("%s: %q is not an absolute URL", file, raw)
+	}
+	u.Host = host
+	return u.String()
+}
+
+// exporterSetup is what the rest of the test needs from the exporter's
+// configuration.
+type exporterSetup struct {
+	apiBase    string   // base_url, pointed at the simulator
+	tokenFile  string   // the API token the simulator must accept
+	secretFile string   // the webhook secret the simulator must sign with
+	addresses  []string // configured emails
+}
+
+// exporterConfig derives the exporter's configuration: the API of the
+// simulator at simAddr, absolute secret paths, and refresh intervals short
+// enough to re-read within the test.
+func exporterConfig(t *testing.T, examples, out, simAddr string) exporterSetup {
+	t.Helper()
+	file := filepath.Join(examples, "breach_exporter.yml")
+	cfg := readYAML(t, file)
+	var setup exporterSetup
+	api := mapAt(t, file, cfg, "api")
+	setup.apiBase = withHost(t, file, stringAt(t, file, api, "base_url"), simAddr)
+	setup.tokenFile = absolute(examples, stringAt(t, file, api, "token_file"))
+	api["base_url"], api["token_file"] = setup.apiBase, setup.tokenFile
+
+	hook := mapAt(t, file, cfg, "webhook")
+	secrets, ok := hook["secret_files"].([]any)
+	if !ok || len(secrets) == 0 {
+		t.Fatalf("%s: webhook.secret_files is not a non-empty list", file)
+	}
+	for i, s := range secrets {
+		path, ok := s.(string)
+		if !ok {
+			t.Fatalf("%s: webhook.secret_files[%d] is not a string", file, i)
+		}
+		secrets[i] = absolute(examples, path)
+	}
+	setup.secretFile = secrets[0].(string)
+
+	list, ok := cfg["addresses"].([]any)
+	if !ok {
+		t.Fatalf("%s: addresses is not a list", file)
+	}
+	for i, a := range list {
+		switch a := a.(type) {
+		case string:
+			setup.addresses = append(setup.addresses, a)
+		case yamlMap:
+			setup.addresses = append(setup.addresses, stringAt(t, file, a, "email"))
+		default:
+			t.Fatalf("%s: addresses[%d] is neither an email nor a mapping", file, i)
+		}
+	}
+
+	refresh := mapAt(t, file, cfg, "refresh")
+	refresh["interval"] = "15s"
+	refresh["me_interval"] = "15s"
+	writeYAML(t, out, cfg)
+	return setup
+}
+
+// prometheusConfig derives Prometheus's configuration: 1s scrape and rule
+// evaluation, the exporter at exporterAddr for the job the rules select,
+// Alertmanager at amAddr and absolute rule paths. It returns the rule files.
+func prometheusConfig(t *testing.T, examples, out, exporterAddr, amAddr string) []string {
+	t.Helper()
+	file := filepath.Join(examples, "prometheus.yml")
+	cfg := readYAML(t, file)
+	global := mapAt(t, file, cfg, "global")
+	global["scrape_interval"] = "1s"
+	global["evaluation_interval"] = "1s"
+
+	ruleFiles, ok := cfg["rule_files"].([]any)
+	if !ok || len(ruleFiles) == 0 {
+		t.Fatalf("%s: rule_files is not a non-empty list", file)
+	}
+	var rules []string
+	for i, r := range ruleFiles {
+		path, ok := r.(string)
+		if !ok {
+			t.Fatalf("%s: rule_files[%d] is not a string", file, i)
+		}
+		ruleFiles[i] = absolute(examples, path)
+		rules = append(rules, ruleFiles[i].(string))
+	}
+
+	alertmanagers := mapsAt(t, file, mapAt(t, file, cfg, "alerting"), "alertmanagers")
+	if len(alertmanagers) != 1 {
+		t.Fatalf("%s: want one alertmanagers entry, got %d", file, len(alertmanagers))
+	}
+	setOnlyTarget(t, file, alertmanagers[0], amAddr)
+
+	found := false
+	for _, sc := range mapsAt(t, file, cfg, "scrape_configs") {
+		if sc["job_name"] == jobName {
+			setOnlyTarget(t, file, sc, exporterAddr)
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("%s: no scrape config for job %q, which the rules and dashboards select", file, jobName)
+	}
+	writeYAML(t, out, cfg)
+	return rules
+}
+
+// setOnlyTarget replaces the single target of a single static config.
+func setOnlyTarget(t *testing.T, file string, m yamlMap, addr string) {
+	t.Helper()
+	statics := mapsAt(t, file, m, "static_configs")
+	if len(statics) != 1 {
+		t.Fatalf("%s: want one static_configs entry, got %d", file, len(statics))
+	}
+	targets, ok := statics[0]["targets"].([]any)
+	if !ok || len(targets) != 1 {
+		t.Fatalf("%s: want one target in static_configs, got %v", file, statics[0]["targets"])
+	}
+	targets[0] = addr
+}
+
+// alertmanagerConfig derives Alertmanager's configuration: every webhook
+// posts to receiverHost (same path), mail goes to smtpAddr (where nothing
+// listens, so no local MTA ever sends the example's mail), and every route
+// that sets group_wait or group_interval waits a second instead.
+func alertmanagerConfig(t *testing.T, examples, out, receiverHost, smtpAddr string) {
+	t.Helper()
+	file := filepath.Join(examples, "alertmanager.yml")
+	cfg := readYAML(t, file)
+	global := mapAt(t, file, cfg, "global")
+	if _, ok := global["smtp_smarthost"]; ok {
+		global["smtp_smarthost"] = smtpAddr
+	}
+	route := mapAt(t, file, cfg, "route")
+	route["group_wait"] = "1s"
+	route["group_interval"] = "1s"
+	shortenRoutes(t, file, route)
+	webhooks := 0
+	for _, receiver := range mapsAt(t, file, cfg, "receivers") {
+		if _, ok := receiver["webhook_configs"]; !ok {
+			continue
+		}
+		for _, hook := range mapsAt(t, file, receiver, "webhook_configs") {
+			hook["url"] = withHost(t, file, stringAt(t, file, hook, "url"), receiverHost)
+			webhooks++
+		}
+	}
+	if webhooks == 0 {
+		t.Fatalf("%s: no webhook receiver to point at the test", file)
+	}
+	writeYAML(t, out, cfg)
+}
+
+func shortenRoutes(t *testing.T, file string, route yamlMap) {
+	t.Helper()
+	if _, ok := route["routes"]; !ok {
+		return
+	}
+	for _, child := range mapsAt(t, file, route, "routes") {
+		for _, key := range []string{"group_wait", "group_interval"} {
+			if _, ok := child[key]; ok {
+				child[key] = "1s"
+			}
+		}
+		shortenRoutes(t, file, child)
+	}
+}

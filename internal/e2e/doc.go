@@ -1,0 +1,11 @@
+// Package e2e holds breach_exporter's end-to-end test, behind the build tag
+// e2e so that `go test ./...` stays fast: the simulator and the exporter
+// (built from this repository) run on loopback with a real Prometheus and a
+// real Alertmanager, configured from the shipped examples, rules and
+// dashboards. Run it with
+//
+//	go test -tags e2e -count=1 -v ./internal/e2e/
+//
+// It needs the prometheus and prometheus-alertmanager (or alertmanager)
+// programs on PATH: Debian's packages of the same names provide them.
+package e2e

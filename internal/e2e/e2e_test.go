@@ -1,0 +1,241 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+const (
+	// jobName is the scrape job the rules and dashboards select.
+	jobName = "breach"
+	// criticalReceiver is where examples/alertmanager.yml routes severity="critical".
+	criticalReceiver = "security-oncall"
+
+	// buildTimeout allows for a cold build cache on a slow machine;
+	// runTimeout bounds everything after the builds. cleanupMargin is kept
+	// before go test's own -timeout so that processes are always stopped.
+	buildTimeout  = 4 * time.Minute
+	runTimeout    = 2 * time.Minute
+	cleanupMargin = 30 * time.Second
+	pollInterval  = 250 * time.Millisecond
+
+	// With seed 1 the simulator starts with a plaintext password exposed and
+	// its first sweep already sends critical alerts. Each alert makes the
+	// exporter re-read its address ahead of the round, so sweeps must leave
+	// room in the 55 requests a minute for the addresses never read yet:
+	// at 2s they take the whole budget and two addresses stay pending.
+	simulatorSeed  = "1"
+	sweepInterval  = "10s"
+	startupTimeout = 30 * time.Second
+	dataTimeout    = 90 * time.Second
+	alertTimeout   = 120 * time.Second
+)
+
+var feeds = []string{"archive", "combolist", "index", "enriched"}
+
+// stack is the running system under test.
+type stack struct {
+	procs    []*process
+	prom     promAPI
+	receiver *receiver
+	exporter exporterSetup
+	webAddr  string // the exporter's metrics listener, its instance label
+}
+
+// TestEndToEnd runs the simulator, the exporter, Prometheus and Alertmanager
+// together from the shipped examples, and checks what users rely on: the
+// target is scraped, every rule and dashboard query works, the core panels
+// show data, and critical alerts reach the receiver with their labels.
+func TestEndToEnd(t *testing.T) {
+	root := repoRoot(t)
+	examples := filepath.Join(root, "examples")
+	dir := t.TempDir()
+
+	prometheusBin := lookPath(t, "prometheus")
+	alertmanagerBin := lookPath(t, "prometheus-alertmanager", "alertmanager")
+	exporterBin := filepath.Join(dir, "breach_exporter")
+	simulatorBin := filepath.Join(dir, "breach_simulator")
+	buildCtx := testContext(t, buildTimeout)
+	goBuild(buildCtx, t, root, exporterBin, ".")
+	goBuild(buildCtx, t, root, simulatorBin, "./examples/simulator")
+
+	ctx := testContext(t, runTimeout)
+
+	addrs := freeAddrs(t, 6)
+	simAddr, webAddr, hookAddr, promAddr, amAddr, smtpAddr := addrs[0], addrs[1], addrs[2], addrs[3], addrs[4], addrs[5]
+
+	s := &stack{prom: promAPI{base: "http://" + promAddr}, receiver: newReceiver(t), webAddr: webAddr}
+	exporterFile := filepath.Join(dir, "breach_exporter.yml")
+	s.exporter = exporterConfig(t, examples, exporterFile, simAddr)
+	prometheusFile := filepath.Join(dir, "prometheus.yml")
+	ruleFiles := prometheusConfig(t, examples, prometheusFile, webAddr, amAddr)
+	if want := filepath.Join(root, "alerts", "breach_exporter.rules.yml"); !slices.Equal(ruleFiles, []string{want}) {
+		t.Fatalf("examples/prometheus.yml loads rule files %v, want only %s", ruleFiles, want)
+	}
+	alertmanagerFile := filepath.Join(dir, "alertmanager.yml")
+	alertmanagerConfig(t, examples, alertmanagerFile, s.receiver.server.Listener.Addr().String(), smtpAddr)
+
+	// Receivers first, senders last: nothing the simulator or Prometheus
+	// sends early is lost.
+	s.start(t, dir, "alertmanager", alertmanagerBin,
+		"--config.file="+alertmanagerFile,
+		"--storage.path="+filepath.Join(dir, "alertmanager-data"),
+		"--web.listen-address="+amAddr,
+		"--cluster.listen-address=") // no gossip
+	s.start(t, dir, "prometheus", prometheusBin,
+		"--config.file="+prometheusFile,
+		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"),
+		"--web.listen-address="+promAddr)
+	s.start(t, dir, "simulator", simulatorBin,
+		"--web.listen-address="+simAddr,
+		"--api.token-file="+s.exporter.tokenFile,
+		"--sweep.interval="+sweepInterval,
+		"--seed="+simulatorSeed,
+		"--webhook.url=http://"+hookAddr+"/webhook",
+		"--webhook.secret-file="+s.exporter.secretFile)
+	s.waitReady(ctx, t, "simulator", "http://"+simAddr+"/openapi.json")
+	s.start(t, dir, "exporter", exporterBin,
+		"--config.file="+exporterFile,
+		"--web.listen-address="+webAddr,
+		"--webhook.listen-address="+hookAddr)
+	s.waitReady(ctx, t, "exporter", "http://"+webAddr+"/-/ready")
+	s.waitReady(ctx, t, "exporter webhook listener", "http://"+hookAddr+"/-/healthy")
+	s.waitReady(ctx, t, "alertmanager", "http://"+amAddr+"/-/ready")
+	s.waitReady(ctx, t, "prometheus", s.prom.base+"/-/ready")
+
+	if !t.Run("prometheus scrapes the exporter", func(t *testing.T) { s.targetUp(ctx, t) }) {
+		return
+	}
+	t.Run("every rule loads and evaluates", func(t *testing.T) { s.rulesHealthy(ctx, t) })
+	t.Run("critical alerts reach the receiver", func(t *testing.T) { s.criticalAlertsDelivered(ctx, t) })
+	t.Run("core panels show data", func(t *testing.T) { s.corePanelsHaveData(ctx, t) })
+	t.Run("the demo raises only its expected alerts", func(t *testing.T) { s.onlyExpectedAlerts(ctx, t) })
+	t.Run("every dashboard query evaluates", func(t *testing.T) { s.dashboardQueriesEvaluate(ctx, t) })
+	t.Run("every dashboard variable lists values", func(t *testing.T) { s.dashboardVariablesList(ctx, t, root) })
+	t.Run("every rule expression evaluates", func(t *testing.T) { s.ruleExpressionsEvaluate(ctx, t) })
+}
+
+// testContext ends after timeout, or earlier when go test's -timeout would
+// otherwise kill the test before its cleanups stop the processes.
+func testContext(t *testing.T, timeout time.Duration) context.Context {
+	deadline := time.Now().Add(timeout)
+	if d, ok := t.Deadline(); ok && d.Add(-cleanupMargin).Before(deadline) {
+		deadline = d.Add(-cleanupMargin)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (s *stack) start(t *testing.T, dir, name, bin string, args ...string) {
+	t.Helper()
+	s.procs = append(s.procs, startProcess(t, dir, name, bin, args...))
+}
+
+func (s *stack) waitReady(ctx context.Context, t *testing.T, name, url string) {
+	t.Helper()
+	s.eventually(ctx, t, name+" ready", startupTimeout, func(ctx context.Context) error { return getOK(ctx, url) })
+}
+
+// permanent marks a check's error as one that waiting cannot fix.
+type permanent struct{ error }
+
+// eventually polls check until it returns nil, failing the test when the
+// timeout passes, check fails permanently, or a process has died.
+func (s *stack) eventually(ctx context.Context, t *testing.T, what string, timeout time.Duration, check func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	var last error
+	for {
+		for _, p := range s.procs {
+			if err := p.exited(); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		}
+		err := check(ctx)
+		if err == nil {
+			return
+		}
+		if p := (permanent{}); errors.As(err, &p) {
+			t.Fatalf("%s: %v", what, p.error)
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err // a check cut short by the deadline says less than the previous one
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not within %s: %v", what, timeout, last)
+		case <-ticker.C:
+		}
+	}
+}
+
+func (s *stack) targetUp(ctx context.Context, t *testing.T) {
+	s.eventually(ctx, t, "job "+jobName+" up", startupTimeout, func(ctx context.Context) error {
+		targets, err := s.prom.activeTargets(ctx)
+		if err != nil {
+			return err
+		}
+		var ours []target
+		for _, tg := range targets {
+			if tg.Labels["job"] == jobName {
+				ours = append(ours, tg)
+			}
+		}
+		switch {
+		case len(ours) == 0: // service discovery has not synced yet
+			return fmt.Errorf("no active target of job %q", jobName)
+		case len(ours) > 1:
+			return permanent{fmt.Errorf("want one active target of job %q, got %+v", jobName, ours)}
+		}
+		tg := ours[0]
+		if tg.Labels["instance"] != s.webAddr {
+			return permanent{fmt.Errorf("target instance %q, want %q", tg.Labels["instance"], s.webAddr)}
+		}
+		if tg.Health != "up" {
+			return fmt.Errorf("target %s is %q: %s", tg.ScrapeURL, tg.Health, tg.LastError)
+		}
+		return nil
+	})
+}
+
+// rulesHealthy checks that Prometheus loaded exactly the rules of the file
+// and that each has been evaluated without error.
+func (s *stack) rulesHealthy(ctx context.Context, t *testing.T) {
+	want := ruleNames(t)
+	s.eventually(ctx, t, "rules loaded and evaluated", dataTimeout, func(ctx context.Context) error {
+		loaded, err := s.prom.rules(ctx)
+		if err != nil {
+			return err
+		}
+		var got, pending []string
+		for _, r := range loaded {
+			name := r.Group + "/" + r.Name
+			got = append(got, name)
+			switch {
+			case r.Health == "err" || r.LastError != "":
+				return permanent{fmt.Errorf("rule %s: %s", name, r.LastError)}
+			case r.Health != "ok" || r.LastEvaluation.IsZero():
+				pending = append(pending, name)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return permanent{fmt.Errorf("Prometheus loaded rules %v, the rules file has %v", got, want)}
+		}
+		if len(pending) > 0 {
+			return fmt.Errorf("not evaluated yet: %v", pending)
+		}
+		return nil
+	})
+}
