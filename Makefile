@@ -73,3 +73,8 @@ e2e-deps:
 
 e2e: e2e-deps
 	$(GO) test -race -tags e2e -count=1 -v -timeout 8m ./internal/e2e/
+
+# Benchmarks against baselines measured in the same run (about 2 minutes);
+# prints the table and writes bench/results.json. See bench/README.md.
+bench:
+	$(GO) run ./bench/cmd/breach_bench -out bench/results.json

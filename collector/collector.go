@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/state"
 )
 
@@ -121,68 +120,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(budget, float64(rpm))
 	gauge(refreshCycle, snap.Cycle.Seconds())
 
-	for _, a := range snap.Addresses {
-		addr := label(a.Email)
-		for _, st := range state.States {
-			gauge(addressState, boolValue(st == a.State), addr, st)
-		}
-		refreshed := 0.0
-		if !a.LastRefresh.IsZero() {
-			refreshed = unixSeconds(a.LastRefresh)
-		}
-		gauge(addressLastRefresh, refreshed, addr)
-		collectSources(gauge, addr, a.Sources)
-	}
-}
-
-// collectSources emits the per-feed series. The API's lists are deduplicated
-// here because a repeated source, database or field would otherwise be a
-// duplicate series, and one duplicate fails the whole scrape.
-func collectSources(gauge func(*prometheus.Desc, float64, ...string), addr string, sources []api.SourceState) {
-	seenSource := make(map[string]bool, len(sources))
-	for _, s := range sources {
-		if seenSource[s.Source] {
-			continue
-		}
-		seenSource[s.Source] = true
-
-		gauge(sourceBreaches, float64(s.BreachCount), addr, s.Source)
-		dbs := distinct(s.SourceDBs)
-		gauge(sourceDatabases, float64(len(dbs)), addr, s.Source)
-		for _, db := range dbs {
-			gauge(sourceDatabaseInfo, 1, addr, s.Source, db)
-		}
-		exposed := make(map[string]bool, len(s.FieldsExposed))
-		for _, f := range s.FieldsExposed {
-			exposed[f] = true
-		}
-		// Every known field is always present so that "became exposed" is a
-		// 0 -> 1 change rather than a series appearing.
-		for _, f := range api.KnownFields {
-			gauge(sourceFieldExposed, boolValue(exposed[f]), addr, s.Source, f)
-			delete(exposed, f)
-		}
-		for _, f := range distinct(s.FieldsExposed) {
-			if exposed[f] {
-				gauge(sourceFieldExposed, 1, addr, s.Source, f)
-			}
-		}
-		gauge(sourcePlaintext, boolValue(s.HasPlaintextPassword), addr, s.Source)
-		gauge(sourceLastScanned, unixSeconds(s.LastScannedAt), addr, s.Source)
-		gauge(sourceLastChanged, unixSeconds(s.LastChangedAt), addr, s.Source)
-	}
-}
-
-func distinct(values []string) []string {
-	seen := make(map[string]bool, len(values))
-	out := make([]string, 0, len(values))
-	for _, v := range values {
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
-		}
-	}
-	return out
+	collectAddresses(ch, snap.Addresses, label)
 }
 
 func boolValue(b bool) float64 {

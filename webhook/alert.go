@@ -43,6 +43,7 @@ type envelope struct {
 // wireAlert distinguishes an absent delta from an empty one and keeps the
 // timestamp as text so its parse error is ours, not one quoting the body.
 type wireAlert struct {
+	Event        string `json:"event"`
 	Severity     string `json:"severity"`
 	Address      string `json:"address"`
 	Source       string `json:"source"`
@@ -52,27 +53,30 @@ type wireAlert struct {
 	DashboardURL string `json:"dashboard_url"`
 }
 
-// parseEvent returns the event name of a body that is a JSON object with a
-// non-empty string `event`.
-func parseEvent(body []byte) (string, error) {
-	var env envelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		return "", describeJSONError(err)
-	}
-	if env.Event == "" {
-		return "", errors.New("missing field event")
-	}
-	return env.Event, nil
-}
-
-// parseAlert reads an alert.created body. Required (present and, for
-// strings, non-empty): severity, address, source, observed_at and delta (an
-// object). summary, dashboard_url and every delta member are optional, and
-// unknown members are ignored, so additions on the sender's side pass.
-func parseAlert(body []byte) (Alert, error) {
+// parseBody reads a verified body: its event name, and for alert.created
+// the alert. Required for every event: a JSON object with a non-empty string
+// `event`. Required for alert.created (present and, for strings, non-empty):
+// severity, address, source, observed_at and delta (an object); summary,
+// dashboard_url and every delta member are optional, and unknown members are
+// ignored, so additions on the sender's side pass.
+//
+// The body is decoded once as an alert; only when that fails is it decoded
+// again for its event name alone, so that a future event of another shape is
+// not judged by alert.created's.
+func parseBody(body []byte) (string, Alert, error) {
 	var w wireAlert
 	if err := json.Unmarshal(body, &w); err != nil {
-		return Alert{}, describeJSONError(err)
+		var env envelope
+		if json.Unmarshal(body, &env) != nil || env.Event == EventAlertCreated {
+			return "", Alert{}, describeJSONError(err)
+		}
+		w.Event = env.Event
+	}
+	if w.Event == "" {
+		return "", Alert{}, errors.New("missing field event")
+	}
+	if w.Event != EventAlertCreated {
+		return w.Event, Alert{}, nil
 	}
 	for _, f := range []struct{ name, value string }{
 		{"severity", w.Severity},
@@ -81,19 +85,19 @@ func parseAlert(body []byte) (Alert, error) {
 		{"observed_at", w.ObservedAt},
 	} {
 		if f.value == "" {
-			return Alert{}, fmt.Errorf("missing field %s", f.name)
+			return "", Alert{}, fmt.Errorf("missing field %s", f.name)
 		}
 	}
 	if w.Delta == nil {
-		return Alert{}, errors.New("missing field delta")
+		return "", Alert{}, errors.New("missing field delta")
 	}
 	// The spec's shape is YYYY-MM-DDTHH:MM:SSZ; any RFC 3339 time (fraction,
 	// offset) is accepted as well since it is just as unambiguous.
 	observedAt, err := time.Parse(time.RFC3339, w.ObservedAt)
 	if err != nil {
-		return Alert{}, errors.New("observed_at is not an RFC 3339 timestamp")
+		return "", Alert{}, errors.New("observed_at is not an RFC 3339 timestamp")
 	}
-	return Alert{
+	return EventAlertCreated, Alert{
 		Event:        EventAlertCreated,
 		Severity:     w.Severity,
 		Address:      w.Address,

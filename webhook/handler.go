@@ -118,16 +118,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	if !isJSONMediaType(r.Header.Get("Content-Type")) {
 		return h.reject(w, r, http.StatusUnsupportedMediaType, outcomeUnsupportedMediaType, "content type is not application/json")
 	}
-	event, err := parseEvent(body)
+	event, alert, err := parseBody(body)
 	if err != nil {
 		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, err.Error())
 	}
 	if event != EventAlertCreated {
 		return h.ignore(w, r, outcomeUnknownEvent)
-	}
-	alert, err := parseAlert(body)
-	if err != nil {
-		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, err.Error())
 	}
 
 	now := h.clock.Now()
@@ -142,7 +138,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	}
 
 	address := h.metrics.countAlert(alert)
-	level.Info(h.logger).Log("msg", "Webhook alert accepted", "address", address,
+	// Accepted alerts are logged at debug like every other outcome: the
+	// counters are the record, and an internet-facing endpoint must not let
+	// a sender flood the logs.
+	level.Debug(h.logger).Log("msg", "Webhook alert accepted", "address", address,
 		"source", labelValue(alert.Source, maxValueLabelBytes), "severity", labelValue(alert.Severity, maxValueLabelBytes))
 	if h.onAlert != nil {
 		h.onAlert(alert)

@@ -214,10 +214,16 @@ func (h *harness) advance(d time.Duration) { h.advanceTo(h.clock.Now().Add(d)) }
 
 // The wrappers below wait for Run to re-plan after being woken.
 
+// refresh waits for a re-plan only when the address was not queued yet: a
+// repeated Refresh does not wake Run. Run is parked, so the check is stable.
 func (h *harness) refresh(email string) bool {
 	h.t.Helper()
+	h.s.mu.Lock()
+	a, tracked := h.s.addresses[state.Key(email)]
+	queued := tracked && a.urgent == 0
+	h.s.mu.Unlock()
 	ok := h.s.Refresh(email)
-	if ok {
+	if queued {
 		h.park()
 	}
 	return ok

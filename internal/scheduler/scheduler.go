@@ -202,12 +202,15 @@ func (s *Scheduler) apply(st Settings) {
 func (s *Scheduler) Refresh(email string) bool {
 	s.mu.Lock()
 	a, ok := s.addresses[state.Key(email)]
-	if ok && a.urgent == 0 {
+	queued := ok && a.urgent == 0
+	if queued {
 		s.tickets++
 		a.urgent = s.tickets
 	}
 	s.mu.Unlock()
-	if ok {
+	// An address already waiting at the head needs no new plan: Run would
+	// only scan every address again for nothing, once per repeated alert.
+	if queued {
 		s.poke()
 	}
 	return ok
