@@ -1,0 +1,80 @@
+// Command breach_bench runs breach_exporter's benchmarks against their
+// baselines (make bench), prints the table and writes results.json.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/breach-exporter/breach_exporter/bench"
+)
+
+func main() {
+	// The scrape measurements re-run this binary, one process each.
+	if len(os.Args) > 1 && os.Args[1] == bench.ScrapeChildCommand {
+		if err := bench.ServeScrapeChild(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+
+	out := flag.String("out", "bench/results.json", "where to write the results as JSON")
+	quick := flag.Bool("quick", false, "small sizes, for checking the harness itself (the figures mean little)")
+	strict := flag.Bool("strict", false, "exit 1 when a goal is missed")
+	flag.Parse()
+
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "breach_bench:", err)
+		os.Exit(1)
+	}
+	opts := bench.SuiteOptions{
+		Exe: exe,
+		ScrapeSizes: []bench.ScrapeSize{
+			{Addresses: 100, Scrapes: 30},
+			{Addresses: 1000, Scrapes: 10},
+			{Addresses: 10000, Scrapes: 3},
+		},
+		ScrapeRuns:       2,
+		Webhook:          bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100, AllocRuns: 2000},
+		BudgetRun:        20 * time.Minute,
+		Budgets:          []int{60, 55},
+		LatencyAddresses: 4,
+		LatencySamples:   5,
+		Progress:         os.Stderr,
+	}
+	if *quick {
+		opts.ScrapeSizes = []bench.ScrapeSize{{Addresses: 100, Scrapes: 3}, {Addresses: 1000, Scrapes: 2}}
+		opts.ScrapeRuns = 1
+		opts.Webhook = bench.WebhookOptions{Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10, AllocRuns: 200}
+		opts.BudgetRun = 3 * time.Minute
+		opts.LatencySamples = 1
+	}
+
+	report, err := bench.RunSuite(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "breach_bench:", err)
+		os.Exit(1)
+	}
+	if err := report.WriteTable(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "breach_bench:", err)
+		os.Exit(1)
+	}
+	if err := report.WriteJSON(*out); err != nil {
+		fmt.Fprintln(os.Stderr, "breach_bench:", err)
+		os.Exit(1)
+	}
+	fmt.Printf("\nwrote %s in %s\n", *out, report.Duration)
+	missed := report.Missed()
+	for _, f := range missed {
+		fmt.Printf("goal missed: %s: %s %s (baseline %s, goal %s)\n", f.Name, fmtValue(f.Ours), f.Unit, fmtValue(f.Baseline), f.Goal)
+	}
+	if *strict && len(missed) > 0 {
+		os.Exit(1)
+	}
+}
+
+func fmtValue(v float64) string { return fmt.Sprintf("%.4g", v) }

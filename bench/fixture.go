@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breach-exporter/breach_exporter/internal/exporter"
+)
+
+// credentials are made up for each run and live only in a temporary
+// directory, never in the repository.
+type credentials struct {
+	token  string // svc_ak_..., what the simulator accepts
+	secret []byte // webhook HMAC key
+}
+
+func newCredentials() credentials {
+	return credentials{token: "svc_ak_bench_" + randomHex(12), secret: []byte(randomHex(24))}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// exporterSetup is what a measurement needs from an exporter's config.
+type exporterSetup struct {
+	baseURL           string // API root, ending in /api/v1
+	emails            []string
+	requestsPerMinute int
+	clock             clockwork.Clock // nil: real
+	webhook           bool
+}
+
+// runningExporter is an exporter built from a config file in a temporary
+// directory, with its own registry.
+type runningExporter struct {
+	exp *exporter.Exporter
+	reg *prometheus.Registry
+	dir string
+}
+
+// newExporter writes the config, token and secret files and builds the
+// exporter the way main does. The caller runs it (or not) and calls close.
+func newExporter(s exporterSetup, creds credentials) (*runningExporter, error) {
+	dir, err := os.MkdirTemp("", "breach-bench-")
+	if err != nil {
+		return nil, err
+	}
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "api:\n  base_url: %s\n  token_file: token\n  requests_per_minute: %d\n", s.baseURL, s.requestsPerMinute)
+	// The defaults of the real service: an address is re-read every 15m at
+	// most, so the budget, not the interval, limits a large address list.
+	cfg.WriteString("refresh:\n  interval: 15m\n  me_interval: 5m\naddresses:\n")
+	for _, e := range s.emails {
+		fmt.Fprintf(&cfg, "  - %q\n", e)
+	}
+	cfg.WriteString("webhook:\n  secret_files: [secret]\n")
+	for name, content := range map[string][]byte{
+		"config.yml": []byte(cfg.String()),
+		"token":      []byte(creds.token),
+		"secret":     creds.secret,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	reg := prometheus.NewRegistry()
+	exp, err := exporter.New(exporter.Options{
+		ConfigFile: filepath.Join(dir, "config.yml"),
+		UserAgent:  "breach_exporter/bench",
+		Logger:     productionLogger(),
+		Registerer: reg,
+		Clock:      s.clock,
+		Webhook:    s.webhook,
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &runningExporter{exp: exp, reg: reg, dir: dir}, nil
+}
+
+func (r *runningExporter) close() { os.RemoveAll(r.dir) }
+
+// productionLogger formats every line the way main's default logger does
+// (logfmt, info level, timestamp and caller) and throws it away, so log
+// formatting is part of what is measured but the terminal is not.
+func productionLogger() log.Logger {
+	logger := log.NewLogfmtLogger(log.NewSyncWriter(io.Discard))
+	logger = level.NewFilter(logger, level.AllowInfo())
+	return log.With(logger, "ts", log.DefaultTimestampUTC, "caller", log.DefaultCaller)
+}
+
+// sampleValue finds the value of the gauge or counter sample of family
+// name whose labels include all of want; ok is false when there is none.
+func sampleValue(g prometheus.Gatherer, name string, want map[string]string) (value float64, ok bool, err error) {
+	families, err := g.Gather()
+	if err != nil {
+		return 0, false, err
+	}
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			matched := 0
+			for _, lp := range m.GetLabel() {
+				if v, ok := want[lp.GetName()]; ok && v == lp.GetValue() {
+					matched++
+				}
+			}
+			if matched == len(want) {
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue(), true, nil
+			}
+		}
+	}
+	return 0, false, nil
+}

@@ -1,0 +1,407 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/breach-exporter/breach_exporter/collector"
+	"github.com/breach-exporter/breach_exporter/internal/api"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/state"
+)
+
+// The two ways of holding the same series.
+const (
+	ImplCollector = "collector" // ours: state.Store read by collector.Collector at scrape time
+	ImplGaugeVec  = "gaugevec"  // baseline: every series kept in client_golang GaugeVecs
+)
+
+// Shape of the state: every feed of every address has this many breach
+// databases and every known field, so each series the collector can emit
+// for an address is present.
+const (
+	databasesPerFeed = 3
+	// SeriesPerAddress: per feed breaches, databases, one database_info per
+	// database, one field_exposed per field, plaintext, last scanned and
+	// last changed; per address four states and the last refresh.
+	SeriesPerAddress = 4*(2+databasesPerFeed+8+3) + 4 + 1
+	// globalSeries: api_up, account_info, the three rate-limit gauges,
+	// budget and refresh cycle.
+	globalSeries = 7
+)
+
+// prometheusAccept is the Accept header Prometheus 3 sends by default
+// (without native histograms); with EnableOpenMetrics, as main sets it,
+// promhttp answers in OpenMetrics text. No Accept-Encoding: the figure is
+// the cost of rendering, not of gzip.
+const prometheusAccept = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5," +
+	"application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3," +
+	"text/plain;version=0.0.4;q=0.2,*/*;q=0.1"
+
+// ScrapeResult is the cost of scraping one way of holding n addresses.
+type ScrapeResult struct {
+	Impl       string `json:"impl"`
+	Addresses  int    `json:"addresses"`
+	Series     int    `json:"series"`
+	Scrapes    int    `json:"scrapes"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	// SecondsPerScrape is the median wall time of one scrape.
+	SecondsPerScrape float64 `json:"seconds_per_scrape"`
+	// CPUSecondsPerScrape is user+system CPU time, GC included, per scrape.
+	CPUSecondsPerScrape float64 `json:"cpu_seconds_per_scrape"`
+	BytesPerScrape      int     `json:"bytes_per_scrape"`
+	AllocBytesPerScrape float64 `json:"alloc_bytes_per_scrape"`
+	AllocsPerScrape     float64 `json:"allocs_per_scrape"`
+	// StateBytes is the live heap the series' values take between scrapes
+	// (the store, or the GaugeVecs), measured after a GC.
+	StateBytes           int64   `json:"state_bytes"`
+	StateBytesPerAddress float64 `json:"state_bytes_per_address"`
+	// PeakRSSBytes is the process's high-water RSS (VmHWM): meaningful when
+	// the measurement ran alone in its own process.
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+}
+
+// ScrapePair is both ways measured for one address count.
+type ScrapePair struct {
+	Addresses int          `json:"addresses"`
+	Ours      ScrapeResult `json:"ours"`
+	Baseline  ScrapeResult `json:"baseline"`
+}
+
+// scrapeSetup is the config of n addresses. The collector's label function
+// needs it and a GaugeVec exporter would have one too, so it stays outside
+// the measured state.
+type scrapeSetup struct {
+	cfg *config.Config
+}
+
+func newScrapeSetup(n int) (*scrapeSetup, error) {
+	var yml strings.Builder
+	yml.WriteString("api:\n  base_url: http://127.0.0.1:1/api/v1\naddresses:\n")
+	for i := range n {
+		fmt.Fprintf(&yml, "  - user%06d@example.com\n", i)
+	}
+	cfg, err := config.Parse([]byte(yml.String()))
+	if err != nil {
+		return nil, err
+	}
+	return &scrapeSetup{cfg: cfg}, nil
+}
+
+// breachesFor makes address i's /breaches answer with every feed scanned,
+// databasesPerFeed databases and every known field. It goes through JSON so
+// that its strings are allocated the way the client's decoding allocates
+// them, one answer at a time, as the scheduler stores them.
+func breachesFor(i int, email string) (api.Breaches, error) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := api.Breaches{Email: email}
+	for k, source := range api.KnownSources {
+		dbs := make([]string, databasesPerFeed)
+		for d := range dbs {
+			// Names repeat across addresses, as real breach corpora do.
+			dbs[d] = fmt.Sprintf("%s-corpus-%03d", source, (i*7+k*3+d)%500)
+		}
+		b.Sources = append(b.Sources, api.SourceState{
+			Source:               source,
+			BreachCount:          int64(i%97 + k),
+			SourceDBs:            dbs,
+			FieldsExposed:        slices.Clone(api.KnownFields),
+			HasPlaintextPassword: (i+k)%2 == 0,
+			LastScannedAt:        base.Add(time.Duration(i*1000+k) * time.Millisecond),
+			LastChangedAt:        base.Add(-time.Duration(i+k) * time.Hour),
+		})
+	}
+	data, err := json.Marshal(b)
+	if err != nil {
+		return api.Breaches{}, err
+	}
+	var decoded api.Breaches
+	err = json.Unmarshal(data, &decoded)
+	return decoded, err
+}
+
+// collectorRegistry is ours: the store filled as the scheduler fills it,
+// and the collector registered as the exporter registers it.
+func (s *scrapeSetup) collectorRegistry() (*prometheus.Registry, error) {
+	store := state.NewStore()
+	emails := s.cfg.Emails()
+	store.SetAddresses(emails)
+	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	for i, e := range emails {
+		b, err := breachesFor(i, e)
+		if err != nil {
+			return nil, err
+		}
+		store.SetBreaches(e, b, at.Add(time.Duration(i)*time.Millisecond))
+	}
+	store.SetAccount("pro", true)
+	store.SetRateLimit(api.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
+	store.SetCycle(15 * time.Minute)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector.New(store, s.cfg.AddressLabel, 55))
+	return reg, nil
+}
+
+// gaugeVecRegistry is the baseline: the very series our collector renders,
+// copied into GaugeVecs with the same names, help texts and labels, so both
+// registries render byte-identical expositions.
+func (s *scrapeSetup) gaugeVecRegistry() (*prometheus.Registry, error) {
+	ours, err := s.collectorRegistry()
+	if err != nil {
+		return nil, err
+	}
+	families, err := ours.Gather()
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	for _, mf := range families {
+		if len(mf.GetMetric()) == 0 {
+			continue
+		}
+		var labelNames []string
+		for _, lp := range mf.GetMetric()[0].GetLabel() {
+			labelNames = append(labelNames, lp.GetName())
+		}
+		vec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: mf.GetName(), Help: mf.GetHelp()}, labelNames)
+		if err := reg.Register(vec); err != nil {
+			return nil, err
+		}
+		values := make([]string, len(labelNames))
+		for _, m := range mf.GetMetric() {
+			for i, lp := range m.GetLabel() {
+				values[i] = lp.GetValue()
+			}
+			vec.WithLabelValues(values...).Set(m.GetGauge().GetValue())
+		}
+	}
+	return reg, nil
+}
+
+func (s *scrapeSetup) registry(impl string) (*prometheus.Registry, error) {
+	switch impl {
+	case ImplCollector:
+		return s.collectorRegistry()
+	case ImplGaugeVec:
+		return s.gaugeVecRegistry()
+	}
+	return nil, fmt.Errorf("unknown implementation %q (want %s or %s)", impl, ImplCollector, ImplGaugeVec)
+}
+
+// scrapeHandler is /metrics as main serves it.
+func scrapeHandler(reg prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
+}
+
+func scrapeRequest() *http.Request {
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept", prometheusAccept)
+	return req
+}
+
+// Render returns one scrape's exposition of n addresses held the impl way.
+func Render(impl string, n int) ([]byte, error) {
+	setup, err := newScrapeSetup(n)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := setup.registry(impl)
+	if err != nil {
+		return nil, err
+	}
+	rec := httptest.NewRecorder()
+	scrapeHandler(reg).ServeHTTP(rec, scrapeRequest())
+	if rec.Code != http.StatusOK {
+		return nil, fmt.Errorf("scrape answered %d: %s", rec.Code, rec.Body)
+	}
+	return rec.Body.Bytes(), nil
+}
+
+// MeasureScrape builds n addresses the impl way in this process and times
+// reps scrapes after one warm-up scrape.
+func MeasureScrape(impl string, n, reps int) (ScrapeResult, error) {
+	if n < 1 || reps < 1 {
+		return ScrapeResult{}, errors.New("addresses and scrapes must be at least 1")
+	}
+	res := ScrapeResult{Impl: impl, Addresses: n, Scrapes: reps, GOMAXPROCS: runtime.GOMAXPROCS(0)}
+	setup, err := newScrapeSetup(n)
+	if err != nil {
+		return res, err
+	}
+	before := liveHeap()
+	reg, err := setup.registry(impl)
+	if err != nil {
+		return res, err
+	}
+	res.StateBytes = int64(liveHeap()) - int64(before)
+	res.StateBytesPerAddress = float64(res.StateBytes) / float64(n)
+
+	handler := scrapeHandler(reg)
+	warm := &countingWriter{header: http.Header{}, countSamples: true}
+	handler.ServeHTTP(warm, scrapeRequest())
+	if warm.status != http.StatusOK {
+		return res, fmt.Errorf("scrape answered %d", warm.status)
+	}
+	res.BytesPerScrape, res.Series = warm.bytes, warm.samples
+
+	var memBefore, memAfter runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&memBefore)
+	cpuBefore := cpuTime()
+	walls := make([]time.Duration, reps)
+	for i := range walls {
+		w := &countingWriter{header: http.Header{}}
+		start := time.Now()
+		handler.ServeHTTP(w, scrapeRequest())
+		walls[i] = time.Since(start)
+		if w.bytes != res.BytesPerScrape {
+			return res, fmt.Errorf("scrape %d rendered %d bytes, the warm-up %d", i+1, w.bytes, res.BytesPerScrape)
+		}
+	}
+	cpu := cpuTime() - cpuBefore
+	runtime.ReadMemStats(&memAfter)
+	runtime.KeepAlive(reg)
+	runtime.KeepAlive(setup)
+
+	res.SecondsPerScrape = median(walls).Seconds()
+	res.CPUSecondsPerScrape = cpu.Seconds() / float64(reps)
+	res.AllocBytesPerScrape = float64(memAfter.TotalAlloc-memBefore.TotalAlloc) / float64(reps)
+	res.AllocsPerScrape = float64(memAfter.Mallocs-memBefore.Mallocs) / float64(reps)
+	res.PeakRSSBytes = peakRSS()
+	return res, nil
+}
+
+// countingWriter is a ResponseWriter that keeps only the size, so the
+// timing holds rendering alone, as a socket write on loopback would.
+type countingWriter struct {
+	header http.Header
+	status int
+	bytes  int
+
+	countSamples bool // count lines that are not comments (warm-up only)
+	samples      int
+	midLine      bool
+}
+
+func (w *countingWriter) Header() http.Header { return w.header }
+
+func (w *countingWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.bytes += len(p)
+	if w.countSamples {
+		for _, c := range p {
+			if !w.midLine && c != '#' {
+				w.samples++
+			}
+			w.midLine = c != '\n'
+		}
+	}
+	return len(p), nil
+}
+
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC() // the second cycle frees what the first one's finalizers released
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// peakRSS is VmHWM from /proc/self/status, 0 where there is none.
+func peakRSS() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func median(ds []time.Duration) time.Duration {
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
+}
+
+// ScrapeChildCommand is the first argument that makes cmd/breach_bench run
+// one MeasureScrape and print its JSON (ServeScrapeChild).
+const ScrapeChildCommand = "scrape-child"
+
+// MeasureScrapeIsolated runs MeasureScrape in a fresh process (exe, which
+// must hand ScrapeChildCommand to ServeScrapeChild) on one core, so that
+// its peak RSS is its own and the timing is single-core.
+func MeasureScrapeIsolated(exe, impl string, n, reps int) (ScrapeResult, error) {
+	cmd := exec.Command(exe, ScrapeChildCommand, impl, strconv.Itoa(n), strconv.Itoa(reps))
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return ScrapeResult{}, fmt.Errorf("%s %s %d: %w: %s", ScrapeChildCommand, impl, n, err, stderr.String())
+	}
+	var res ScrapeResult
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		return res, fmt.Errorf("%s %s %d: reading its result: %w", ScrapeChildCommand, impl, n, err)
+	}
+	return res, nil
+}
+
+// ServeScrapeChild is the child's side: args are impl, addresses, scrapes.
+func ServeScrapeChild(args []string, w io.Writer) error {
+	if len(args) != 3 {
+		return fmt.Errorf("%s wants: impl addresses scrapes", ScrapeChildCommand)
+	}
+	n, err := strconv.Atoi(args[1])
+	if err != nil {
+		return fmt.Errorf("addresses: %w", err)
+	}
+	reps, err := strconv.Atoi(args[2])
+	if err != nil {
+		return fmt.Errorf("scrapes: %w", err)
+	}
+	res, err := MeasureScrape(args[0], n, reps)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(w).Encode(res)
+}

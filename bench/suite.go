@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// SuiteOptions size a full run.
+type SuiteOptions struct {
+	// Exe is a binary that serves ScrapeChildCommand (cmd/breach_bench):
+	// each scrape measurement runs alone in it, on one core.
+	Exe string
+	// ScrapeSizes maps an address count to the number of timed scrapes.
+	ScrapeSizes []ScrapeSize
+	// ScrapeRuns is how many processes measure each way at each size,
+	// alternating ours and the baseline; the faster run of each is kept,
+	// since other load on the machine only ever adds time.
+	ScrapeRuns int
+	Webhook    WebhookOptions
+	// BudgetRun is the fake time each budget run lasts.
+	BudgetRun time.Duration
+	// Budgets are the api.requests_per_minute values to run.
+	Budgets []int
+	// LatencyAddresses are watched while LatencySamples alerts are timed.
+	LatencyAddresses int
+	LatencySamples   int
+	Progress         io.Writer // one line per step
+}
+
+// ScrapeSize is one address count and how many scrapes to time.
+type ScrapeSize struct {
+	Addresses int
+	Scrapes   int
+}
+
+// Goals of issue 6.
+const (
+	goalWebhookRatio  = 0.8
+	goalScrapeRatio   = 1.2
+	goalScrapeSeconds = 1.0   // for the largest size, on one core
+	goalBudgetUse     = 0.95  // of the allowed requests
+	goalLatency       = 1.0   // seconds from alert to gauge
+	largeScrape       = 10000 // addresses the one-second goal is about
+)
+
+// RunSuite measures everything and returns the report with its figures.
+func RunSuite(o SuiteOptions) (*Report, error) {
+	if o.Exe == "" {
+		return nil, errors.New("suite: no binary for the scrape measurements")
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	r := &Report{Started: time.Now().UTC(), Machine: ThisMachine(), LoadBefore: loadAverage()}
+
+	for _, size := range o.ScrapeSizes {
+		pair := ScrapePair{Addresses: size.Addresses}
+		for run := range max(o.ScrapeRuns, 1) {
+			for _, impl := range []string{ImplCollector, ImplGaugeVec} {
+				fmt.Fprintf(progress, "scrape: %d addresses, %s, run %d\n", size.Addresses, impl, run+1)
+				res, err := MeasureScrapeIsolated(o.Exe, impl, size.Addresses, size.Scrapes)
+				if err != nil {
+					return r, err
+				}
+				best := &pair.Ours
+				if impl == ImplGaugeVec {
+					best = &pair.Baseline
+				}
+				if run == 0 || res.SecondsPerScrape < best.SecondsPerScrape {
+					*best = res
+				}
+			}
+		}
+		r.Scrape = append(r.Scrape, pair)
+	}
+
+	fmt.Fprintf(progress, "webhook: %d clients, %d rounds of %d requests per server\n", o.Webhook.Clients, o.Webhook.Rounds, o.Webhook.Requests)
+	wh, err := MeasureWebhook(o.Webhook)
+	if err != nil {
+		return r, fmt.Errorf("webhook: %w", err)
+	}
+	r.Webhook = &wh
+
+	for _, rpm := range o.Budgets {
+		fmt.Fprintf(progress, "budget: %d/min for %s of fake time\n", rpm, o.BudgetRun)
+		b, err := MeasureBudget(rpm, o.BudgetRun)
+		if err != nil {
+			return r, fmt.Errorf("budget %d/min: %w", rpm, err)
+		}
+		r.Budget = append(r.Budget, b)
+	}
+
+	fmt.Fprintf(progress, "alert latency: %d samples\n", o.LatencySamples)
+	lat, err := MeasureAlertLatency(o.LatencyAddresses, o.LatencySamples)
+	if err != nil {
+		return r, fmt.Errorf("alert latency: %w", err)
+	}
+	r.Latency = &lat
+
+	r.Figures = figures(r)
+	r.LoadAfter = loadAverage()
+	r.Duration = time.Since(r.Started).Round(time.Second).String()
+	return r, nil
+}
+
+func figures(r *Report) []Figure {
+	var fs []Figure
+	if w := r.Webhook; w != nil {
+		fs = append(fs,
+			newFigure("webhook accepted alerts", "per s", w.OursPerSecond, w.BaselinePerSecond, "bare HMAC net/http").
+				withRatio(w.Ratio).
+				withGoal(fmt.Sprintf("ratio >= %.1f", goalWebhookRatio), w.Ratio >= goalWebhookRatio),
+			newFigure("webhook server allocs", "per request", w.OursServerAllocs, w.BaselineServerAllocs, "bare HMAC handler"),
+			newFigure("webhook server heap", "B/request", w.OursServerBytes, w.BaselineServerBytes, "bare HMAC handler"),
+			newFigure("webhook process CPU (client too)", "us/request", w.OursCPUMicros, w.BaselineCPUMicros, "bare HMAC net/http"),
+			newFigure("webhook process allocs (client too)", "per request", w.OursProcessAllocs, w.BaselineProcessAllocs, "bare HMAC net/http"),
+		)
+	}
+	for _, p := range r.Scrape {
+		o, b := p.Ours, p.Baseline
+		n := fmt.Sprintf("%d addr", p.Addresses)
+		fs = append(fs,
+			newFigure("scrape time "+n+" (1 core)", "s", o.SecondsPerScrape, b.SecondsPerScrape, "GaugeVecs").
+				withGoal(fmt.Sprintf("ratio <= %.1f", goalScrapeRatio), o.SecondsPerScrape <= goalScrapeRatio*b.SecondsPerScrape),
+		)
+		if p.Addresses == largeScrape {
+			fs = append(fs, newFigure("scrape time "+n+" vs 1 s", "s", o.SecondsPerScrape, goalScrapeSeconds, "goal").
+				withGoal(fmt.Sprintf("< %.0f s", goalScrapeSeconds), o.SecondsPerScrape < goalScrapeSeconds))
+		}
+		fs = append(fs,
+			newFigure("scrape size "+n, "bytes", float64(o.BytesPerScrape), float64(b.BytesPerScrape), "GaugeVecs"),
+			newFigure("scrape allocated "+n, "B/scrape", o.AllocBytesPerScrape, b.AllocBytesPerScrape, "GaugeVecs"),
+			newFigure("state memory "+n, "B/address", o.StateBytesPerAddress, b.StateBytesPerAddress, "GaugeVecs"),
+			newFigure("peak RSS "+n, "MiB", mib(o.PeakRSSBytes), mib(b.PeakRSSBytes), "GaugeVecs"),
+		)
+	}
+	for _, b := range r.Budget {
+		name := fmt.Sprintf("budget used at %d/min", b.RequestsPerMinute)
+		fs = append(fs,
+			newFigure(name, "requests", float64(b.Sent), b.Allowed, "allowed").
+				withGoal(fmt.Sprintf("ratio >= %.2f", goalBudgetUse), b.Fraction >= goalBudgetUse),
+			newFigure(fmt.Sprintf("429s at %d/min", b.RequestsPerMinute), "responses", float64(b.RateLimited), 0, "").
+				withGoal("0", b.RateLimited == 0),
+		)
+	}
+	if l := r.Latency; l != nil {
+		fs = append(fs,
+			newFigure("alert to gauge, median", "s", l.MedianSeconds, l.FloorSeconds, "one GET /breaches").
+				withGoal(fmt.Sprintf("< %.0f s", goalLatency), l.MedianSeconds < goalLatency),
+			newFigure("alert to gauge, max", "s", l.MaxSeconds, l.FloorSeconds, "one GET /breaches").
+				withGoal(fmt.Sprintf("< %.0f s", goalLatency), l.MaxSeconds < goalLatency),
+		)
+	}
+	return fs
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }

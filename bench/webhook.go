@@ -1,0 +1,457 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
+	"github.com/breach-exporter/breach_exporter/webhook"
+)
+
+const webhookPath = "/webhook"
+
+// WebhookOptions size the throughput measurement.
+type WebhookOptions struct {
+	Clients   int // concurrent senders, each on its own keep-alive connection
+	Requests  int // timed requests per round and server
+	Rounds    int // rounds per server, alternating baseline and ours
+	Addresses int // configured addresses the alerts are spread over
+	// AllocRuns is how many requests the server-side allocation count
+	// averages over.
+	AllocRuns int
+}
+
+// WebhookResult is webhook throughput and allocation cost, ours and the
+// baseline's.
+type WebhookResult struct {
+	Clients  int `json:"clients"`
+	Requests int `json:"requests_per_round"`
+	Rounds   int `json:"rounds"`
+	// Accepted per second: the median round.
+	OursPerSecond     float64   `json:"ours_per_second"`
+	BaselinePerSecond float64   `json:"baseline_per_second"`
+	OursRounds        []float64 `json:"ours_rounds_per_second"`
+	BaselineRounds    []float64 `json:"baseline_rounds_per_second"`
+	// Ratio is the median over rounds of ours/baseline, each round's two
+	// runs being back to back so that load from elsewhere hits both alike.
+	Ratio float64 `json:"ratio"`
+	// Accepted is what breach_webhook_requests_total{outcome="accepted"}
+	// counted over every round, warm-up included; Sent is what was sent.
+	Accepted int `json:"accepted"`
+	Sent     int `json:"sent"`
+	// Server side only (handler and listener's router, no sockets), from
+	// testing.AllocsPerRun and the heap's byte count.
+	OursServerAllocs     float64 `json:"ours_server_allocs_per_request"`
+	OursServerBytes      float64 `json:"ours_server_bytes_per_request"`
+	BaselineServerAllocs float64 `json:"baseline_server_allocs_per_request"`
+	BaselineServerBytes  float64 `json:"baseline_server_bytes_per_request"`
+	// The whole process during the timed rounds: both servers' HTTP stacks
+	// and the client.
+	OursProcessAllocs     float64 `json:"ours_process_allocs_per_request"`
+	BaselineProcessAllocs float64 `json:"baseline_process_allocs_per_request"`
+	// CPU time (user+system) of the whole process per timed request,
+	// client included, in microseconds: a cross-check of the rates that
+	// other load on the machine disturbs less than wall time.
+	OursCPUMicros     float64 `json:"ours_cpu_us_per_request"`
+	BaselineCPUMicros float64 `json:"baseline_cpu_us_per_request"`
+}
+
+// signedAlert is one pre-built request body and its signature header, so
+// the clients spend no time building them.
+type signedAlert struct {
+	body      []byte
+	signature string
+}
+
+// signedAlerts makes n distinct alert.created bodies (the summary carries a
+// sequence number, so none is a duplicate) for the given addresses.
+func signedAlerts(n int, emails []string, secret []byte) ([]signedAlert, error) {
+	out := make([]signedAlert, n)
+	observed := time.Now().UTC().Add(-time.Minute).Format(sim.ObservedAtLayout)
+	for i := range out {
+		body, err := json.Marshal(sim.Alert{
+			Event:    sim.EventAlertCreated,
+			Severity: sim.SeverityWarning,
+			Address:  emails[i%len(emails)],
+			Source:   "combolist",
+			Summary:  fmt.Sprintf("combolist: 1 new breach database(s) #%d", i),
+			Delta: sim.Delta{PreviousCount: 2, NewCount: 3, NewSourceDBs: []string{"combo-2026-01"},
+				NewlyExposedFields: []string{"password"}},
+			ObservedAt:   observed,
+			DashboardURL: "https://breach-monitor.example/dashboard/addresses/" + emails[i%len(emails)],
+		})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = signedAlert{body: body, signature: signature(secret, body)}
+	}
+	return out, nil
+}
+
+func signature(secret, body []byte) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// bareHMACHandler is the baseline: the floor cost of the protocol. It reads
+// the body, checks the signature and answers 204, nothing else.
+func bareHMACHandler(secret []byte) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		hexDigest, ok := strings.CutPrefix(r.Header.Get(webhook.SignatureHeader), "sha256=")
+		digest, err := hex.DecodeString(hexDigest)
+		mac := hmac.New(sha256.New, secret)
+		mac.Write(body)
+		if !ok || err != nil || !hmac.Equal(mac.Sum(nil), digest) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// serveLoopback serves srv on a fresh 127.0.0.1 port until stop is called.
+func serveLoopback(srv *http.Server) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	return "http://" + ln.Addr().String(), func() {
+		srv.Close()
+		<-done
+	}, nil
+}
+
+// sendAll posts alerts from clients goroutines sharing one keep-alive
+// transport and returns how long that took. Any answer but 204 fails it.
+func sendAll(url string, alerts []signedAlert, clients int) (time.Duration, error) {
+	transport := &http.Transport{MaxIdleConnsPerHost: clients, DisableCompression: true}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport}
+
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(alerts) || failed.Load() != nil {
+					return
+				}
+				if err := post(client, url, alerts[i]); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := failed.Load(); err != nil {
+		return elapsed, *err
+	}
+	return elapsed, nil
+}
+
+func post(client *http.Client, url string, a signedAlert) error {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(a.body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(webhook.SignatureHeader, a.signature)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("webhook answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// webhookTarget is one server under test.
+type webhookTarget struct {
+	url     string
+	handler http.Handler // what the listener serves, for in-process use
+	stop    func()
+	counted func() (int, error) // accepted so far; nil for the baseline
+}
+
+// MeasureWebhook compares accepted signed alerts per second through the
+// exporter's real receiver (webhook.NewServer around the exporter's handler,
+// the exporter running against the simulator) with the bare HMAC server, on
+// loopback, in alternating rounds.
+func MeasureWebhook(o WebhookOptions) (WebhookResult, error) {
+	if o.Clients < 1 || o.Requests < 1 || o.Rounds < 1 || o.Addresses < 1 || o.AllocRuns < 1 {
+		return WebhookResult{}, errors.New("every webhook option must be at least 1")
+	}
+	res := WebhookResult{Clients: o.Clients, Requests: o.Requests, Rounds: o.Rounds}
+	creds := newCredentials()
+	emails := benchEmails(o.Addresses)
+	warmup := 4 * o.Clients
+	alerts, err := signedAlerts(o.Requests+warmup, emails, creds.secret)
+	if err != nil {
+		return res, err
+	}
+	timed, warm := alerts[:o.Requests], alerts[o.Requests:]
+
+	api, err := newSimulatorAPI(creds, emails, nil)
+	if err != nil {
+		return res, err
+	}
+	defer api.stop()
+
+	for round := range o.Rounds {
+		// Alternate which goes first, so neither always inherits the
+		// other's garbage or warm caches.
+		order := []bool{round%2 == 1, round%2 == 0}
+		for _, ours := range order {
+			var target webhookTarget
+			if ours {
+				target, err = startOurReceiver(api.baseURL, emails, creds)
+			} else {
+				target, err = startBareReceiver(creds.secret)
+			}
+			if err != nil {
+				return res, err
+			}
+			round, err := timedRound(target.url, warm, timed, o.Clients)
+			if err == nil && target.counted != nil {
+				var accepted int
+				accepted, err = target.counted()
+				res.Accepted += accepted
+				res.Sent += len(warm) + len(timed)
+			}
+			target.stop()
+			if err != nil {
+				return res, err
+			}
+			share := 1 / float64(o.Rounds)
+			if ours {
+				res.OursRounds = append(res.OursRounds, round.rate)
+				res.OursProcessAllocs += round.allocs * share
+				res.OursCPUMicros += round.cpuMicros * share
+			} else {
+				res.BaselineRounds = append(res.BaselineRounds, round.rate)
+				res.BaselineProcessAllocs += round.allocs * share
+				res.BaselineCPUMicros += round.cpuMicros * share
+			}
+		}
+	}
+	res.OursPerSecond, res.BaselinePerSecond = medianFloat(res.OursRounds), medianFloat(res.BaselineRounds)
+	ratios := make([]float64, o.Rounds)
+	for i := range ratios {
+		ratios[i] = res.OursRounds[i] / res.BaselineRounds[i]
+	}
+	res.Ratio = medianFloat(ratios)
+
+	res.OursServerAllocs, res.OursServerBytes, err = ourServerAllocs(emails, creds, o.AllocRuns)
+	if err != nil {
+		return res, err
+	}
+	bareAlerts, err := signedAlerts(2*(o.AllocRuns+1), emails, creds.secret)
+	if err != nil {
+		return res, err
+	}
+	res.BaselineServerAllocs, res.BaselineServerBytes, err = serverAllocs(bareHMACHandler(creds.secret), bareAlerts)
+	return res, err
+}
+
+// roundResult is one timed round: accepted requests per second, and
+// process-wide allocations and CPU microseconds per request.
+type roundResult struct {
+	rate, allocs, cpuMicros float64
+}
+
+// timedRound warms the connections up, then times the real requests.
+func timedRound(url string, warm, timed []signedAlert, clients int) (roundResult, error) {
+	if _, err := sendAll(url, warm, clients); err != nil {
+		return roundResult{}, fmt.Errorf("warm-up: %w", err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cpuBefore := cpuTime()
+	elapsed, err := sendAll(url, timed, clients)
+	cpu := cpuTime() - cpuBefore
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		return roundResult{}, err
+	}
+	n := float64(len(timed))
+	return roundResult{
+		rate:      n / elapsed.Seconds(),
+		allocs:    float64(after.Mallocs-before.Mallocs) / n,
+		cpuMicros: float64(cpu.Microseconds()) / n,
+	}, nil
+}
+
+func startBareReceiver(secret []byte) (webhookTarget, error) {
+	mux := http.NewServeMux()
+	mux.Handle(webhookPath, bareHMACHandler(secret))
+	url, stop, err := serveLoopback(&http.Server{Handler: mux})
+	return webhookTarget{url: url + webhookPath, stop: stop}, err
+}
+
+// startOurReceiver runs a whole exporter, scheduler included, against the
+// simulator, with its receiver on its own listener as main sets it up.
+func startOurReceiver(apiBaseURL string, emails []string, creds credentials) (webhookTarget, error) {
+	r, err := newExporter(exporterSetup{baseURL: apiBaseURL, emails: emails, requestsPerMinute: 55, webhook: true}, creds)
+	if err != nil {
+		return webhookTarget{}, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		r.exp.Run(ctx)
+	}()
+	srv := webhook.NewServer(r.exp.WebhookHandler(), webhookPath)
+	url, stopServer, err := serveLoopback(srv)
+	stop := func() {
+		if stopServer != nil {
+			stopServer()
+		}
+		cancel()
+		<-ran
+		r.close()
+	}
+	if err != nil {
+		stop()
+		return webhookTarget{}, err
+	}
+	counted := func() (int, error) {
+		v, _, err := sampleValue(r.reg, "breach_webhook_requests_total", map[string]string{"outcome": "accepted"})
+		return int(v), err
+	}
+	return webhookTarget{url: url + webhookPath, handler: srv.Handler, stop: stop, counted: counted}, nil
+}
+
+// ourServerAllocs counts the allocations of one accepted alert in the
+// exporter's receiver (router, handler, counters, log line, dedup and the
+// scheduler's Refresh), without sockets. The scheduler is not running, so
+// its re-planning after the Refresh is not included.
+func ourServerAllocs(emails []string, creds credentials, runs int) (allocs, bytesPerRequest float64, err error) {
+	r, err := newExporter(exporterSetup{baseURL: "http://127.0.0.1:1/api/v1", emails: emails, requestsPerMinute: 55, webhook: true}, creds)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer r.close()
+	alerts, err := signedAlerts(2*(runs+1), emails, creds.secret)
+	if err != nil {
+		return 0, 0, err
+	}
+	return serverAllocs(webhook.NewServer(r.exp.WebhookHandler(), webhookPath).Handler, alerts)
+}
+
+// serverAllocs serves half of alerts under testing.AllocsPerRun and the
+// other half under a heap byte count; requests and writers are built
+// beforehand so only the handler's own allocations are counted.
+func serverAllocs(h http.Handler, alerts []signedAlert) (allocs, bytesPerRequest float64, err error) {
+	type call struct {
+		req *http.Request
+		w   *statusWriter
+	}
+	calls := make([]call, len(alerts))
+	for i, a := range alerts {
+		req, err := http.NewRequest(http.MethodPost, "http://127.0.0.1"+webhookPath, bytes.NewReader(a.body))
+		if err != nil {
+			return 0, 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(webhook.SignatureHeader, a.signature)
+		calls[i] = call{req: req, w: &statusWriter{header: http.Header{}}}
+	}
+	next := 0
+	serve := func() {
+		c := calls[next]
+		next++
+		h.ServeHTTP(c.w, c.req)
+	}
+	half := len(calls) / 2
+	allocs = testing.AllocsPerRun(half-1, serve) // it calls serve once more to warm up
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for next < len(calls) {
+		serve()
+	}
+	runtime.ReadMemStats(&after)
+	bytesPerRequest = float64(after.TotalAlloc-before.TotalAlloc) / float64(len(calls)-half)
+
+	for i, c := range calls {
+		if c.w.status != http.StatusNoContent {
+			return 0, 0, fmt.Errorf("request %d answered %d", i, c.w.status)
+		}
+	}
+	return allocs, bytesPerRequest, nil
+}
+
+// statusWriter keeps the status and nothing else.
+type statusWriter struct {
+	header http.Header
+	status int
+}
+
+func (w *statusWriter) Header() http.Header { return w.header }
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return len(p), nil
+}
+
+func medianFloat(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(values)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
+}
+
+// benchEmails are the addresses the simulator and the exporter share.
+func benchEmails(n int) []string {
+	emails := make([]string, n)
+	for i := range emails {
+		emails[i] = fmt.Sprintf("user%06d@example.com", i)
+	}
+	return emails
+}
