@@ -11,7 +11,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
-             -X $(PKG).Branch=$(BRANCH) -X $(PKG).BuildUser=$(USER)@$(shell hostname) \
+             -X $(PKG).Branch=$(BRANCH) -X $(PKG).BuildUser=$(shell id -un)@$(shell hostname) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
 .PHONY: all build test fmt-check vet unit rules-check promtool demo e2e e2e-deps soak bench prometheusrule clean

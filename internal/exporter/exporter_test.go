@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
@@ -29,7 +29,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type countingAPI struct {
 	mu       sync.Mutex
 	breaches map[string]int
-	count    int64 // breach_count it reports
+	count    int64  // breach_count it reports
+	plan     string // what /me reports
+	me       int    // /me calls
+}
+
+func (a *countingAPI) meCalls() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.me
 }
 
 func (a *countingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -37,7 +45,8 @@ func (a *countingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer a.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	if r.URL.Path == "/api/v1/me" {
-		io.WriteString(w, `{"id":"u1","email":"owner@example.com","plan":"pro"}`)
+		a.me++
+		fmt.Fprintf(w, `{"id":"u1","email":"owner@example.com","plan":%q}`, a.plan)
 		return
 	}
 	email := r.URL.Query().Get("email")
@@ -56,6 +65,7 @@ func (a *countingAPI) reads(email string) int {
 
 type fixture struct {
 	t      *testing.T
+	logs   *syncBuffer
 	exp    *Exporter
 	reg    *prometheus.Registry
 	clock  *clockwork.FakeClock
@@ -65,8 +75,12 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, configTail string) *fixture {
+	return newFixtureWith(t, configTail, nil)
+}
+
+func newFixtureWith(t *testing.T, configTail string, setup func(*countingAPI)) *fixture {
 	t.Helper()
-	api := &countingAPI{breaches: map[string]int{}, count: 1}
+	api := &countingAPI{breaches: map[string]int{}, count: 1, plan: "pro"}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 
@@ -81,11 +95,15 @@ webhook:
   secret_files: [secret]
 `, srv.URL)+configTail)
 
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock(), api: api, dir: dir}
+	f := &fixture{t: t, reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock(), api: api, dir: dir, logs: &syncBuffer{}}
+	if setup != nil {
+		setup(api)
+	}
 	var err error
 	f.exp, err = New(Options{
 		ConfigFile: filepath.Join(dir, "config.yml"),
 		UserAgent:  "breach_exporter/test",
+		Logger:     log.NewLogfmtLogger(f.logs),
 		Registerer: f.reg,
 		Clock:      f.clock,
 		Webhook:    true,
@@ -280,4 +298,35 @@ func gaugeValue(t *testing.T, g prometheus.Gatherer, name, labels string) float6
 		}
 	}
 	return -1
+}
+
+// Webhooks are configured but the plan gets none: one warning, however
+// often /me says so.
+func TestPlanWithoutWebhooksWarnsOnce(t *testing.T) {
+	f := newFixtureWith(t, "refresh: {me_interval: 1m}\naddresses: [alice@example.com]\n", func(a *countingAPI) { a.plan = "personal" })
+	const warning = "delivers webhooks only to the pro and business plans"
+	f.advanceUntil("three /me calls", time.Second, func() bool { return f.api.meCalls() >= 3 })
+	if n := strings.Count(f.logs.String(), warning); n != 1 {
+		t.Errorf("the plan warning was logged %d times, want once", n)
+	}
+	if got := gaugeValue(t, f.reg, "breach_account_info", `plan="personal"`); got != 1 {
+		t.Errorf(`breach_account_info{plan="personal"} = %v, want 1`, got)
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
