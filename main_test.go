@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 type fakeReloader struct{ err error }
@@ -102,18 +104,6 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// waitFor polls until cond holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
-}
-
 // TestRun starts the program as a user would, against a stand-in API: the
 // scrape shows the values, passes promtool, survives the API going down, and
 // a reload with a broken file answers 500 and keeps serving.
@@ -124,17 +114,17 @@ func TestRun(t *testing.T) {
 
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "breach_exporter.yml")
-	writeFile(t, filepath.Join(dir, "token"), "svc_ak_test\n")
+	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test\n")
 	good := fmt.Sprintf("api:\n  base_url: %s/api/v1\n  token_file: token\n  requests_per_minute: 60\n"+
 		"refresh: {interval: 1s, me_interval: 1s}\naddresses: [alice@example.com, bob@example.com]\n", srv.URL)
-	writeFile(t, cfgFile, good)
+	testkit.WriteFile(t, cfgFile, good)
 
 	addr := freeAddress(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr bytes.Buffer
+	var stderr testkit.SyncBuffer
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, []string{"--config.file", cfgFile, "--web.listen-address", addr}, io.Discard, &syncWriter{w: &stderr})
+		done <- run(ctx, []string{"--config.file", cfgFile, "--web.listen-address", addr}, io.Discard, &stderr)
 	}()
 	defer func() {
 		cancel()
@@ -144,7 +134,7 @@ func TestRun(t *testing.T) {
 	}()
 	base := "http://" + addr
 	var metrics string
-	waitFor(t, "alice's breaches in /metrics", func() bool {
+	testkit.Eventually(t, "alice's breaches in /metrics", func() bool {
 		_, metrics = get(t, base+"/metrics")
 		return strings.Contains(metrics, `breach_source_breaches{address="alice@example.com",source="archive"} 2`) &&
 			strings.Contains(metrics, `breach_address_state{address="bob@example.com",state="unverified"} 1`)
@@ -170,7 +160,7 @@ func TestRun(t *testing.T) {
 	}
 
 	// A broken config: 500 with the reason, and the old config keeps serving.
-	writeFile(t, cfgFile, good+"bogus_key: 1\n")
+	testkit.WriteFile(t, cfgFile, good+"bogus_key: 1\n")
 	resp, err := http.Post(base+"/-/reload", "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +180,7 @@ func TestRun(t *testing.T) {
 	api.mu.Lock()
 	api.down = true
 	api.mu.Unlock()
-	waitFor(t, "a 503 to be counted", func() bool {
+	testkit.Eventually(t, "a 503 to be counted", func() bool {
 		_, metrics = get(t, base+"/metrics")
 		return strings.Contains(metrics, `breach_api_requests_total{code="503"`)
 	})
@@ -215,33 +205,15 @@ func checkWithPromtool(t *testing.T, metrics string) {
 	}
 }
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
 // --config.check and a refused start say what is wrong, naming the field and
 // never echoing the token.
 func TestConfigProblems(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "good_token"), "svc_ak_test\n")
-	writeFile(t, filepath.Join(dir, "bad_token"), "sk_live_oops\n")
+	testkit.WriteFile(t, filepath.Join(dir, "good_token"), "svc_ak_test\n")
+	testkit.WriteFile(t, filepath.Join(dir, "bad_token"), "sk_live_oops\n")
 	cfg := func(name, body string) string {
 		path := filepath.Join(dir, name)
-		writeFile(t, path, body)
+		testkit.WriteFile(t, path, body)
 		return path
 	}
 	good := cfg("good.yml", "api: {base_url: http://127.0.0.1:1/api/v1, token_file: good_token}\naddresses: [a@example.com]\n")

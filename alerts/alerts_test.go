@@ -7,40 +7,11 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v2"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 const runbookBase = "https://github.com/breach-exporter/breach_exporter/blob/main/docs/runbook.md#"
-
-// contractMetrics are the exporter's public metric names (issues 2 and 3),
-// plus Prometheus's up and the histogram series the rules may use.
-var contractMetrics = map[string]bool{
-	"up":                     true,
-	"breach_source_breaches": true, "breach_source_databases": true,
-	"breach_source_database_info": true, "breach_source_field_exposed": true,
-	"breach_source_plaintext_password":              true,
-	"breach_source_last_scanned_timestamp_seconds":  true,
-	"breach_source_last_changed_timestamp_seconds":  true,
-	"breach_address_state":                          true,
-	"breach_address_last_refresh_timestamp_seconds": true,
-	"breach_account_info":                           true, "breach_api_up": true,
-	"breach_api_requests_total":                                    true,
-	"breach_api_request_duration_seconds_bucket":                   true,
-	"breach_api_rate_limit_limit":                                  true,
-	"breach_api_rate_limit_remaining":                              true,
-	"breach_api_rate_limit_reset_timestamp_seconds":                true,
-	"breach_api_budget_requests_per_minute":                        true,
-	"breach_refresh_cycle_seconds":                                 true,
-	"breach_exporter_build_info":                                   true,
-	"breach_exporter_config_last_reload_successful":                true,
-	"breach_exporter_config_last_reload_success_timestamp_seconds": true,
-	"breach_webhook_requests_total":                                true,
-	"breach_webhook_request_duration_seconds_count":                true,
-	"breach_alerts_total":                                          true,
-	"breach_alert_new_databases_total":                             true,
-	"breach_alert_exposed_fields_total":                            true,
-	"breach_alert_new_plaintext_passwords_total":                   true,
-	"breach_alert_last_observed_timestamp_seconds":                 true,
-}
 
 var (
 	// A metric name of the exporter (or up) and the selector that follows it.
@@ -66,7 +37,7 @@ func mustRules(t *testing.T) []Rule {
 func TestEverySelectorCarriesTheJobSelector(t *testing.T) {
 	for _, r := range mustRules(t) {
 		for _, m := range metricRef.FindAllStringSubmatch(r.Expr, -1) {
-			if !contractMetrics[m[1]] {
+			if !testkit.IsContractMetric(m[1]) {
 				t.Errorf("%s: %s is not a metric of the exporter's contract", r.Name(), m[1])
 			}
 			if !strings.Contains(m[2], `job="breach"`) {

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 // The uids are fixed so that links and provisioning survive re-imports.
@@ -22,38 +24,6 @@ var wantVariables = map[string][]string{
 
 // Grafana's own variables the queries may use.
 var builtins = map[string]bool{"__rate_interval": true, "__range": true, "__range_s": true}
-
-// contractMetrics are the exporter's public metric names (issues 2 and 3),
-// Prometheus's up, and the threshold the alert rules record.
-var contractMetrics = map[string]bool{
-	"up":                     true,
-	"breach_source_breaches": true, "breach_source_databases": true,
-	"breach_source_database_info": true, "breach_source_field_exposed": true,
-	"breach_source_plaintext_password":              true,
-	"breach_source_last_scanned_timestamp_seconds":  true,
-	"breach_source_last_changed_timestamp_seconds":  true,
-	"breach_address_state":                          true,
-	"breach_address_last_refresh_timestamp_seconds": true,
-	"breach_account_info":                           true, "breach_api_up": true,
-	"breach_api_requests_total":                                    true,
-	"breach_api_request_duration_seconds_bucket":                   true,
-	"breach_api_rate_limit_limit":                                  true,
-	"breach_api_rate_limit_remaining":                              true,
-	"breach_api_rate_limit_reset_timestamp_seconds":                true,
-	"breach_api_budget_requests_per_minute":                        true,
-	"breach_refresh_cycle_seconds":                                 true,
-	"breach_exporter_build_info":                                   true,
-	"breach_exporter_config_last_reload_successful":                true,
-	"breach_exporter_config_last_reload_success_timestamp_seconds": true,
-	"breach_webhook_requests_total":                                true,
-	"breach_webhook_request_duration_seconds_bucket":               true,
-	"breach_alerts_total":                                          true,
-	"breach_alert_new_databases_total":                             true,
-	"breach_alert_exposed_fields_total":                            true,
-	"breach_alert_new_plaintext_passwords_total":                   true,
-	"breach_alert_last_observed_timestamp_seconds":                 true,
-	"breach:stale_refresh_rounds:threshold":                        true,
-}
 
 var (
 	variableRef = regexp.MustCompile(`\$\{?(\w+)`)
@@ -245,7 +215,7 @@ func checkExpr(t *testing.T, where, expr string, defined map[string]bool) {
 		}
 	}
 	for _, m := range metricRef.FindAllStringSubmatch(expr, -1) {
-		if !contractMetrics[m[1]] {
+		if !testkit.IsContractMetric(m[1]) {
 			t.Errorf("%s: %s is not a metric of the exporter's contract", where, m[1])
 		}
 		if strings.Contains(m[1], ":") {

@@ -40,17 +40,7 @@ func TestValidationErrors(t *testing.T) {
 		{"dedup_window 0", base + "webhook:\n  dedup_window: 0s\n", []string{"webhook.dedup_window", "0s"}},
 		{"dedup_max_entries 0", base + "webhook:\n  dedup_max_entries: 0\n", []string{"webhook.dedup_max_entries", "0 is out of range"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(tc.yml))
-			if err == nil {
-				t.Fatalf("Parse = %+v, want an error", c)
-			}
-			for _, want := range tc.wants {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q does not contain %q", err, want)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { assertParseFails(t, tc.yml, tc.wants...) })
 	}
 }
 
@@ -114,5 +104,19 @@ func TestBaseURLPasswordNeverShown(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "api.base_url") || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error %q must name api.base_url and hide the password", err)
+	}
+}
+
+// assertParseFails parses yml and wants an error containing every one of wants.
+func assertParseFails(t *testing.T, yml string, wants ...string) {
+	t.Helper()
+	c, err := Parse([]byte(yml))
+	if err == nil {
+		t.Fatalf("Parse = %+v, want an error", c)
+	}
+	for _, want := range wants {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/breach-exporter/breach_exporter/collector"
@@ -124,14 +125,22 @@ func New(o Options) (*Exporter, error) {
 			return nil, err
 		}
 	}
-	for _, c := range []prometheus.Collector{e.collector, e.requests, e.failures, e.requestDuration, e.reloadOK, e.reloadTime} {
+	for _, c := range []prometheus.Collector{
+		versioncollector.NewCollector("breach_exporter"),
+		e.collector, e.requests, e.failures, e.requestDuration, e.reloadOK, e.reloadTime,
+	} {
 		if err := o.Registerer.Register(c); err != nil {
 			return nil, err
 		}
 	}
+	// Zero series from the start, so that increase() sees the first failure.
 	for _, ep := range []string{api.EndpointMe, api.EndpointBreaches} {
 		e.requestDuration.WithLabelValues(ep)
 		e.requests.WithLabelValues(ep, "200")
+		for _, k := range []api.Kind{api.KindTransport, api.KindBadBody, api.KindServer, api.KindRateLimited,
+			api.KindUnauthorized, api.KindBadRequest, api.KindUnexpected} {
+			e.failures.WithLabelValues(ep, k.String())
+		}
 	}
 	e.markReload(true)
 	return e, nil

@@ -20,6 +20,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -65,7 +67,7 @@ func (a *countingAPI) reads(email string) int {
 
 type fixture struct {
 	t      *testing.T
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 	exp    *Exporter
 	reg    *prometheus.Registry
 	clock  *clockwork.FakeClock
@@ -85,9 +87,9 @@ func newFixtureWith(t *testing.T, configTail string, setup func(*countingAPI)) *
 	t.Cleanup(srv.Close)
 
 	dir := t.TempDir()
-	write(t, filepath.Join(dir, "token"), "svc_ak_test")
-	write(t, filepath.Join(dir, "secret"), "hook-secret")
-	write(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
+	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test")
+	testkit.WriteFile(t, filepath.Join(dir, "secret"), "hook-secret")
+	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
   base_url: %s/api/v1
   token_file: token
   requests_per_minute: 60
@@ -95,7 +97,7 @@ webhook:
   secret_files: [secret]
 `, srv.URL)+configTail)
 
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock(), api: api, dir: dir, logs: &syncBuffer{}}
+	f := &fixture{t: t, reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock(), api: api, dir: dir, logs: &testkit.SyncBuffer{}}
 	if setup != nil {
 		setup(api)
 	}
@@ -158,13 +160,6 @@ func (f *fixture) postAlert(address string) int {
 	return rec.Code
 }
 
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // An accepted alert re-reads its address at once, not at the next
 // 15-minute round: with budget to spare without any wait, and within the
 // one-second spacing of 60 requests a minute when a request just went out.
@@ -182,9 +177,9 @@ func TestAlertRefreshesWithinASecond(t *testing.T) {
 		t.Fatalf("signed alert answered %d", code)
 	}
 	// The fake clock stands still: the re-read needs no wait at all.
-	waitReal(t, "bob's re-read", func() bool { return f.api.reads("bob@example.com") == 2 })
-	waitReal(t, "bob's new count in the collector", func() bool {
-		return gaugeValue(t, f.reg, "breach_source_breaches", `address="bob@example.com"`) == 7
+	testkit.Eventually(t, "bob's re-read", func() bool { return f.api.reads("bob@example.com") == 2 })
+	testkit.Eventually(t, "bob's new count in the collector", func() bool {
+		return testkit.Samples(t, f.reg)[testkit.Series("breach_source_breaches", "address", "bob@example.com", "source", "combolist")] == 7
 	})
 
 	// Right after a request the spacing applies: one second, not more.
@@ -196,7 +191,7 @@ func TestAlertRefreshesWithinASecond(t *testing.T) {
 		t.Fatalf("alice was re-read before the spacing allowed it (%d reads)", n)
 	}
 	f.clock.Advance(time.Second)
-	waitReal(t, "alice's re-read one second later", func() bool { return f.api.reads("alice@example.com") == 2 })
+	testkit.Eventually(t, "alice's re-read one second later", func() bool { return f.api.reads("alice@example.com") == 2 })
 }
 
 func blockUntilWaiting(t *testing.T, clock *clockwork.FakeClock) {
@@ -205,18 +200,6 @@ func blockUntilWaiting(t *testing.T, clock *clockwork.FakeClock) {
 	defer cancel()
 	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal("the scheduler never waited on the clock")
-	}
-}
-
-// waitReal polls (real time, with a deadline) without moving the fake clock.
-func waitReal(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
 
@@ -238,7 +221,7 @@ func TestAlertDiscovery(t *testing.T) {
 					t.Errorf("carol was polled %d times with discovery off", n)
 				}
 			}
-			if got := gaugeValue(t, f.reg, "breach_alerts_total", `address="carol@example.com",severity="critical",source="combolist"`); got != 1 {
+			if got := testkit.Samples(t, f.reg)[testkit.Series("breach_alerts_total", "address", "carol@example.com", "severity", "critical", "source", "combolist")]; got != 1 {
 				t.Errorf("breach_alerts_total for carol = %v, want 1", got)
 			}
 		})
@@ -252,52 +235,23 @@ func TestReload(t *testing.T) {
 	cfg := filepath.Join(f.dir, "config.yml")
 	original, _ := os.ReadFile(cfg)
 
-	write(t, cfg, strings.Replace(string(original), "[alice@example.com]", "[alice@example.com, dave@example.com]", 1))
+	testkit.WriteFile(t, cfg, strings.Replace(string(original), "[alice@example.com]", "[alice@example.com, dave@example.com]", 1))
 	if err := f.exp.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	f.advanceUntil("dave to be polled", 100*time.Millisecond, func() bool { return f.api.reads("dave@example.com") == 1 })
 
-	write(t, cfg, string(original)+"oops: true\n")
+	testkit.WriteFile(t, cfg, string(original)+"oops: true\n")
 	err := f.exp.Reload(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "oops") {
 		t.Fatalf("reload of a broken file: %v, want an error naming the key", err)
 	}
-	if got := gaugeValue(t, f.reg, "breach_exporter_config_last_reload_successful", ""); got != 0 {
+	if got := testkit.Samples(t, f.reg)[testkit.Series("breach_exporter_config_last_reload_successful")]; got != 0 {
 		t.Errorf("reload gauge = %v after a failed reload", got)
 	}
-	if got := gaugeValue(t, f.reg, "breach_address_state", `address="dave@example.com",state="verified"`); got != 1 {
+	if got := testkit.Samples(t, f.reg)[testkit.Series("breach_address_state", "address", "dave@example.com", "state", "verified")]; got != 1 {
 		t.Errorf("dave's state after a failed reload = %v, want the old config's 1", got)
 	}
-}
-
-// gaugeValue finds one sample by name and a substring of its labels.
-func gaugeValue(t *testing.T, g prometheus.Gatherer, name, labels string) float64 {
-	t.Helper()
-	families, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range families {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var parts []string
-			for _, lp := range m.GetLabel() {
-				parts = append(parts, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
-			}
-			if strings.Contains(strings.Join(parts, ","), labels) {
-				switch {
-				case m.GetGauge() != nil:
-					return m.GetGauge().GetValue()
-				case m.GetCounter() != nil:
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return -1
 }
 
 // Webhooks are configured but the plan gets none: one warning, however
@@ -309,24 +263,7 @@ func TestPlanWithoutWebhooksWarnsOnce(t *testing.T) {
 	if n := strings.Count(f.logs.String(), warning); n != 1 {
 		t.Errorf("the plan warning was logged %d times, want once", n)
 	}
-	if got := gaugeValue(t, f.reg, "breach_account_info", `plan="personal"`); got != 1 {
+	if got := testkit.Samples(t, f.reg)[testkit.Series("breach_account_info", "plan", "personal")]; got != 1 {
 		t.Errorf(`breach_account_info{plan="personal"} = %v, want 1`, got)
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 // The schedule every test runs under: the full budget, so the scheduler
@@ -146,44 +146,8 @@ func (h *harness) advance(d time.Duration) {
 	h.advanceUntil(fmt.Sprintf("%s to pass", d), d, func() bool { return !h.clock.Now().Before(end) })
 }
 
-// samples gathers the registry into "name{labels}" -> value, labels in
-// Gather's (sorted) order. Gathering must never fail, fault or not.
-func (h *harness) samples() map[string]float64 {
-	h.t.Helper()
-	families, err := h.reg.Gather()
-	if err != nil {
-		h.t.Fatalf("Gather: %v", err)
-	}
-	return flatten(families)
-}
-
-func flatten(families []*dto.MetricFamily) map[string]float64 {
-	out := map[string]float64{}
-	for _, mf := range families {
-		for _, m := range mf.GetMetric() {
-			var value float64
-			switch {
-			case m.GetGauge() != nil:
-				value = m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				value = m.GetCounter().GetValue()
-			default:
-				continue // histograms are not looked at
-			}
-			out[seriesKey(mf.GetName(), m.GetLabel())] = value
-		}
-	}
-	return out
-}
-
-func seriesKey(name string, labels []*dto.LabelPair) string {
-	pairs := make([]string, 0, len(labels))
-	for _, l := range labels {
-		pairs = append(pairs, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-	}
-	sort.Strings(pairs)
-	return name + "{" + strings.Join(pairs, ",") + "}"
-}
+// samples gathers the registry; gathering must never fail, fault or not.
+func (h *harness) samples() map[string]float64 { return testkit.Samples(h.t, h.reg) }
 
 // scrape serves /metrics through promhttp as Prometheus would fetch it,
 // fails the test unless it answers 200 with a parseable exposition, and
@@ -205,7 +169,7 @@ func (h *harness) scrape() map[string]float64 {
 	for _, mf := range byName {
 		families = append(families, mf)
 	}
-	return flatten(families)
+	return testkit.Flatten(families)
 }
 
 // value is one sample; absent series read as -1 so that a missing series
@@ -216,11 +180,7 @@ func (h *harness) value(name string, labels ...string) float64 {
 }
 
 func lookup(samples map[string]float64, name string, labels ...string) float64 {
-	pairs := make([]*dto.LabelPair, 0, len(labels)/2)
-	for i := 0; i+1 < len(labels); i += 2 {
-		pairs = append(pairs, &dto.LabelPair{Name: &labels[i], Value: &labels[i+1]})
-	}
-	if v, ok := samples[seriesKey(name, pairs)]; ok {
+	if v, ok := samples[testkit.Series(name, labels...)]; ok {
 		return v
 	}
 	return -1

@@ -8,19 +8,17 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 const (
@@ -69,9 +67,9 @@ func startPipeline(t *testing.T, clock clockwork.Clock, refresh time.Duration) *
 		addresses = append(addresses, a.Email)
 	}
 	dir := t.TempDir()
-	write(t, filepath.Join(dir, "token"), token)
-	write(t, filepath.Join(dir, "secret"), secret)
-	write(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
+	testkit.WriteFile(t, filepath.Join(dir, "token"), token)
+	testkit.WriteFile(t, filepath.Join(dir, "secret"), secret)
+	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
   base_url: %s/api/v1
   token_file: token
 refresh:
@@ -121,52 +119,7 @@ func (p *pipeline) sweep() []sim.Alert {
 	return alerts
 }
 
-// samples indexes every gathered sample by name and sorted label pairs.
-func (p *pipeline) samples() map[string]float64 {
-	p.t.Helper()
-	families, err := p.reg.Gather()
-	if err != nil {
-		p.t.Fatalf("gather: %v", err)
-	}
-	out := map[string]float64{}
-	for _, mf := range families {
-		for _, m := range mf.GetMetric() {
-			out[key(mf.GetName(), m.GetLabel())] = value(m)
-		}
-	}
-	return out
-}
-
-func key(name string, labels []*dto.LabelPair) string {
-	parts := make([]string, 0, len(labels))
-	for _, l := range labels {
-		parts = append(parts, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-	}
-	sort.Strings(parts)
-	return name + "{" + strings.Join(parts, ",") + "}"
-}
-
-// series builds the key of one sample from alternating label names and values.
-func series(name string, labels ...string) string {
-	parts := make([]string, 0, len(labels)/2)
-	for i := 0; i+1 < len(labels); i += 2 {
-		parts = append(parts, fmt.Sprintf("%s=%q", labels[i], labels[i+1]))
-	}
-	sort.Strings(parts)
-	return name + "{" + strings.Join(parts, ",") + "}"
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	case m.GetUntyped() != nil:
-		return m.GetUntyped().GetValue()
-	}
-	return 0
-}
+func (p *pipeline) samples() map[string]float64 { return testkit.Samples(p.t, p.reg) }
 
 // mismatches lists every way the exporter's samples differ from the
 // simulator's state and the alerts it delivered; empty means they agree.
@@ -186,7 +139,7 @@ func (p *pipeline) mismatches() []string {
 		if verified {
 			wantState = "verified"
 		}
-		check(series("breach_address_state", "address", a.Email, "state", wantState), 1)
+		check(testkit.Series("breach_address_state", "address", a.Email, "state", wantState), 1)
 		exported := 0
 		for k := range got {
 			if strings.HasPrefix(k, "breach_source_breaches{") && strings.Contains(k, fmt.Sprintf("address=%q", a.Email)) {
@@ -198,10 +151,10 @@ func (p *pipeline) mismatches() []string {
 		}
 		for _, s := range state.Sources {
 			l := []string{"address", a.Email, "source", s.Source}
-			check(series("breach_source_breaches", l...), float64(s.BreachCount))
-			check(series("breach_source_databases", l...), float64(len(s.SourceDBs)))
+			check(testkit.Series("breach_source_breaches", l...), float64(s.BreachCount))
+			check(testkit.Series("breach_source_databases", l...), float64(len(s.SourceDBs)))
 			for _, db := range s.SourceDBs {
-				check(series("breach_source_database_info", append(l, "database", db)...), 1)
+				check(testkit.Series("breach_source_database_info", append(l, "database", db)...), 1)
 			}
 			exposed := map[string]bool{}
 			for _, f := range s.FieldsExposed {
@@ -212,22 +165,22 @@ func (p *pipeline) mismatches() []string {
 				if exposed[f] {
 					want = 1
 				}
-				check(series("breach_source_field_exposed", append(l, "field", f)...), want)
+				check(testkit.Series("breach_source_field_exposed", append(l, "field", f)...), want)
 			}
 			plaintext := 0.0
 			if s.HasPlaintextPassword {
 				plaintext = 1
 			}
-			check(series("breach_source_plaintext_password", l...), plaintext)
-			check(series("breach_source_last_scanned_timestamp_seconds", l...), float64(s.LastScannedAt.UnixMilli())/1000)
-			check(series("breach_source_last_changed_timestamp_seconds", l...), float64(s.LastChangedAt.UnixMilli())/1000)
+			check(testkit.Series("breach_source_plaintext_password", l...), plaintext)
+			check(testkit.Series("breach_source_last_scanned_timestamp_seconds", l...), float64(s.LastScannedAt.UnixMilli())/1000)
+			check(testkit.Series("breach_source_last_changed_timestamp_seconds", l...), float64(s.LastChangedAt.UnixMilli())/1000)
 		}
 	}
-	check(series("breach_address_state", "address", ghost, "state", "not_monitored"), 1)
+	check(testkit.Series("breach_address_state", "address", ghost, "state", "not_monitored"), 1)
 
 	stats := p.sim.Stats()
 	for k, n := range stats.Alerts {
-		check(series("breach_alerts_total", "address", k.Address, "source", k.Source, "severity", k.Severity), float64(n))
+		check(testkit.Series("breach_alerts_total", "address", k.Address, "source", k.Source, "severity", k.Severity), float64(n))
 	}
 	var delivered, counted float64
 	for _, n := range stats.Alerts {
@@ -245,11 +198,4 @@ func (p *pipeline) mismatches() []string {
 		diffs = append(diffs, fmt.Sprintf("the simulator served %d 429s", stats.RateLimited))
 	}
 	return diffs
-}
-
-func write(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 var soak = flag.Duration("soak", 0, "run TestSoak for this long in real time (make soak: 60s)")
@@ -50,7 +52,7 @@ func TestExporterFollowsSimulator(t *testing.T) {
 	if alerts == 0 {
 		t.Fatal("five sweeps produced no alert: the test proves nothing about the webhook path")
 	}
-	if got := p.samples()[series("breach_webhook_requests_total", "outcome", "accepted")]; got != float64(alerts) {
+	if got := p.samples()[testkit.Series("breach_webhook_requests_total", "outcome", "accepted")]; got != float64(alerts) {
 		t.Errorf("accepted webhooks = %v, the sweeps produced %d alerts", got, alerts)
 	}
 }
@@ -111,5 +113,41 @@ func TestSoak(t *testing.T) {
 	t.Logf("%d scrapes; goroutines after warm-up %d, at the end %d; simulator stats %+v", scrapes, baseline, now, p.sim.Stats().Deliveries)
 	if now > baseline+5 {
 		t.Errorf("goroutines grew from %d to %d during the soak", baseline, now)
+	}
+}
+
+// Every name the rules and dashboards may use is really served: the
+// contract list cannot drift from the exporter.
+func TestContractMetricsAreExported(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC))
+	p := startPipeline(t, clock, 10*time.Second)
+	p.sweep()
+	exposition := func() string {
+		rec := httptest.NewRecorder()
+		promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		return rec.Body.String()
+	}
+	missing := func() []string {
+		text := exposition()
+		var out []string
+		for _, name := range testkit.ContractMetrics() {
+			if name == "up" || strings.Contains(name, ":") {
+				continue // from Prometheus and the rules, not the exporter
+			}
+			if !strings.Contains(text, "\n"+name+"{") && !strings.Contains(text, "\n"+name+" ") {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for m := missing(); len(m) > 0; m = missing() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the exporter never served %v", m)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_ = clock.BlockUntilContext(ctx, 1)
+		cancel()
+		clock.Advance(200 * time.Millisecond)
 	}
 }
