@@ -108,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	debug := new(slog.LevelVar)
 	debug.Set(slog.LevelDebug)
 	slogger := slog.New(sloggokit.NewGoKitHandler(base, debug))
-	mux, err := newMux(exp, reg, *telemetryPath, logger)
+	mux, err := newMux(exp, exp.Gatherer(reg), *telemetryPath, logger)
 	if err != nil {
 		level.Error(logger).Log("msg", "Cannot build the landing page", "err", err)
 		return 1

@@ -138,8 +138,9 @@ func breachesFor(i int, email string) (api.Breaches, error) {
 }
 
 // collectorRegistry is ours: the store filled as the scheduler fills it,
-// and the collector registered as the exporter registers it.
-func (s *scrapeSetup) collectorRegistry() (*prometheus.Registry, error) {
+// and the collector served beside a registry as the exporter serves it
+// (exporter.Gatherer).
+func (s *scrapeSetup) collectorRegistry() (prometheus.Gatherer, error) {
 	store := state.NewStore()
 	emails := s.cfg.Emails()
 	store.SetAddresses(emails)
@@ -154,9 +155,7 @@ func (s *scrapeSetup) collectorRegistry() (*prometheus.Registry, error) {
 	store.SetAccount("pro", true)
 	store.SetRateLimit(api.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
 	store.SetCycle(15 * time.Minute)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collector.New(store, s.cfg.AddressLabel, 55))
-	return reg, nil
+	return collector.Merge{prometheus.NewRegistry(), collector.New(store, s.cfg.AddressLabel, 55)}, nil
 }
 
 // gaugeVecRegistry is the baseline: the very series our collector renders,
@@ -195,7 +194,7 @@ func (s *scrapeSetup) gaugeVecRegistry() (*prometheus.Registry, error) {
 	return reg, nil
 }
 
-func (s *scrapeSetup) registry(impl string) (*prometheus.Registry, error) {
+func (s *scrapeSetup) registry(impl string) (prometheus.Gatherer, error) {
 	switch impl {
 	case ImplCollector:
 		return s.collectorRegistry()

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/breach-exporter/breach_exporter/internal/api"
@@ -18,23 +17,6 @@ import (
 //     shared, instead of MustNewConstMetric's copies per series;
 //   - series go out in the order the registry sorts them into (by label
 //     values, label names in alphabetical order), so its sort is one pass.
-
-// gauge is a prometheus.Metric over shared, sorted, immutable label pairs.
-type gauge struct {
-	desc   *prometheus.Desc
-	labels []*dto.LabelPair
-	value  float64
-	out    dto.Gauge
-}
-
-func (g *gauge) Desc() *prometheus.Desc { return g.desc }
-
-func (g *gauge) Write(m *dto.Metric) error {
-	g.out.Value = &g.value
-	m.Label = g.labels
-	m.Gauge = &g.out
-	return nil
-}
 
 // pairs interns label pairs for one scrape.
 type pairs map[[2]string]*dto.LabelPair
@@ -68,34 +50,30 @@ type labelled struct {
 	addr  *state.Address
 }
 
-// collectAddresses emits every per-address and per-feed series, addresses
+// emitAddresses emits every per-address and per-feed series, addresses
 // sorted by their label value.
-func collectAddresses(ch chan<- prometheus.Metric, addresses []*state.Address, label func(string) string) {
+func emitAddresses(s sink, p pairs, addresses []*state.Address, label func(string) string) {
 	byLabel := make([]labelled, len(addresses))
 	for i, a := range addresses {
 		byLabel[i] = labelled{label: label(a.Email), addr: a}
 	}
 	slices.SortFunc(byLabel, func(a, b labelled) int { return cmp.Compare(a.label, b.label) })
 
-	p := pairs{}
 	for _, l := range byLabel {
 		addr := &dto.LabelPair{Name: p.get("address", "").Name, Value: &l.label}
-		collectAddress(ch, p, addr, l.addr)
+		emitAddress(s, p, addr, l.addr)
 	}
 }
 
-func collectAddress(ch chan<- prometheus.Metric, p pairs, addr *dto.LabelPair, a *state.Address) {
+func emitAddress(s sink, p pairs, addr *dto.LabelPair, a *state.Address) {
 	sources := distinctSources(a.Sources)
 	// One allocation for all of the address's series.
 	n := len(statesInOrder) + 1
-	for _, s := range sources {
-		n += 5 + len(s.SourceDBs) + len(fieldsInOrder) + len(s.FieldsExposed)
+	for _, src := range sources {
+		n += 5 + len(src.SourceDBs) + len(fieldsInOrder) + len(src.FieldsExposed)
 	}
-	gauges := make([]gauge, 0, n)
-	emit := func(d *prometheus.Desc, v float64, labels []*dto.LabelPair) {
-		gauges = append(gauges, gauge{desc: d, labels: labels, value: v})
-		ch <- &gauges[len(gauges)-1]
-	}
+	s.begin(n)
+	emit := s.gauge
 	// Label slices are cut from one array too; full slice expressions keep
 	// an append by anyone from writing into a neighbour.
 	buf := make([]*dto.LabelPair, 0, 3*n)
@@ -119,30 +97,30 @@ func collectAddress(ch chan<- prometheus.Metric, p pairs, addr *dto.LabelPair, a
 		value          float64
 	}
 	var dbs, fields []triple
-	for _, s := range sources {
-		labels := labelsOf(addr, p.get("source", s.Source))
-		names := distinct(s.SourceDBs)
-		emit(sourceBreaches, float64(s.BreachCount), labels)
+	for _, src := range sources {
+		labels := labelsOf(addr, p.get("source", src.Source))
+		names := distinct(src.SourceDBs)
+		emit(sourceBreaches, float64(src.BreachCount), labels)
 		emit(sourceDatabases, float64(len(names)), labels)
-		emit(sourcePlaintext, boolValue(s.HasPlaintextPassword), labels)
-		emit(sourceLastScanned, unixSeconds(s.LastScannedAt), labels)
-		emit(sourceLastChanged, unixSeconds(s.LastChangedAt), labels)
+		emit(sourcePlaintext, boolValue(src.HasPlaintextPassword), labels)
+		emit(sourceLastScanned, unixSeconds(src.LastScannedAt), labels)
+		emit(sourceLastChanged, unixSeconds(src.LastChangedAt), labels)
 		for _, db := range names {
-			dbs = append(dbs, triple{db, s.Source, 1})
+			dbs = append(dbs, triple{db, src.Source, 1})
 		}
 		// Every known field is always present so that "became exposed" is a
 		// 0 -> 1 change rather than a series appearing; unknown ones follow.
-		exposed := make(map[string]bool, len(s.FieldsExposed))
-		for _, f := range s.FieldsExposed {
+		exposed := make(map[string]bool, len(src.FieldsExposed))
+		for _, f := range src.FieldsExposed {
 			exposed[f] = true
 		}
 		for _, f := range fieldsInOrder {
-			fields = append(fields, triple{f, s.Source, boolValue(exposed[f])})
+			fields = append(fields, triple{f, src.Source, boolValue(exposed[f])})
 			delete(exposed, f)
 		}
-		for _, f := range distinct(s.FieldsExposed) {
+		for _, f := range distinct(src.FieldsExposed) {
 			if exposed[f] {
-				fields = append(fields, triple{f, s.Source, 1})
+				fields = append(fields, triple{f, src.Source, 1})
 			}
 		}
 	}

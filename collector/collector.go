@@ -8,51 +8,63 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/breach-exporter/breach_exporter/internal/state"
 )
 
 const cached = " Served from the exporter's cache; a scrape never calls the API."
 
-var (
-	addressSource = []string{"address", "source"}
+// family is one metric of the collector: its Desc for the registry, and its
+// name and help for Gather, which builds the exposition without one.
+type family struct {
+	desc       *prometheus.Desc
+	name, help string
+}
 
-	sourceBreaches = prometheus.NewDesc("breach_source_breaches",
-		"breach_count reported by the feed for the address."+cached, addressSource, nil)
-	sourceDatabases = prometheus.NewDesc("breach_source_databases",
-		"Number of distinct breach databases or combolists the feed lists for the address."+cached, addressSource, nil)
-	sourceDatabaseInfo = prometheus.NewDesc("breach_source_database_info",
-		"1 for each breach database or combolist the feed lists for the address."+cached,
-		[]string{"address", "source", "database"}, nil)
-	sourceFieldExposed = prometheus.NewDesc("breach_source_field_exposed",
-		"1 when the feed found this category of value exposed alongside the address, else 0."+cached,
-		[]string{"address", "source", "field"}, nil)
-	sourcePlaintext = prometheus.NewDesc("breach_source_plaintext_password",
-		"1 when the feed found a plaintext password for the address, else 0."+cached, addressSource, nil)
-	sourceLastScanned = prometheus.NewDesc("breach_source_last_scanned_timestamp_seconds",
-		"When the feed last scanned the address (Unix seconds)."+cached, addressSource, nil)
-	sourceLastChanged = prometheus.NewDesc("breach_source_last_changed_timestamp_seconds",
-		"When the feed last saw the address's state change (Unix seconds); a change is what triggers an alert."+cached, addressSource, nil)
-	addressState = prometheus.NewDesc("breach_address_state",
-		"1 for the address's current state (pending, verified, unverified, not_monitored), 0 for the others."+cached,
-		[]string{"address", "state"}, nil)
-	addressLastRefresh = prometheus.NewDesc("breach_address_last_refresh_timestamp_seconds",
-		"Last time the API answered for the address with 200, 403 or 404 (Unix seconds); 0 before the first answer."+cached,
-		[]string{"address"}, nil)
-	accountInfo = prometheus.NewDesc("breach_account_info",
-		"The account's plan as last reported by /me; absent until /me has answered once."+cached, []string{"plan"}, nil)
-	apiUp = prometheus.NewDesc("breach_api_up",
-		"1 when the last /me call answered 200; 0 after a failed /me or any 401 (token rejected)."+cached, nil, nil)
-	rateLimitLimit = prometheus.NewDesc("breach_api_rate_limit_limit",
-		"X-RateLimit-Limit of the last API response."+cached, nil, nil)
-	rateLimitRemaining = prometheus.NewDesc("breach_api_rate_limit_remaining",
-		"X-RateLimit-Remaining of the last API response."+cached, nil, nil)
-	rateLimitReset = prometheus.NewDesc("breach_api_rate_limit_reset_timestamp_seconds",
-		"X-RateLimit-Reset of the last API response (Unix seconds)."+cached, nil, nil)
-	budget = prometheus.NewDesc("breach_api_budget_requests_per_minute",
-		"The request budget the exporter allows itself (api.requests_per_minute).", nil, nil)
-	refreshCycle = prometheus.NewDesc("breach_refresh_cycle_seconds",
-		"How long one full round of all addresses takes at the current budget.", nil, nil)
+func newFamily(name, help string, labels ...string) *family {
+	return &family{desc: prometheus.NewDesc(name, help, labels, nil), name: name, help: help}
+}
+
+var (
+	sourceBreaches = newFamily("breach_source_breaches",
+		"breach_count reported by the feed for the address."+cached, "address", "source")
+	sourceDatabases = newFamily("breach_source_databases",
+		"Number of distinct breach databases or combolists the feed lists for the address."+cached, "address", "source")
+	sourceDatabaseInfo = newFamily("breach_source_database_info",
+		"1 for each breach database or combolist the feed lists for the address."+cached, "address", "source", "database")
+	sourceFieldExposed = newFamily("breach_source_field_exposed",
+		"1 when the feed found this category of value exposed alongside the address, else 0."+cached, "address", "source", "field")
+	sourcePlaintext = newFamily("breach_source_plaintext_password",
+		"1 when the feed found a plaintext password for the address, else 0."+cached, "address", "source")
+	sourceLastScanned = newFamily("breach_source_last_scanned_timestamp_seconds",
+		"When the feed last scanned the address (Unix seconds)."+cached, "address", "source")
+	sourceLastChanged = newFamily("breach_source_last_changed_timestamp_seconds",
+		"When the feed last saw the address's state change (Unix seconds); a change is what triggers an alert."+cached, "address", "source")
+	addressState = newFamily("breach_address_state",
+		"1 for the address's current state (pending, verified, unverified, not_monitored), 0 for the others."+cached, "address", "state")
+	addressLastRefresh = newFamily("breach_address_last_refresh_timestamp_seconds",
+		"Last time the API answered for the address with 200, 403 or 404 (Unix seconds); 0 before the first answer."+cached, "address")
+	accountInfo = newFamily("breach_account_info",
+		"The account's plan as last reported by /me; absent until /me has answered once."+cached, "plan")
+	apiUp = newFamily("breach_api_up",
+		"1 when the last /me call answered 200; 0 after a failed /me or any 401 (token rejected)."+cached)
+	rateLimitLimit = newFamily("breach_api_rate_limit_limit",
+		"X-RateLimit-Limit of the last API response."+cached)
+	rateLimitRemaining = newFamily("breach_api_rate_limit_remaining",
+		"X-RateLimit-Remaining of the last API response."+cached)
+	rateLimitReset = newFamily("breach_api_rate_limit_reset_timestamp_seconds",
+		"X-RateLimit-Reset of the last API response (Unix seconds)."+cached)
+	budget = newFamily("breach_api_budget_requests_per_minute",
+		"The request budget the exporter allows itself (api.requests_per_minute).")
+	refreshCycle = newFamily("breach_refresh_cycle_seconds",
+		"How long one full round of all addresses takes at the current budget.")
+
+	families = []*family{
+		sourceBreaches, sourceDatabases, sourceDatabaseInfo, sourceFieldExposed, sourcePlaintext,
+		sourceLastScanned, sourceLastChanged, addressState, addressLastRefresh, accountInfo, apiUp,
+		rateLimitLimit, rateLimitRemaining, rateLimitReset, budget, refreshCycle,
+	}
 )
 
 // Collector exports the cached state of every tracked address.
@@ -82,45 +94,45 @@ func (c *Collector) Update(label func(email string) string, budget int) {
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{
-		sourceBreaches, sourceDatabases, sourceDatabaseInfo, sourceFieldExposed, sourcePlaintext,
-		sourceLastScanned, sourceLastChanged, addressState, addressLastRefresh, accountInfo, apiUp,
-		rateLimitLimit, rateLimitRemaining, rateLimitReset, budget, refreshCycle,
-	} {
-		ch <- d
+	for _, f := range families {
+		ch <- f.desc
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.emit(&metricSink{ch: ch})
+}
+
+// emit sends every series of one snapshot to s, each family's series in the
+// order the registry sorts them into.
+func (c *Collector) emit(s sink) {
 	c.mu.RLock()
 	label, rpm := c.label, c.budget
 	c.mu.RUnlock()
 	snap := c.store.Snapshot()
+	p := pairs{}
 
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-
-	gauge(apiUp, boolValue(snap.Account.Up))
+	s.begin(16)
+	s.gauge(apiUp, boolValue(snap.Account.Up), nil)
 	if snap.Account.Plan != "" {
-		gauge(accountInfo, 1, snap.Account.Plan)
+		s.gauge(accountInfo, 1, []*dto.LabelPair{p.get("plan", snap.Account.Plan)})
 	}
 	if rl := snap.RateLimit; snap.HasRateLimit {
 		if rl.HasLimit {
-			gauge(rateLimitLimit, float64(rl.Limit))
+			s.gauge(rateLimitLimit, float64(rl.Limit), nil)
 		}
 		if rl.HasRemaining {
-			gauge(rateLimitRemaining, float64(rl.Remaining))
+			s.gauge(rateLimitRemaining, float64(rl.Remaining), nil)
 		}
 		if !rl.Reset.IsZero() {
-			gauge(rateLimitReset, unixSeconds(rl.Reset))
+			s.gauge(rateLimitReset, unixSeconds(rl.Reset), nil)
 		}
 	}
-	gauge(budget, float64(rpm))
-	gauge(refreshCycle, snap.Cycle.Seconds())
+	s.gauge(budget, float64(rpm), nil)
+	s.gauge(refreshCycle, snap.Cycle.Seconds(), nil)
 
-	collectAddresses(ch, snap.Addresses, label)
+	emitAddresses(s, p, snap.Addresses, label)
 }
 
 func boolValue(b bool) float64 {

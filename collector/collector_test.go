@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/state"
@@ -236,4 +239,43 @@ func TestCollectorPassesLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
 	}
+}
+
+// Gather builds the same exposition as the registry does over Collect,
+// byte for byte, for every kind of address.
+func TestGatherMatchesCollect(t *testing.T) {
+	s := state.NewStore()
+	s.SetAddresses([]string{"zed@example.com", "alice@example.com", "bob@example.com", "carol@example.com"})
+	s.SetBreaches("zed@example.com", breaches("zed@example.com"), polled)
+	s.SetBreaches("alice@example.com", breaches("alice@example.com"), polled)
+	s.SetState("bob@example.com", state.Unverified, polled)
+	s.SetAccount("business", true)
+	s.SetRateLimit(api.RateLimit{Limit: 60, HasLimit: true, Remaining: 3, HasRemaining: true, Reset: polled})
+	c := New(s, emailLabel, 55)
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	viaRegistry, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, err := Merge{c}.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := render(t, viaRegistry), render(t, direct); a != b {
+		t.Errorf("Gather differs from the registry:\n--- registry\n%s\n--- Gather\n%s", a, b)
+	}
+}
+
+func render(t *testing.T, families []*dto.MetricFamily) string {
+	t.Helper()
+	var b strings.Builder
+	enc := expfmt.NewEncoder(&b, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range families {
+		if err := enc.Encode(mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
 }

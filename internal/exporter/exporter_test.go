@@ -179,7 +179,7 @@ func TestAlertRefreshesWithinASecond(t *testing.T) {
 	// The fake clock stands still: the re-read needs no wait at all.
 	testkit.Eventually(t, "bob's re-read", func() bool { return f.api.reads("bob@example.com") == 2 })
 	testkit.Eventually(t, "bob's new count in the collector", func() bool {
-		return testkit.Samples(t, f.reg)[testkit.Series("breach_source_breaches", "address", "bob@example.com", "source", "combolist")] == 7
+		return testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_source_breaches", "address", "bob@example.com", "source", "combolist")] == 7
 	})
 
 	// Right after a request the spacing applies: one second, not more.
@@ -221,7 +221,7 @@ func TestAlertDiscovery(t *testing.T) {
 					t.Errorf("carol was polled %d times with discovery off", n)
 				}
 			}
-			if got := testkit.Samples(t, f.reg)[testkit.Series("breach_alerts_total", "address", "carol@example.com", "severity", "critical", "source", "combolist")]; got != 1 {
+			if got := testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_alerts_total", "address", "carol@example.com", "severity", "critical", "source", "combolist")]; got != 1 {
 				t.Errorf("breach_alerts_total for carol = %v, want 1", got)
 			}
 		})
@@ -246,10 +246,10 @@ func TestReload(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "oops") {
 		t.Fatalf("reload of a broken file: %v, want an error naming the key", err)
 	}
-	if got := testkit.Samples(t, f.reg)[testkit.Series("breach_exporter_config_last_reload_successful")]; got != 0 {
+	if got := testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_exporter_config_last_reload_successful")]; got != 0 {
 		t.Errorf("reload gauge = %v after a failed reload", got)
 	}
-	if got := testkit.Samples(t, f.reg)[testkit.Series("breach_address_state", "address", "dave@example.com", "state", "verified")]; got != 1 {
+	if got := testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_address_state", "address", "dave@example.com", "state", "verified")]; got != 1 {
 		t.Errorf("dave's state after a failed reload = %v, want the old config's 1", got)
 	}
 }
@@ -263,7 +263,7 @@ func TestPlanWithoutWebhooksWarnsOnce(t *testing.T) {
 	if n := strings.Count(f.logs.String(), warning); n != 1 {
 		t.Errorf("the plan warning was logged %d times, want once", n)
 	}
-	if got := testkit.Samples(t, f.reg)[testkit.Series("breach_account_info", "plan", "personal")]; got != 1 {
+	if got := testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_account_info", "plan", "personal")]; got != 1 {
 		t.Errorf(`breach_account_info{plan="personal"} = %v, want 1`, got)
 	}
 }

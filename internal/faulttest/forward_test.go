@@ -78,7 +78,7 @@ func TestScrapeDoesNotWaitForTheAPI(t *testing.T) {
 		requestStillOpen bool
 	}
 	scraped := make(chan outcome, 1)
-	metrics := promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	metrics := promhttp.HandlerFor(h.exp.Gatherer(h.reg), promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 	h.api.misbehave(func(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
 		metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

@@ -147,14 +147,14 @@ func (h *harness) advance(d time.Duration) {
 }
 
 // samples gathers the registry; gathering must never fail, fault or not.
-func (h *harness) samples() map[string]float64 { return testkit.Samples(h.t, h.reg) }
+func (h *harness) samples() map[string]float64 { return testkit.Samples(h.t, h.exp.Gatherer(h.reg)) }
 
 // scrape serves /metrics through promhttp as Prometheus would fetch it,
 // fails the test unless it answers 200 with a parseable exposition, and
 // returns its samples.
 func (h *harness) scrape() map[string]float64 {
 	h.t.Helper()
-	handler := promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	handler := promhttp.HandlerFor(h.exp.Gatherer(h.reg), promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
 	rec := httptest.NewRecorder()
 	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {

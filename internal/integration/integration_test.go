@@ -65,7 +65,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("run with -soak=60s (make soak)")
 	}
 	p := startPipeline(t, clockwork.NewRealClock(), time.Second)
-	metrics := httptest.NewServer(promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
+	metrics := httptest.NewServer(promhttp.HandlerFor(p.exp.Gatherer(p.reg), promhttp.HandlerOpts{}))
 	defer metrics.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,7 +124,7 @@ func TestContractMetricsAreExported(t *testing.T) {
 	p.sweep()
 	exposition := func() string {
 		rec := httptest.NewRecorder()
-		promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		promhttp.HandlerFor(p.exp.Gatherer(p.reg), promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		return rec.Body.String()
 	}
 	missing := func() []string {
