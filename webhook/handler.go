@@ -137,12 +137,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 		return h.ignore(w, r, outcomeStale)
 	}
 
-	address := h.metrics.countAlert(alert)
-	// Accepted alerts are logged at debug like every other outcome: the
-	// counters are the record, and an internet-facing endpoint must not let
-	// a sender flood the logs.
-	level.Debug(h.logger).Log("msg", "Webhook alert accepted", "address", address,
-		"source", labelValue(alert.Source, maxValueLabelBytes), "severity", labelValue(alert.Severity, maxValueLabelBytes))
+	// Accepted alerts are not logged: the counters are the record, and with
+	// go-kit even a filtered debug line costs its timestamp and caller on the
+	// endpoint's busiest path.
+	h.metrics.countAlert(alert)
 	if h.onAlert != nil {
 		h.onAlert(alert)
 	}

@@ -197,8 +197,8 @@ func (m *metrics) initialise(label string) {
 	}
 }
 
-// countAlert records an accepted alert and returns its address label.
-func (m *metrics) countAlert(a Alert) string {
+// countAlert records an accepted alert.
+func (m *metrics) countAlert(a Alert) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
@@ -224,7 +224,6 @@ func (m *metrics) countAlert(a Alert) string {
 		m.newest[key] = observed
 		m.lastObservedAt.WithLabelValues(address, source).Set(observed)
 	}
-	return address
 }
 
 func addressLabel(label func(string) string, address string) string {
