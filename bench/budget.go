@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -75,18 +74,12 @@ func MeasureBudget(requestsPerMinute int, run time.Duration) (BudgetResult, erro
 	}
 	defer r.close()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		r.exp.Run(ctx)
-	}()
+	stop := r.run()
 	wallStart := time.Now()
 	err = drive(clock, start.Add(run))
 	res.WallSeconds = time.Since(wallStart).Seconds()
 	close(clock.done)
-	cancel()
-	<-ran
+	stop()
 	if err != nil {
 		return res, err
 	}

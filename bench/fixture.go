@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -94,6 +95,20 @@ func newExporter(s exporterSetup, creds credentials) (*runningExporter, error) {
 }
 
 func (r *runningExporter) close() { os.RemoveAll(r.dir) }
+
+// run starts the exporter's Run; the function it returns stops it and waits.
+func (r *runningExporter) run() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		r.exp.Run(ctx)
+	}()
+	return func() {
+		cancel()
+		<-ran
+	}
+}
 
 // productionLogger formats every line the way main's default logger does
 // (logfmt, info level, timestamp and caller) and throws it away, so log

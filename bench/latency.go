@@ -67,16 +67,7 @@ func MeasureAlertLatency(addresses, samples int) (LatencyResult, error) {
 		return res, err
 	}
 	defer r.close()
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() {
-		defer close(ran)
-		r.exp.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-ran
-	}()
+	defer r.run()()
 	hookURL, stopHook, err := serveLoopback(webhook.NewServer(r.exp.WebhookHandler(), webhookPath))
 	if err != nil {
 		return res, err
@@ -97,7 +88,7 @@ func MeasureAlertLatency(addresses, samples int) (LatencyResult, error) {
 		if err := waitQuiet(api, quietBeforeAlert); err != nil {
 			return res, err
 		}
-		alert, want, err := nextChange(ctx, api.sim)
+		alert, want, err := nextChange(context.Background(), api.sim)
 		if err != nil {
 			return res, err
 		}
