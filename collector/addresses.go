@@ -11,12 +11,13 @@ import (
 )
 
 // The per-address series are most of a scrape: about 70 per address, so
-// 700,000 at 10,000 addresses. Two things keep that cheap (bench/README.md
+// 700,000 at 10,000 addresses. Three things keep that cheap (bench/README.md
 // has the figures):
-//   - each series is a gauge whose label pairs are built once per scrape and
-//     shared, instead of MustNewConstMetric's copies per series;
-//   - series go out in the order the registry sorts them into (by label
-//     values, label names in alphabetical order), so its sort is one pass.
+//   - each series' label pairs are built once per scrape and shared, instead
+//     of MustNewConstMetric's copies per series;
+//   - series go out in exposition order (by label values, label names in
+//     alphabetical order), so neither a registry nor Gather sorts them;
+//   - Gather builds the metric families itself (sink.go).
 
 // pairs interns label pairs for one scrape.
 type pairs map[[2]string]*dto.LabelPair

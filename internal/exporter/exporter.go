@@ -146,14 +146,12 @@ func New(o Options) (*Exporter, error) {
 	return e, nil
 }
 
-// load reads and validates the config file, the token and (with the receiver
-// on) the webhook secrets: everything that can make a reload fail.
+// load reads and validates the config file and (with the receiver on) the
+// webhook secrets; newClient reads and checks the token. Together they are
+// everything that can make a reload fail.
 func (e *Exporter) load() (*config.Config, [][]byte, error) {
 	cfg, err := config.Load(e.opts.ConfigFile)
 	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := cfg.API.ReadToken(); err != nil {
 		return nil, nil, err
 	}
 	secrets, err := cfg.Webhook.ReadSecrets()

@@ -4,7 +4,6 @@
 package state
 
 import (
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -40,7 +39,7 @@ type Account struct {
 
 // Snapshot is a consistent copy of the store for one scrape.
 type Snapshot struct {
-	Addresses    []*Address // sorted by lower-cased email
+	Addresses    []*Address // in no particular order: the collector sorts by label
 	Account      Account
 	RateLimit    api.RateLimit
 	HasRateLimit bool
@@ -168,8 +167,5 @@ func (s *Store) Snapshot() Snapshot {
 		snap.Addresses = append(snap.Addresses, a)
 	}
 	s.mu.RUnlock()
-	sort.Slice(snap.Addresses, func(i, j int) bool {
-		return Key(snap.Addresses[i].Email) < Key(snap.Addresses[j].Email)
-	})
 	return snap
 }

@@ -15,11 +15,14 @@ func TestSetAddressesKeepsDataAndDropsRemoved(t *testing.T) {
 	s.SetBreaches("alice@EXAMPLE.com", api.Breaches{Sources: []api.SourceState{{Source: "archive"}}}, at)
 
 	s.SetAddresses([]string{"alice@example.com", "carol@example.com"}) // bob removed, carol added
-	snap := s.Snapshot()
-	if len(snap.Addresses) != 2 {
-		t.Fatalf("got %d addresses, want 2", len(snap.Addresses))
+	if n := len(s.Snapshot().Addresses); n != 2 {
+		t.Fatalf("got %d addresses, want 2", n)
 	}
-	alice, carol := snap.Addresses[0], snap.Addresses[1]
+	alice, _ := s.Get("alice@example.com")
+	carol, _ := s.Get("carol@example.com")
+	if alice == nil || carol == nil {
+		t.Fatal("alice or carol is not tracked")
+	}
 	if alice.State != Verified || len(alice.Sources) != 1 || !alice.LastRefresh.Equal(at) || alice.Email != "Alice@example.com" {
 		t.Errorf("alice lost her data across SetAddresses: %+v", alice)
 	}
