@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	sloggokit "github.com/tjhop/slog-gokit"
 
+	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
 	"github.com/breach-exporter/breach_exporter/webhook"
 )
@@ -73,7 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if *configCheck {
-		if err := exporter.CheckConfig(*configFile, webhookOn); err != nil {
+		// The start's own load path: file, token, secrets and HTTP client.
+		if _, err := config.LoadSnapshot(*configFile, config.LoadOptions{Webhook: webhookOn}); err != nil {
 			fmt.Fprintf(stderr, "%s: %s is invalid: %v\n", name, *configFile, err)
 			return 1
 		}
@@ -104,10 +106,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	// exporter-toolkit logs through slog; route it into the same go-kit stream,
-	// whose level filter applies (the handler adds its own caller).
-	debug := new(slog.LevelVar)
-	debug.Set(slog.LevelDebug)
-	slogger := slog.New(sloggokit.NewGoKitHandler(base, debug))
+	// whose level filter applies (the handler adds its own caller). The slog
+	// side lets everything through for go-kit to filter.
+	passAll := new(slog.LevelVar)
+	passAll.Set(slog.LevelDebug)
+	slogger := slog.New(sloggokit.NewGoKitHandler(base, passAll))
 	mux, err := newMux(exp, exp.Gatherer(reg), *telemetryPath, logger)
 	if err != nil {
 		level.Error(logger).Log("msg", "Cannot build the landing page", "err", err)

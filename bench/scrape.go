@@ -22,14 +22,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/breach-exporter/breach_exporter/collector"
-	"github.com/breach-exporter/breach_exporter/internal/api"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/state"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
 )
 
 // The two ways of holding the same series.
 const (
-	ImplCollector = "collector" // ours: state.Store read by collector.Collector at scrape time
+	ImplCollector = "collector" // ours: the registry read by collector.Collector at scrape time
 	ImplGaugeVec  = "gaugevec"  // baseline: every series kept in client_golang GaugeVecs
 )
 
@@ -105,57 +105,51 @@ func newScrapeSetup(n int) (*scrapeSetup, error) {
 	return &scrapeSetup{cfg: cfg}, nil
 }
 
-// breachesFor makes address i's /breaches answer with every feed scanned,
-// databasesPerFeed databases and every known field. It goes through JSON so
-// that its strings are allocated the way the client's decoding allocates
-// them, one answer at a time, as the scheduler stores them.
-func breachesFor(i int, email string) (api.Breaches, error) {
+// sourcesFor makes address i's /breaches answer with every feed scanned,
+// databasesPerFeed databases and every known field, each string allocated
+// on its own as the client's decoding allocates them.
+func sourcesFor(i int) []breach.SourceState {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b := api.Breaches{Email: email}
-	for k, source := range api.KnownSources {
+	var sources []breach.SourceState
+	for k, source := range breach.KnownSources {
 		dbs := make([]string, databasesPerFeed)
 		for d := range dbs {
 			// Names repeat across addresses, as real breach corpora do.
 			dbs[d] = fmt.Sprintf("%s-corpus-%03d", source, (i*7+k*3+d)%500)
 		}
-		b.Sources = append(b.Sources, api.SourceState{
-			Source:               source,
+		fields := make([]string, len(breach.KnownFields))
+		for f, name := range breach.KnownFields {
+			fields[f] = strings.Clone(name)
+		}
+		sources = append(sources, breach.SourceState{
+			Source:               strings.Clone(source),
 			BreachCount:          int64(i%97 + k),
 			SourceDBs:            dbs,
-			FieldsExposed:        slices.Clone(api.KnownFields),
+			FieldsExposed:        fields,
 			HasPlaintextPassword: (i+k)%2 == 0,
 			LastScannedAt:        base.Add(time.Duration(i*1000+k) * time.Millisecond),
 			LastChangedAt:        base.Add(-time.Duration(i+k) * time.Hour),
 		})
 	}
-	data, err := json.Marshal(b)
-	if err != nil {
-		return api.Breaches{}, err
-	}
-	var decoded api.Breaches
-	err = json.Unmarshal(data, &decoded)
-	return decoded, err
+	return sources
 }
 
-// collectorRegistry is ours: the store filled as the scheduler fills it,
+// collectorRegistry is ours: the registry filled as the scheduler fills it,
 // and the collector served beside a registry as the exporter serves it
-// (exporter.Gatherer).
+// (exporter.Gatherer). The webhook receiver is off: these are the
+// collector's feed series alone.
 func (s *scrapeSetup) collectorRegistry() (prometheus.Gatherer, error) {
-	store := state.NewStore()
-	emails := s.cfg.Emails()
-	store.SetAddresses(emails)
+	reg := registry.New()
+	reg.Sync(s.cfg.Watched(), s.cfg.Labels.Address, false)
 	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
-	for i, e := range emails {
-		b, err := breachesFor(i, e)
-		if err != nil {
-			return nil, err
-		}
-		store.SetBreaches(e, b, at.Add(time.Duration(i)*time.Millisecond))
+	for i, a := range s.cfg.Watched() {
+		reg.Answered(a.Key(), breach.Verified, sourcesFor(i), at.Add(time.Duration(i)*time.Millisecond))
 	}
-	store.SetAccount("pro", true)
-	store.SetRateLimit(api.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
-	store.SetCycle(15 * time.Minute)
-	return collector.Merge{prometheus.NewRegistry(), collector.New(store, s.cfg.AddressLabel, 55)}, nil
+	reg.SetAccount("pro", true)
+	reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
+	reg.SetCycle(15 * time.Minute)
+	cur := config.NewCurrent(&config.Snapshot{Config: s.cfg})
+	return collector.Merge{prometheus.NewRegistry(), collector.New(reg, cur, false)}, nil
 }
 
 // gaugeVecRegistry is the baseline: the very series our collector renders,

@@ -6,8 +6,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/breach-exporter/breach_exporter/internal/api"
-	"github.com/breach-exporter/breach_exporter/internal/state"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
 )
 
 // The per-address series are most of a scrape: about 70 per address, so
@@ -32,49 +32,57 @@ func (p pairs) get(name, value string) *dto.LabelPair {
 	return lp
 }
 
-// statesInOrder are the address states sorted as label values.
-var statesInOrder = func() []string {
-	s := slices.Clone(state.States)
+// sorted returns a sorted copy of values, for label values in order.
+func sorted(values []string) []string {
+	s := slices.Clone(values)
 	slices.Sort(s)
 	return s
-}()
-
-// fieldsInOrder are the known fields sorted as label values.
-var fieldsInOrder = func() []string {
-	f := slices.Clone(api.KnownFields)
-	slices.Sort(f)
-	return f
-}()
-
-type labelled struct {
-	label string
-	addr  *state.Address
 }
 
-// emitAddresses emits every per-address and per-feed series, addresses
-// sorted by their label value.
-func emitAddresses(s sink, p pairs, addresses []*state.Address, label func(string) string) {
-	byLabel := make([]labelled, len(addresses))
-	for i, a := range addresses {
-		byLabel[i] = labelled{label: label(a.Email), addr: a}
-	}
-	slices.SortFunc(byLabel, func(a, b labelled) int { return cmp.Compare(a.label, b.label) })
+var (
+	statesInOrder = sorted(breach.States)
+	fieldsInOrder = sorted(breach.KnownFields)
+	// The pairs breach_alerts_total has from the start, {severity, source}
+	// in label order: BreachCriticalAlertReceived and the dashboards take
+	// increase() of it, which does not see a series' first value.
+	alertsFromStart = func() [][2]string {
+		var out [][2]string
+		for _, sev := range sorted(breach.KnownSeverities) {
+			for _, src := range sorted(breach.KnownSources) {
+				out = append(out, [2]string{sev, src})
+			}
+		}
+		return out
+	}()
+)
 
-	for _, l := range byLabel {
-		addr := &dto.LabelPair{Name: p.get("address", "").Name, Value: &l.label}
-		emitAddress(s, p, addr, l.addr)
+// emitAddresses emits every per-address series, addresses sorted by their
+// label value; with alerts, the alert series too.
+func emitAddresses(s *familySink, p pairs, entries []registry.Entry, alerts bool) {
+	slices.SortFunc(entries, func(a, b registry.Entry) int { return cmp.Compare(a.Label, b.Label) })
+	for i := range entries {
+		e := &entries[i]
+		addr := &dto.LabelPair{Name: p.get("address", "").Name, Value: &e.Label}
+		emitAddress(s, p, addr, e, alerts)
 	}
 }
 
-func emitAddress(s sink, p pairs, addr *dto.LabelPair, a *state.Address) {
+func emitAddress(s *familySink, p pairs, addr *dto.LabelPair, a *registry.Entry, withAlerts bool) {
 	sources := distinctSources(a.Sources)
 	// One allocation for all of the address's series.
 	n := len(statesInOrder) + 1
 	for _, src := range sources {
 		n += 5 + len(src.SourceDBs) + len(fieldsInOrder) + len(src.FieldsExposed)
 	}
+	if withAlerts {
+		n += len(alertsFromStart)
+		if a.Alerts != nil {
+			n += len(a.Alerts.Counts) + len(a.Alerts.NewDatabases) + len(a.Alerts.ExposedFields) +
+				len(a.Alerts.NewPlaintext) + len(a.Alerts.LastObserved)
+		}
+	}
 	s.begin(n)
-	emit := s.gauge
+	emit := s.add
 	// Label slices are cut from one array too; full slice expressions keep
 	// an append by anyone from writing into a neighbour.
 	buf := make([]*dto.LabelPair, 0, 3*n)
@@ -93,11 +101,7 @@ func emitAddress(s sink, p pairs, addr *dto.LabelPair, a *state.Address) {
 	}
 	emit(addressLastRefresh, refreshed, labelsOf(addr))
 
-	type triple struct {
-		middle, source string
-		value          float64
-	}
-	var dbs, fields []triple
+	var dbs, fields []labelledValue
 	for _, src := range sources {
 		labels := labelsOf(addr, p.get("source", src.Source))
 		names := distinct(src.SourceDBs)
@@ -107,7 +111,7 @@ func emitAddress(s sink, p pairs, addr *dto.LabelPair, a *state.Address) {
 		emit(sourceLastScanned, unixSeconds(src.LastScannedAt), labels)
 		emit(sourceLastChanged, unixSeconds(src.LastChangedAt), labels)
 		for _, db := range names {
-			dbs = append(dbs, triple{db, src.Source, 1})
+			dbs = append(dbs, labelledValue{db, src.Source, 1})
 		}
 		// Every known field is always present so that "became exposed" is a
 		// 0 -> 1 change rather than a series appearing; unknown ones follow.
@@ -116,41 +120,101 @@ func emitAddress(s sink, p pairs, addr *dto.LabelPair, a *state.Address) {
 			exposed[f] = true
 		}
 		for _, f := range fieldsInOrder {
-			fields = append(fields, triple{f, src.Source, boolValue(exposed[f])})
+			fields = append(fields, labelledValue{f, src.Source, boolValue(exposed[f])})
 			delete(exposed, f)
 		}
 		for _, f := range distinct(src.FieldsExposed) {
 			if exposed[f] {
-				fields = append(fields, triple{f, src.Source, 1})
+				fields = append(fields, labelledValue{f, src.Source, 1})
 			}
 		}
 	}
-	byMiddle := func(a, b triple) int {
-		return cmp.Or(cmp.Compare(a.middle, b.middle), cmp.Compare(a.source, b.source))
-	}
-	slices.SortFunc(dbs, byMiddle)
+	slices.SortFunc(dbs, labelledValue.compare)
 	for _, t := range dbs {
-		emit(sourceDatabaseInfo, t.value, labelsOf(addr, p.get("database", t.middle), p.get("source", t.source)))
+		emit(sourceDatabaseInfo, t.value, labelsOf(addr, p.get("database", t.first), p.get("source", t.source)))
 	}
-	slices.SortFunc(fields, byMiddle)
+	slices.SortFunc(fields, labelledValue.compare)
 	for _, t := range fields {
-		emit(sourceFieldExposed, t.value, labelsOf(addr, p.get("field", t.middle), p.get("source", t.source)))
+		emit(sourceFieldExposed, t.value, labelsOf(addr, p.get("field", t.first), p.get("source", t.source)))
 	}
+	if withAlerts {
+		emitAlerts(emit, p, addr, a.Alerts, labelsOf)
+	}
+}
+
+// labelledValue is a series of a family whose labels are address, one more
+// label (first) and source, in that order.
+type labelledValue struct {
+	first, source string
+	value         float64
+}
+
+func (a labelledValue) compare(b labelledValue) int {
+	return cmp.Or(cmp.Compare(a.first, b.first), cmp.Compare(a.source, b.source))
+}
+
+// emitAlerts emits the address's alert series: breach_alerts_total for the
+// known severities and sources always, the rest once an alert created them.
+func emitAlerts(emit func(*family, float64, []*dto.LabelPair), p pairs, addr *dto.LabelPair, a *registry.Alerts,
+	labelsOf func(...*dto.LabelPair) []*dto.LabelPair) {
+	if a == nil {
+		a = &registry.Alerts{}
+	}
+	counts := make([]labelledValue, 0, len(alertsFromStart)+len(a.Counts))
+	for _, k := range alertsFromStart {
+		counts = append(counts, labelledValue{k[0], k[1], a.Counts[[2]string{k[1], k[0]}]})
+	}
+	for k, v := range a.Counts {
+		if !breach.Known(breach.KnownSeverities, k[1]) || !breach.Known(breach.KnownSources, k[0]) {
+			counts = append(counts, labelledValue{k[1], k[0], v})
+		}
+	}
+	slices.SortFunc(counts, labelledValue.compare)
+	for _, t := range counts {
+		emit(alerts, t.value, labelsOf(addr, p.get("severity", t.first), p.get("source", t.source)))
+	}
+
+	fields := make([]labelledValue, 0, len(a.ExposedFields))
+	for k, v := range a.ExposedFields {
+		fields = append(fields, labelledValue{k[1], k[0], v})
+	}
+	slices.SortFunc(fields, labelledValue.compare)
+	for _, t := range fields {
+		emit(alertExposedFields, t.value, labelsOf(addr, p.get("field", t.first), p.get("source", t.source)))
+	}
+	for _, src := range sortedKeys(a.NewDatabases) {
+		emit(alertNewDatabases, a.NewDatabases[src], labelsOf(addr, p.get("source", src)))
+	}
+	for _, src := range sortedKeys(a.NewPlaintext) {
+		emit(alertNewPlaintext, a.NewPlaintext[src], labelsOf(addr, p.get("source", src)))
+	}
+	for _, src := range sortedKeys(a.LastObserved) {
+		emit(alertLastObserved, unixSeconds(a.LastObserved[src]), labelsOf(addr, p.get("source", src)))
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // distinctSources drops repeated feeds (the first wins) and sorts by name:
 // a repeated feed would be a duplicate series, and one duplicate fails the
 // whole scrape.
-func distinctSources(sources []api.SourceState) []api.SourceState {
+func distinctSources(sources []breach.SourceState) []breach.SourceState {
 	seen := make(map[string]bool, len(sources))
-	out := make([]api.SourceState, 0, len(sources))
+	out := make([]breach.SourceState, 0, len(sources))
 	for _, s := range sources {
 		if !seen[s.Source] {
 			seen[s.Source] = true
 			out = append(out, s)
 		}
 	}
-	slices.SortStableFunc(out, func(a, b api.SourceState) int { return cmp.Compare(a.Source, b.Source) })
+	slices.SortStableFunc(out, func(a, b breach.SourceState) int { return cmp.Compare(a.Source, b.Source) })
 	return out
 }
 

@@ -9,15 +9,15 @@ import (
 type digest = [sha256.Size]byte
 
 // dedup remembers body digests for a window, in insertion order, so expiry
-// and eviction both take from the front. Memory is bounded by maxEntries
-// (about 100 bytes per entry with map overhead: ~10 MB at 100k).
+// and eviction both take from the front. Memory is bounded by the entry cap
+// (about 100 bytes per entry with map overhead: ~10 MB at 100k). The window
+// and the cap are the config's, passed on every check, so a reload applies
+// to the next one.
 type dedup struct {
-	mu      sync.Mutex
-	seenAt  map[digest]time.Time
-	order   []dedupEntry // insertion order; order[head:] is live
-	head    int
-	window  time.Duration
-	maximum int
+	mu     sync.Mutex
+	seenAt map[digest]time.Time
+	order  []dedupEntry // insertion order; order[head:] is live
+	head   int
 }
 
 type dedupEntry struct {
@@ -25,30 +25,23 @@ type dedupEntry struct {
 	at  time.Time
 }
 
-func newDedup(window time.Duration, maxEntries int) *dedup {
-	return &dedup{seenAt: make(map[digest]time.Time), window: window, maximum: maxEntries}
+func newDedup() *dedup {
+	return &dedup{seenAt: make(map[digest]time.Time)}
 }
 
-// resize applies new limits, expiring or evicting at once what they exclude.
-func (d *dedup) resize(window time.Duration, maxEntries int, now time.Time) {
+// checkAndRemember reports whether key was remembered within window; when
+// it was not and remember is true, it is remembered from now on, evicting
+// the oldest past maxEntries. One call under one lock, so two concurrent
+// copies of a body cannot both pass.
+func (d *dedup) checkAndRemember(key digest, now time.Time, remember bool, window time.Duration, maxEntries int) (seen bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.window, d.maximum = window, maxEntries
-	d.prune(now)
-}
-
-// checkAndRemember reports whether key was remembered within the window;
-// when it was not and remember is true, it is remembered from now on. One
-// call under one lock, so two concurrent copies of a body cannot both pass.
-func (d *dedup) checkAndRemember(key digest, now time.Time, remember bool) (seen bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.prune(now)
+	d.prune(now, window, maxEntries)
 	if _, ok := d.seenAt[key]; ok {
 		return true
 	}
 	if remember {
-		if len(d.seenAt) >= d.maximum {
+		if len(d.seenAt) >= maxEntries {
 			d.popFront()
 		}
 		d.seenAt[key] = now
@@ -57,19 +50,13 @@ func (d *dedup) checkAndRemember(key digest, now time.Time, remember bool) (seen
 	return false
 }
 
-func (d *dedup) len() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.seenAt)
-}
-
 // prune drops expired entries and, after a shrink, the oldest over the cap.
 // Entries are appended with the clock's time under the lock, so the front
 // is always the oldest.
-func (d *dedup) prune(now time.Time) {
+func (d *dedup) prune(now time.Time, window time.Duration, maxEntries int) {
 	for d.head < len(d.order) {
 		front := d.order[d.head]
-		if now.Sub(front.at) < d.window && len(d.seenAt) <= d.maximum {
+		if now.Sub(front.at) < window && len(d.seenAt) <= maxEntries {
 			break
 		}
 		d.popFront()

@@ -1,6 +1,7 @@
 // Package webhook receives the breach monitoring service's signed alert
-// webhooks (spec section 6), turns accepted alerts into counters and hands
-// each one to a callback (the exporter re-reads the address at once).
+// webhooks (spec section 6) and records each accepted alert in the
+// registry, which counts it under its address and has the address re-read
+// at once.
 //
 // The endpoint faces the internet, so nothing about a request is trusted
 // until its HMAC signature checks out: an unsigned request is answered from
@@ -15,70 +16,55 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
 )
 
 // Handler is the webhook endpoint. It is safe for concurrent use.
 type Handler struct {
-	clock   clockwork.Clock
-	logger  log.Logger
-	onAlert func(Alert)
-	metrics *metrics
-	dedup   *dedup
-
-	settings atomic.Pointer[Settings] // read once per request
-	updateMu sync.Mutex               // serialises Update
+	config   *config.Current
+	registry *registry.Registry
+	clock    clockwork.Clock
+	logger   log.Logger
+	metrics  *metrics
+	dedup    *dedup
 }
 
-// NewHandler registers the webhook metrics on reg and returns the handler.
-// onAlert (may be nil) is called for every accepted alert, after it has
-// been counted and before the 204 is sent, on the request's goroutine: it
-// must return quickly. It fails when s has no usable secret, so the
-// listener cannot start unauthenticated.
-func NewHandler(reg prometheus.Registerer, clock clockwork.Clock, logger log.Logger, onAlert func(a Alert), s Settings) (*Handler, error) {
-	if reg == nil || clock == nil || logger == nil {
-		return nil, errors.New("webhook: registerer, clock and logger are required")
-	}
-	n, err := s.normalise()
-	if err != nil {
-		return nil, err
-	}
+// Options are the handler's collaborators.
+type Options struct {
+	// Config gives the secrets and limits in force, read once per request,
+	// so a reload applies to the next request without a call here.
+	Config *config.Current
+	// Registry counts accepted alerts under their address, queues the
+	// address for a re-read, and discovers addresses it does not watch.
+	Registry *registry.Registry
+	Clock    clockwork.Clock
+	Logger   log.Logger
+}
+
+// NewHandler registers the receiver's own metrics on reg and returns the
+// handler. The per-address alert series are the registry's.
+func NewHandler(reg prometheus.Registerer, o Options) (*Handler, error) {
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
-	h := &Handler{
-		clock:   clock,
-		logger:  logger,
-		onAlert: onAlert,
-		metrics: m,
-		dedup:   newDedup(n.DedupWindow, n.DedupMaxEntries),
-	}
-	h.settings.Store(&n)
-	m.syncAddresses(n.Addresses, n.Label)
-	return h, nil
-}
-
-// Update applies new settings (secrets, limits, label mode, addresses)
-// without a restart. The dedup memory is kept, trimmed to the new limits.
-// On error nothing changes.
-func (h *Handler) Update(s Settings) error {
-	n, err := s.normalise()
-	if err != nil {
-		return err
-	}
-	h.updateMu.Lock()
-	defer h.updateMu.Unlock()
-	h.settings.Store(&n)
-	h.dedup.resize(n.DedupWindow, n.DedupMaxEntries, h.clock.Now())
-	h.metrics.syncAddresses(n.Addresses, n.Label)
-	return nil
+	return &Handler{
+		config:   o.Config,
+		registry: o.Registry,
+		clock:    o.Clock,
+		logger:   o.Logger,
+		metrics:  m,
+		dedup:    newDedup(),
+	}, nil
 }
 
 // ServeHTTP answers, checking in this order: 405 (not POST), 413 (body over
@@ -93,7 +79,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
-	s := h.settings.Load()
+	snap := h.config.Load()
+	s := &snap.Config.Webhook
 
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -110,7 +97,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "body unreadable")
 	}
 
-	if !validSignature(r.Header, body, s.Secrets) {
+	if !validSignature(r.Header, body, snap.Secrets) {
 		return h.reject(w, r, http.StatusUnauthorized, outcomeInvalidSignature, "signature missing, malformed or wrong")
 	}
 
@@ -127,10 +114,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	}
 
 	now := h.clock.Now()
-	stale := s.MaxEventAge > 0 && alert.ObservedAt.Before(now.Add(-s.MaxEventAge))
+	maxAge := time.Duration(s.MaxEventAge)
+	stale := maxAge > 0 && alert.ObservedAt.Before(now.Add(-maxAge))
 	// Only accepted bodies are remembered: a duplicate is a body that was
 	// already counted, so a replay of a stale one is stale again.
-	if h.dedup.checkAndRemember(sha256.Sum256(body), now, !stale) {
+	if h.dedup.checkAndRemember(sha256.Sum256(body), now, !stale, time.Duration(s.DedupWindow), s.DedupMaxEntries) {
 		return h.ignore(w, r, outcomeDuplicate)
 	}
 	if stale {
@@ -140,12 +128,44 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	// Accepted alerts are not logged: the counters are the record, and with
 	// go-kit even a filtered debug line costs its timestamp and caller on the
 	// endpoint's busiest path.
-	h.metrics.countAlert(alert)
-	if h.onAlert != nil {
-		h.onAlert(alert)
-	}
+	h.record(alert, s.DiscoveryLimit(), now)
 	w.WriteHeader(http.StatusNoContent)
 	return outcomeAccepted
+}
+
+// maxFutureSkew is how far ahead of our clock an observed_at may be and
+// still move the last-observed time: a clock a little ahead is normal, a
+// date in year 9999 would pin the gauge for good.
+const maxFutureSkew = 5 * time.Minute
+
+// record counts an accepted alert under its address (the registry also
+// queues the address for a re-read), or without an address label when the
+// address is not watched and may not be discovered.
+func (h *Handler) record(a Alert, discoveryLimit int, now time.Time) {
+	d := registry.AlertDelta{
+		Source:        breach.LabelValue(a.Source, breach.MaxSourceBytes),
+		Severity:      breach.LabelValue(a.Severity, breach.MaxValueBytes),
+		NewDatabases:  len(a.Delta.NewSourceDBs),
+		ExposedFields: make([]string, len(a.Delta.NewlyExposedFields)),
+		NewPlaintext:  a.Delta.HasNewPlaintext,
+		ObservedAt:    a.ObservedAt,
+	}
+	for i, f := range a.Delta.NewlyExposedFields {
+		d.ExposedFields[i] = breach.LabelValue(f, breach.MaxFieldBytes)
+	}
+	if a.ObservedAt.After(now.Add(maxFutureSkew)) {
+		d.ObservedAt = time.Time{}
+		h.metrics.futureObserved.Inc()
+	}
+	switch h.registry.RecordAlert(a.Address, d, discoveryLimit) {
+	case registry.AlertDiscovered:
+		level.Info(h.logger).Log("msg", "Alert for an address not in the config; polling it from now on (webhook.discover_addresses)",
+			"address", h.registry.Label(breach.Key(a.Address)))
+	case registry.AlertUntracked:
+		h.metrics.untracked[untrackedDiscoveryOff].Inc()
+	case registry.AlertRefused:
+		h.metrics.untracked[untrackedDiscoveryLimit].Inc()
+	}
 }
 
 // ignore answers a verified request that changes nothing with the same 204

@@ -26,7 +26,7 @@ const (
 // NewServer returns the webhook listener's server: it serves exactly path
 // (the handler h) and HealthyPath, and 404 for everything else, so the
 // exporter's /metrics and /-/reload are never reachable through it. path
-// must differ from HealthyPath (the config loader checks it).
+// must differ from HealthyPath (main checks --webhook.path).
 //
 // Paths are compared as received, without the redirects of
 // http.ServeMux's path cleaning: there is one right URL and it is in the

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,196 +10,140 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
-const (
-	defaultTimeout      = 10 * time.Second
-	defaultMaxBodyBytes = 4 << 20
+// The service's own error text only goes into log messages, so a
+// misbehaving server must not be able to flood them.
+const maxServerMessageLen = 200
 
-	// The service's own error text only goes into log messages, so a
-	// misbehaving server must not be able to flood them.
-	maxServerMessageLen = 200
-)
-
-// Options configures a Client. Only BaseURL and Token are required.
+// Options configures a Client. Every field is required; the config package
+// has validated the values, so New trusts them.
 type Options struct {
-	BaseURL        string        // API root including the version, e.g. https://host/api/v1
-	HTTPClient     *http.Client  // carries TLS and proxy settings; nil means a default client
-	Token          func() string // the current bearer token, asked for on every request so a rotation is picked up
-	OnUnauthorized func()        // called after every 401 so the caller can re-read the token; may be nil
-	UserAgent      string        // "breach_exporter/<version>"
-	Timeout        time.Duration // per request, including reading the body; 0 means 10s
-	MaxBodyBytes   int64         // response body cap; 0 means 4 MiB
-	// Observe, when set, is told about every request: endpoint is
-	// EndpointMe or EndpointBreaches, code the HTTP status as a decimal
-	// string or "error" when no response arrived.
-	Observe func(endpoint, code string, d time.Duration)
+	BaseURL      *url.URL      // API root including the version, e.g. https://host/api/v1
+	HTTPClient   *http.Client  // carries TLS, proxy settings and the User-Agent
+	Token        func() string // the current bearer token, asked for on every request so a rotation is picked up
+	Timeout      time.Duration // per request, including reading the body
+	MaxBodyBytes int64         // response body cap
+	Metrics      *Metrics      // shared by every Client of the process
 }
 
 // Client calls the service's JSON API. It is safe for concurrent use. It
 // never retries: when to try again is the scheduler's decision, because
 // every request costs rate budget.
+//
+// A 401 is reported as KindUnauthorized and nothing more: the scheduler,
+// which owns the budget, pauses and has the token file re-read.
 type Client struct {
-	meURL          string
-	breachesURL    *url.URL
-	httpClient     *http.Client
-	token          func() string
-	onUnauthorized func()
-	userAgent      string
-	timeout        time.Duration
-	maxBodyBytes   int64
-	observe        func(endpoint, code string, d time.Duration)
+	meURL        string
+	breachesURL  *url.URL
+	httpClient   *http.Client
+	token        func() string
+	timeout      time.Duration
+	maxBodyBytes int64
+	metrics      *Metrics
 }
 
-// New checks o and returns a Client.
-func New(o Options) (*Client, error) {
-	base, err := parseBaseURL(o.BaseURL)
-	if err != nil {
-		return nil, err
+// New returns a Client for o.
+func New(o Options) *Client {
+	return &Client{
+		meURL:        o.BaseURL.JoinPath("me").String(),
+		breachesURL:  o.BaseURL.JoinPath("breaches"),
+		httpClient:   o.HTTPClient,
+		token:        o.Token,
+		timeout:      o.Timeout,
+		maxBodyBytes: o.MaxBodyBytes,
+		metrics:      o.Metrics,
 	}
-	if o.Token == nil {
-		return nil, errors.New("api: Options.Token is required")
-	}
-	if o.Timeout < 0 {
-		return nil, fmt.Errorf("api: timeout must not be negative, got %s", o.Timeout)
-	}
-	if o.MaxBodyBytes < 0 {
-		return nil, fmt.Errorf("api: body size cap must not be negative, got %d", o.MaxBodyBytes)
-	}
-	c := &Client{
-		meURL:          base.JoinPath("me").String(),
-		breachesURL:    base.JoinPath("breaches"),
-		httpClient:     o.HTTPClient,
-		token:          o.Token,
-		onUnauthorized: o.OnUnauthorized,
-		userAgent:      o.UserAgent,
-		timeout:        o.Timeout,
-		maxBodyBytes:   o.MaxBodyBytes,
-		observe:        o.Observe,
-	}
-	if c.httpClient == nil {
-		c.httpClient = &http.Client{}
-	}
-	if c.timeout == 0 {
-		c.timeout = defaultTimeout
-	}
-	if c.maxBodyBytes == 0 {
-		c.maxBodyBytes = defaultMaxBodyBytes
-	}
-	if c.onUnauthorized == nil {
-		c.onUnauthorized = func() {}
-	}
-	if c.observe == nil {
-		c.observe = func(string, string, time.Duration) {}
-	}
-	return c, nil
 }
 
-func parseBaseURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		// url.Parse's message repeats the input, which may hold credentials.
-		return nil, errors.New("api: base URL is not a valid URL")
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("api: base URL %q must be an absolute http or https URL", u.Redacted())
-	case u.Host == "":
-		return nil, fmt.Errorf("api: base URL %q has no host", u.Redacted())
-	case u.User != nil:
-		return nil, fmt.Errorf("api: base URL %q must not contain credentials; the token is sent as a Bearer header", u.Redacted())
-	case u.RawQuery != "" || u.Fragment != "":
-		return nil, fmt.Errorf("api: base URL %q must not have a query or fragment", u.Redacted())
-	}
-	return u, nil
-}
+// CloseIdleConnections closes the idle keep-alive connections of the
+// client's transport: a reload that replaces the client calls it, so the
+// old client leaves no connection or goroutine behind.
+func (c *Client) CloseIdleConnections() { c.httpClient.CloseIdleConnections() }
 
 // Me calls GET /me. The RateLimit is returned even alongside an error,
 // whenever a response arrived.
-func (c *Client) Me(ctx context.Context) (Me, RateLimit, error) {
-	var m *Me
-	rl, err := c.get(ctx, EndpointMe, c.meURL, &m)
-	if err != nil {
-		return Me{}, rl, err
-	}
-	switch {
-	case m == nil:
-		return Me{}, rl, badBody(errors.New("/me body is null, want a JSON object"))
-	case m.Plan == "":
-		return Me{}, rl, badBody(errors.New("/me body has no plan"))
-	}
-	return *m, rl, nil
+func (c *Client) Me(ctx context.Context) (Me, breach.RateLimit, error) {
+	var m Me
+	rl, err := c.call(ctx, EndpointMe, c.meURL, func(body []byte) (err error) {
+		m, err = decodeMe(body)
+		return err
+	})
+	return m, rl, err
 }
 
 // Breaches calls GET /breaches for one address. The RateLimit is returned
 // even alongside an error, whenever a response arrived.
-func (c *Client) Breaches(ctx context.Context, email string) (Breaches, RateLimit, error) {
+func (c *Client) Breaches(ctx context.Context, email string) (Breaches, breach.RateLimit, error) {
 	u := *c.breachesURL
 	u.RawQuery = url.Values{"email": {email}}.Encode()
-	var b *Breaches
-	rl, err := c.get(ctx, EndpointBreaches, u.String(), &b)
-	if err != nil {
-		return Breaches{}, rl, err
-	}
-	if b == nil {
-		return Breaches{}, rl, badBody(errors.New("/breaches body is null, want a JSON object"))
-	}
-	for i, s := range b.Sources {
-		// A nameless entry could only be exported under an empty label.
-		if s.Source == "" {
-			return Breaches{}, rl, badBody(fmt.Errorf("/breaches sources[%d] has no source", i))
-		}
-	}
-	return *b, rl, nil
+	var b Breaches
+	rl, err := c.call(ctx, EndpointBreaches, u.String(), func(body []byte) (err error) {
+		b, err = decodeBreaches(body, email)
+		return err
+	})
+	return b, rl, err
 }
 
-// get sends one GET and decodes a 200 body into dst; any other status
-// becomes an *Error.
-func (c *Client) get(ctx context.Context, endpoint, rawURL string, dst any) (RateLimit, error) {
+// call sends one GET, decodes a 200 body with decode, and records the
+// request, its duration and any failure: the one place the API's metrics
+// are written.
+func (c *Client) call(ctx context.Context, endpoint, rawURL string, decode func([]byte) error) (breach.RateLimit, error) {
+	start := time.Now()
+	code, rl, e := c.get(ctx, rawURL, decode)
+	c.metrics.requests.WithLabelValues(endpoint, code).Inc()
+	c.metrics.duration.WithLabelValues(endpoint).Observe(time.Since(start).Seconds())
+	if e == nil {
+		return rl, nil
+	}
+	c.metrics.failed(endpoint, e)
+	return rl, e
+}
+
+// get sends one GET and decodes a 200 body; any other status becomes an
+// *Error. code is the HTTP status, or "error" when no response arrived.
+func (c *Client) get(ctx context.Context, rawURL string, decode func([]byte) error) (code string, rl breach.RateLimit, e *Error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return RateLimit{}, &Error{Kind: KindTransport, Err: err}
+		return "error", rl, &Error{Kind: KindTransport, Err: err}
 	}
 	token := c.token()
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	req.Header.Set("Accept", "application/json")
-	if c.userAgent != "" {
-		req.Header.Set("User-Agent", c.userAgent)
-	}
 
-	start := time.Now()
 	resp, err := c.httpClient.Do(req)
 	if err != nil {
-		c.observe(endpoint, "error", time.Since(start))
-		return RateLimit{}, &Error{Kind: KindTransport, Err: err}
+		return "error", rl, &Error{Kind: KindTransport, Err: err}
 	}
 	// Reading to the end (within the cap) before closing lets the
 	// transport reuse the connection, error responses included.
 	body, tooBig, readErr := readCapped(resp.Body, c.maxBodyBytes)
 	resp.Body.Close()
-	c.observe(endpoint, strconv.Itoa(resp.StatusCode), time.Since(start))
+	code = strconv.Itoa(resp.StatusCode)
 
-	rl := parseRateLimit(resp.Header)
+	rl = parseRateLimit(resp.Header)
 	if resp.StatusCode != http.StatusOK {
-		return rl, c.statusError(resp.StatusCode, rl, body, token)
+		return code, rl, c.statusError(resp.StatusCode, rl, body, token)
 	}
 	switch {
 	case readErr != nil && ctx.Err() != nil:
-		return rl, &Error{Kind: KindTransport, StatusCode: resp.StatusCode, Err: fmt.Errorf("reading body: %w", readErr)}
+		return code, rl, &Error{Kind: KindTransport, StatusCode: resp.StatusCode, Err: fmt.Errorf("reading body: %w", readErr)}
 	case readErr != nil:
-		return rl, badBody(fmt.Errorf("reading body: %w", readErr))
+		return code, rl, badBody(fmt.Errorf("reading body: %w", readErr))
 	case tooBig:
-		return rl, badBody(fmt.Errorf("body is larger than %d bytes", c.maxBodyBytes))
+		return code, rl, badBody(fmt.Errorf("body is larger than %d bytes", c.maxBodyBytes))
 	}
-	if err := json.Unmarshal(body, dst); err != nil {
-		return rl, badBody(fmt.Errorf("decoding %s body: %w", endpoint, err))
+	if err := decode(body); err != nil {
+		return code, rl, badBody(err)
 	}
-	return rl, nil
+	return code, rl, nil
 }
 
 func badBody(err error) *Error {
@@ -218,14 +161,13 @@ func readCapped(r io.Reader, limit int64) (data []byte, tooBig bool, err error) 
 
 // statusError classifies a non-200 response by its status alone: the spec
 // leaves most error-code texts open, so they are only passed on for logs.
-func (c *Client) statusError(status int, rl RateLimit, body []byte, token string) *Error {
+func (c *Client) statusError(status int, rl breach.RateLimit, body []byte, token string) *Error {
 	e := &Error{StatusCode: status, Err: serverMessage(body, token)}
 	switch {
 	case status == http.StatusBadRequest:
 		e.Kind = KindBadRequest
 	case status == http.StatusUnauthorized:
 		e.Kind = KindUnauthorized
-		c.onUnauthorized()
 	case status == http.StatusForbidden:
 		e.Kind = KindUnverified
 	case status == http.StatusNotFound:
@@ -263,8 +205,8 @@ func serverMessage(body []byte, token string) error {
 // parseRateLimit reads the rate-limit headers; an absent or unparseable
 // header leaves its field zero, since a bad header must not fail a
 // request that otherwise succeeded.
-func parseRateLimit(h http.Header) RateLimit {
-	var rl RateLimit
+func parseRateLimit(h http.Header) breach.RateLimit {
+	var rl breach.RateLimit
 	if n, ok := parseCount(h.Get("X-RateLimit-Limit")); ok {
 		rl.Limit, rl.HasLimit = n, true
 	}

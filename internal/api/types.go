@@ -1,23 +1,17 @@
 // Package api is a client for the breach monitoring service's read-only JSON
-// API (GET /me and GET /breaches). It knows nothing about budgets or metrics:
-// the scheduler decides when to call it, and every call reports the
-// rate-limit headers it saw so the scheduler can stay inside the budget.
+// API (GET /me and GET /breaches). It knows nothing about budgets: the
+// scheduler decides when to call it, and every call reports the rate-limit
+// headers it saw so the scheduler can stay inside the budget. It records
+// every request, its duration and every failure by kind (Metrics).
 package api
 
 import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
-
-// Enum values are kept as plain strings on purpose: the service may add a
-// feed, field or plan, and the exporter must export it rather than drop it.
-
-// Known sources (feeds) as of the spec. Others may appear.
-var KnownSources = []string{"archive", "combolist", "index", "enriched"}
-
-// Known exposed-field categories as of the spec. Others may appear.
-var KnownFields = []string{"password", "hash", "username", "name", "dob", "address", "phone", "ip"}
 
 // Me is the body of GET /me.
 type Me struct {
@@ -28,21 +22,8 @@ type Me struct {
 
 // Breaches is the body of GET /breaches.
 type Breaches struct {
-	Email   string        `json:"email"`
-	Sources []SourceState `json:"sources"`
-}
-
-// SourceState is the latest sweep result of one feed for an address.
-type SourceState struct {
-	Source               string   `json:"source"`
-	BreachCount          int64    `json:"breach_count"`
-	SourceDBs            []string `json:"source_dbs"`
-	FieldsExposed        []string `json:"fields_exposed"`
-	HasPlaintextPassword bool     `json:"has_plaintext_password"`
-	// time.Time's JSON decoding takes RFC 3339 with or without fractional
-	// seconds, which covers the spec's millisecond form and its absence.
-	LastScannedAt time.Time `json:"last_scanned_at"`
-	LastChangedAt time.Time `json:"last_changed_at"`
+	Email   string
+	Sources []breach.SourceState
 }
 
 // Endpoint names, as used in the endpoint label of the request metrics.
@@ -50,16 +31,6 @@ const (
 	EndpointMe       = "me"
 	EndpointBreaches = "breaches"
 )
-
-// RateLimit is what the rate-limit headers of one response said. A zero
-// field means the header was absent or unparseable.
-type RateLimit struct {
-	Limit        int       // X-RateLimit-Limit
-	HasLimit     bool      // the Limit header was present
-	Remaining    int       // X-RateLimit-Remaining
-	HasRemaining bool      // the Remaining header was present
-	Reset        time.Time // X-RateLimit-Reset (Unix seconds); zero when absent
-}
 
 // Kind classifies a failed call so callers never depend on the error-code
 // texts, which the spec leaves open.

@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v2"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
 // Environment variables read when the corresponding file setting is empty.
@@ -32,12 +34,6 @@ const (
 	WebhookSecretEnv = "BREACH_EXPORTER_WEBHOOK_SECRET"
 )
 
-// Modes of labels.address.
-const (
-	LabelEmail = "email"
-	LabelAlias = "alias"
-	LabelHash  = "hash"
-)
 
 // Config is the whole configuration file.
 type Config struct {
@@ -46,10 +42,6 @@ type Config struct {
 	Addresses []Address     `yaml:"addresses"`
 	Labels    LabelsConfig  `yaml:"labels"`
 	Webhook   WebhookConfig `yaml:"webhook"`
-
-	// byKey indexes Addresses by lower-cased email; Parse builds it because
-	// the collector looks up a label for every address on every scrape.
-	byKey map[string]int
 }
 
 // APIConfig says how to reach the breach monitoring service's API.
@@ -77,7 +69,7 @@ type Address struct {
 
 // LabelsConfig says what goes into the address label.
 type LabelsConfig struct {
-	Address string `yaml:"address"`
+	Address breach.LabelMode `yaml:"address"`
 }
 
 // WebhookConfig configures the embedded alert receiver.
@@ -88,6 +80,9 @@ type WebhookConfig struct {
 	DedupMaxEntries   int            `yaml:"dedup_max_entries"`
 	MaxEventAge       model.Duration `yaml:"max_event_age"`
 	DiscoverAddresses *bool          `yaml:"discover_addresses"`
+	// MaxDiscoveredAddresses bounds discovery: past it, an alert for a new
+	// address is still counted, without an address label.
+	MaxDiscoveredAddresses int `yaml:"max_discovered_addresses"`
 }
 
 // Discover reports whether an alert for an address that is not configured
@@ -96,9 +91,22 @@ func (w *WebhookConfig) Discover() bool {
 	return w.DiscoverAddresses == nil || *w.DiscoverAddresses
 }
 
+// DiscoveryLimit is how many discovered addresses may be watched at once:
+// 0 when discovery is off.
+func (w *WebhookConfig) DiscoveryLimit() int {
+	if !w.Discover() {
+		return 0
+	}
+	return w.MaxDiscoveredAddresses
+}
+
+// DefaultRequestsPerMinute leaves 5 of the service's 60 a minute for humans
+// using the same key.
+const DefaultRequestsPerMinute = 55
+
 func defaultAPI() APIConfig {
 	return APIConfig{
-		RequestsPerMinute: 55, // leaves 5 of the service's 60/min for humans using the same key
+		RequestsPerMinute: DefaultRequestsPerMinute,
 		Timeout:           model.Duration(10 * time.Second),
 	}
 }
@@ -111,7 +119,7 @@ func defaultRefresh() RefreshConfig {
 }
 
 func defaultLabels() LabelsConfig {
-	return LabelsConfig{Address: LabelEmail}
+	return LabelsConfig{Address: breach.LabelEmail}
 }
 
 func defaultWebhook() WebhookConfig {
@@ -119,6 +127,10 @@ func defaultWebhook() WebhookConfig {
 		MaxBodyBytes:    64 << 10,
 		DedupWindow:     model.Duration(24 * time.Hour),
 		DedupMaxEntries: 100000,
+		// Each discovered address costs a share of the request budget and
+		// about 60 series; a thousand is far more than alerts about an
+		// account's own addresses should ever reveal.
+		MaxDiscoveredAddresses: 1000,
 	}
 }
 
@@ -158,10 +170,6 @@ func Parse(data []byte) (*Config, error) {
 	resetIfZero(&c.Webhook, defaultWebhook())
 	if err := c.Validate(); err != nil {
 		return nil, err
-	}
-	c.byKey = make(map[string]int, len(c.Addresses))
-	for i, a := range c.Addresses {
-		c.byKey[normalize(a.Email)] = i
 	}
 	return c, nil
 }

@@ -2,18 +2,26 @@ package config
 
 import (
 	"errors"
+	"slices"
 	"fmt"
-	"net/mail"
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
+// Limits of the file's values. The defaults are in config.go; limits that
+// are not settings (response caps) are in limits.go.
 const (
-	maxRequestsPerMinute = 60 // the service's limit per key (spec section 8)
+	// MaxRequestsPerMinute is the service's limit per key (spec section 8).
+	MaxRequestsPerMinute = 60
 	maxWebhookBody       = 16 << 20
 	// Bounds the replay cache's memory: roughly 100 bytes per entry.
 	maxDedupEntries = 10_000_000
+	// Discovered addresses share the budget with configured ones; beyond
+	// this many a round takes days.
+	maxDiscoveredAddresses = 100_000
 )
 
 // Validate checks the whole configuration and returns every problem found,
@@ -33,10 +41,8 @@ func (c *Config) Validate() error {
 		fail("refresh.me_interval: %s must be greater than 0", c.Refresh.MeInterval)
 	}
 
-	switch c.Labels.Address {
-	case LabelEmail, LabelAlias, LabelHash:
-	default:
-		fail("labels.address: %q must be one of %s, %s, %s", c.Labels.Address, LabelEmail, LabelAlias, LabelHash)
+	if !slices.Contains(breach.LabelModes, c.Labels.Address) {
+		fail("labels.address: %q must be one of %s, %s, %s", c.Labels.Address, breach.LabelEmail, breach.LabelAlias, breach.LabelHash)
 	}
 	c.validateAddresses(fail)
 
@@ -51,8 +57,8 @@ func (c *APIConfig) validate(fail func(string, ...any)) {
 	} else if err := checkBaseURL(c.BaseURL); err != nil {
 		fail("api.base_url: %w", err)
 	}
-	if c.RequestsPerMinute < 1 || c.RequestsPerMinute > maxRequestsPerMinute {
-		fail("api.requests_per_minute: %d is out of range 1..%d", c.RequestsPerMinute, maxRequestsPerMinute)
+	if c.RequestsPerMinute < 1 || c.RequestsPerMinute > MaxRequestsPerMinute {
+		fail("api.requests_per_minute: %d is out of range 1..%d", c.RequestsPerMinute, MaxRequestsPerMinute)
 	}
 	if c.Timeout <= 0 {
 		fail("api.timeout: %s must be greater than 0", c.Timeout)
@@ -99,28 +105,28 @@ func (c *Config) validateAddresses(fail func(string, ...any)) {
 		switch {
 		case a.Email == "":
 			fail("addresses[%d]: email is required", i)
-		case !validEmail(a.Email):
+		case !breach.ValidEmail(a.Email):
 			fail("addresses[%d]: %q is not a valid email address", i, a.Email)
 		default:
-			key := strings.ToLower(a.Email)
+			key := breach.Key(a.Email)
 			if j, seen := firstIndex[key]; seen {
 				fail("addresses[%d]: %q duplicates addresses[%d]", i, a.Email, j)
 			} else {
 				firstIndex[key] = i
 			}
 		}
-		if c.Labels.Address != LabelAlias {
+		if c.Labels.Address != breach.LabelAlias {
 			continue
 		}
 		switch {
 		case a.Alias == "":
-			fail("addresses[%d].alias: is required for %q when labels.address is %s", i, a.Email, LabelAlias)
+			fail("addresses[%d].alias: is required for %q when labels.address is %s", i, a.Email, breach.LabelAlias)
 		case !utf8.ValidString(a.Alias):
 			fail("addresses[%d].alias: %q is not valid UTF-8", i, a.Alias)
-		case strings.HasPrefix(a.Alias, hashPrefix):
+		case strings.HasPrefix(a.Alias, breach.HashPrefix):
 			// Discovered addresses without an alias are labelled with
 			// HashLabel; an alias must not be mistaken for one.
-			fail("addresses[%d].alias: %q must not start with %q", i, a.Alias, hashPrefix)
+			fail("addresses[%d].alias: %q must not start with %q", i, a.Alias, breach.HashPrefix)
 		default:
 			if j, seen := aliasIndex[a.Alias]; seen {
 				fail("addresses[%d].alias: %q duplicates addresses[%d].alias", i, a.Alias, j)
@@ -131,12 +137,6 @@ func (c *Config) validateAddresses(fail func(string, ...any)) {
 	}
 }
 
-// validEmail accepts a bare address only: no display name, no angle
-// brackets, nothing that mail.ParseAddress would rewrite.
-func validEmail(s string) bool {
-	parsed, err := mail.ParseAddress(s)
-	return err == nil && parsed.Address == s
-}
 
 func (w *WebhookConfig) validate(fail func(string, ...any)) {
 	firstIndex := map[string]int{}
@@ -159,6 +159,9 @@ func (w *WebhookConfig) validate(fail func(string, ...any)) {
 	}
 	if w.DedupMaxEntries < 1 || w.DedupMaxEntries > maxDedupEntries {
 		fail("webhook.dedup_max_entries: %d is out of range 1..%d", w.DedupMaxEntries, maxDedupEntries)
+	}
+	if w.MaxDiscoveredAddresses < 1 || w.MaxDiscoveredAddresses > maxDiscoveredAddresses {
+		fail("webhook.max_discovered_addresses: %d is out of range 1..%d (discover_addresses: false turns discovery off)", w.MaxDiscoveredAddresses, maxDiscoveredAddresses)
 	}
 	if w.MaxEventAge < 0 {
 		fail("webhook.max_event_age: %s must not be negative (0 turns the check off)", w.MaxEventAge)

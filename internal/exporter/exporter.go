@@ -1,12 +1,12 @@
-// Package exporter wires the parts of breach_exporter together: config, API
-// client, scheduler, cache, collector and webhook receiver, and swaps them as
-// one when the config is reloaded. main only parses flags and runs listeners.
+// Package exporter wires the parts of breach_exporter together: the config
+// snapshot in force, the address registry, the scheduler with its API
+// client, the collector and the webhook receiver. A reload is one swap of
+// the snapshot plus one sync of the registry. main only parses flags and
+// runs listeners.
 package exporter
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -16,13 +16,12 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
-	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/breach-exporter/breach_exporter/collector"
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
 	"github.com/breach-exporter/breach_exporter/internal/scheduler"
-	"github.com/breach-exporter/breach_exporter/internal/state"
 	"github.com/breach-exporter/breach_exporter/webhook"
 )
 
@@ -43,22 +42,16 @@ type Exporter struct {
 	logger log.Logger
 	clock  clockwork.Clock
 
-	store     *state.Store
+	config    *config.Current
+	registry  *registry.Registry
 	collector *collector.Collector
 	scheduler *scheduler.Scheduler
-	client    *swappableClient
 	hook      *webhook.Handler // nil when the receiver is off
 
 	reloads chan chan error
 
-	mu  sync.RWMutex
-	cfg *config.Config
-
-	requests        *prometheus.CounterVec
-	failures        *prometheus.CounterVec
-	requestDuration *prometheus.HistogramVec
-	reloadOK        prometheus.Gauge
-	reloadTime      prometheus.Gauge
+	reloadOK   prometheus.Gauge
+	reloadTime prometheus.Gauge
 }
 
 // New loads the config and builds every part. Any problem is returned: the
@@ -70,25 +63,21 @@ func New(o Options) (*Exporter, error) {
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
 	}
+	snap, err := config.LoadSnapshot(o.ConfigFile, o.loadOptions())
+	if err != nil {
+		return nil, err
+	}
+	apiMetrics, err := api.NewMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	e := &Exporter{
-		opts:    o,
-		logger:  o.Logger,
-		clock:   o.Clock,
-		store:   state.NewStore(),
-		reloads: make(chan chan error),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "breach_api_requests_total",
-			Help: "Requests sent to the breach API, by endpoint and HTTP status code (\"error\" when no response arrived).",
-		}, []string{"endpoint", "code"}),
-		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "breach_api_request_failures_total",
-			Help: "Failed requests to the breach API, by endpoint and kind: transport, bad_body (a 200 that was not usable), server_error, rate_limited, unauthorized, bad_request, unexpected_status.",
-		}, []string{"endpoint", "kind"}),
-		requestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "breach_api_request_duration_seconds",
-			Help:    "Duration of requests to the breach API, by endpoint.",
-			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"endpoint"}),
+		opts:     o,
+		logger:   o.Logger,
+		clock:    o.Clock,
+		config:   config.NewCurrent(snap),
+		registry: registry.New(),
+		reloads:  make(chan chan error),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_config_last_reload_successful",
 			Help: "1 when the last config load succeeded, else 0.",
@@ -98,108 +87,61 @@ func New(o Options) (*Exporter, error) {
 			Help: "When the config was last loaded successfully (Unix seconds).",
 		}),
 	}
-
-	cfg, secrets, err := e.load()
-	if err != nil {
-		return nil, err
-	}
-	client, err := e.newClient(cfg)
-	if err != nil {
-		return nil, err
-	}
-	e.cfg = cfg
-	e.client = &swappableClient{current: client, onPlan: e.checkPlan, failures: e.failures}
-	e.collector = collector.New(e.store, cfg.AddressLabel, cfg.API.RequestsPerMinute)
+	e.syncRegistry(snap)
+	e.collector = collector.New(e.registry, e.config, o.Webhook)
 	e.scheduler = scheduler.New(scheduler.Options{
-		Client:       e.client,
-		Store:        e.store,
-		Clock:        e.clock,
-		Logger:       log.With(e.logger, "component", "scheduler"),
-		AddressLabel: func(email string) string { return e.config().AddressLabel(email) },
-	}, settings(cfg))
-
+		Registry: e.registry,
+		Config:   e.config,
+		Connect:  connect(apiMetrics),
+		Clock:    e.clock,
+		Logger:   log.With(e.logger, "component", "scheduler"),
+		Webhook:  o.Webhook,
+	})
 	if o.Webhook {
-		e.hook, err = webhook.NewHandler(o.Registerer, e.clock, log.With(e.logger, "component", "webhook"),
-			e.onAlert, webhookSettings(cfg, secrets))
+		e.hook, err = webhook.NewHandler(o.Registerer, webhook.Options{
+			Config:   e.config,
+			Registry: e.registry,
+			Clock:    e.clock,
+			Logger:   log.With(e.logger, "component", "webhook"),
+		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	for _, c := range []prometheus.Collector{
-		versioncollector.NewCollector("breach_exporter"),
-		e.requests, e.failures, e.requestDuration, e.reloadOK, e.reloadTime,
-	} {
+	for _, c := range []prometheus.Collector{versioncollector.NewCollector("breach_exporter"), e.reloadOK, e.reloadTime} {
 		if err := o.Registerer.Register(c); err != nil {
 			return nil, err
-		}
-	}
-	// Zero series from the start, so that increase() sees the first failure.
-	for _, ep := range []string{api.EndpointMe, api.EndpointBreaches} {
-		e.requestDuration.WithLabelValues(ep)
-		e.requests.WithLabelValues(ep, "200")
-		for _, k := range []api.Kind{api.KindTransport, api.KindBadBody, api.KindServer, api.KindRateLimited,
-			api.KindUnauthorized, api.KindBadRequest, api.KindUnexpected} {
-			e.failures.WithLabelValues(ep, k.String())
 		}
 	}
 	e.markReload(true)
 	return e, nil
 }
 
-// load reads and validates the config file and (with the receiver on) the
-// webhook secrets; newClient reads and checks the token. Together they are
-// everything that can make a reload fail.
-func (e *Exporter) load() (*config.Config, [][]byte, error) {
-	cfg, err := config.Load(e.opts.ConfigFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	secrets, err := cfg.Webhook.ReadSecrets()
-	if err != nil {
-		return nil, nil, err
-	}
-	if e.opts.Webhook && len(secrets) == 0 {
-		return nil, nil, errors.New("webhook: the receiver is enabled (--webhook.listen-address) but no secret is configured: set webhook.secret_files or BREACH_EXPORTER_WEBHOOK_SECRET")
-	}
-	return cfg, secrets, nil
+func (o Options) loadOptions() config.LoadOptions {
+	return config.LoadOptions{UserAgent: o.UserAgent, Webhook: o.Webhook}
 }
 
-// CheckConfig validates a config file the way a start or reload would.
-func CheckConfig(file string, withWebhook bool) error {
-	e := &Exporter{opts: Options{ConfigFile: file, Webhook: withWebhook}}
-	cfg, _, err := e.load()
-	if err != nil {
-		return err
+// connect builds the API client of a config snapshot; every client counts
+// into the same metrics.
+func connect(m *api.Metrics) func(*config.Snapshot) scheduler.Client {
+	return func(s *config.Snapshot) scheduler.Client {
+		return api.New(api.Options{
+			BaseURL:      s.BaseURL,
+			HTTPClient:   s.HTTPClient,
+			Token:        s.Token.Get,
+			Timeout:      time.Duration(s.Config.API.Timeout),
+			MaxBodyBytes: config.APIMaxResponseBytes,
+			Metrics:      m,
+		})
 	}
-	_, err = e.newClient(cfg)
-	return err
 }
 
-func (e *Exporter) newClient(cfg *config.Config) (*api.Client, error) {
-	httpClient, err := commoncfg.NewClientFromConfig(commoncfg.HTTPClientConfig{
-		TLSConfig:   cfg.API.TLSConfig,
-		ProxyConfig: cfg.API.ProxyConfig,
-	}, "breach_api", commoncfg.WithUserAgent(e.opts.UserAgent))
-	if err != nil {
-		return nil, fmt.Errorf("api: %w", err)
-	}
-	token, err := cfg.API.ReadToken()
-	if err != nil {
-		return nil, err
-	}
-	tokens := &tokenSource{token: token, read: cfg.API.ReadToken, logger: e.logger}
-	return api.New(api.Options{
-		BaseURL:        cfg.API.BaseURL,
-		HTTPClient:     httpClient,
-		Token:          tokens.get,
-		OnUnauthorized: tokens.reread,
-		UserAgent:      e.opts.UserAgent,
-		Timeout:        time.Duration(cfg.API.Timeout),
-		Observe: func(endpoint, code string, d time.Duration) {
-			e.requests.WithLabelValues(endpoint, code).Inc()
-			e.requestDuration.WithLabelValues(endpoint).Observe(d.Seconds())
-		},
-	})
+// syncRegistry makes the registry watch what snap configures: its
+// addresses under its label mode, and the discovered ones while discovery
+// stays on.
+func (e *Exporter) syncRegistry(snap *config.Snapshot) {
+	cfg := snap.Config
+	e.registry.Sync(cfg.Watched(), cfg.Labels.Address, cfg.Webhook.Discover())
 }
 
 // Run polls the API and serves reload requests until ctx ends. Reloads go
@@ -238,28 +180,19 @@ func (e *Exporter) Reload(ctx context.Context) error {
 	}
 }
 
+// reload loads a new snapshot and, only when all of it loaded, puts it in
+// force and syncs the registry to it; a failure keeps the old one whole.
 func (e *Exporter) reload() error {
-	cfg, secrets, err := e.load()
-	var client *api.Client
-	if err == nil {
-		client, err = e.newClient(cfg)
-	}
-	if err == nil && e.hook != nil {
-		err = e.hook.Update(webhookSettings(cfg, secrets))
-	}
+	snap, err := config.LoadSnapshot(e.opts.ConfigFile, e.opts.loadOptions())
 	if err != nil {
 		e.markReload(false)
 		level.Error(e.logger).Log("msg", "Config reload failed; keeping the previous config", "err", err)
 		return err
 	}
-	e.mu.Lock()
-	e.cfg = cfg
-	e.mu.Unlock()
-	e.client.swap(client)
-	e.collector.Update(cfg.AddressLabel, cfg.API.RequestsPerMinute)
-	e.scheduler.Update(settings(cfg))
+	e.config.Swap(snap)
+	e.syncRegistry(snap)
 	e.markReload(true)
-	level.Info(e.logger).Log("msg", "Config reloaded", "addresses", len(cfg.Addresses))
+	level.Info(e.logger).Log("msg", "Config reloaded", "addresses", len(snap.Config.Addresses))
 	return nil
 }
 
@@ -272,13 +205,7 @@ func (e *Exporter) markReload(ok bool) {
 	e.reloadOK.Set(0)
 }
 
-func (e *Exporter) config() *config.Config {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.cfg
-}
-
-// Gatherer serves registry and the cached breach series together. The
+// Gatherer serves registry and the per-address series together. The
 // collector is not registered in registry: it gathers its own families,
 // which at 10,000 addresses halves the cost of a scrape (bench/README.md).
 func (e *Exporter) Gatherer(registry prometheus.Gatherer) prometheus.Gatherer {
@@ -291,50 +218,4 @@ func (e *Exporter) WebhookHandler() http.Handler {
 		return nil
 	}
 	return e.hook
-}
-
-// onAlert re-reads the alerted address at once. An address the config does
-// not list is polled from now on when discovery is on (logged once, by Add).
-func (e *Exporter) onAlert(a webhook.Alert) {
-	cfg := e.config()
-	if e.scheduler.Refresh(a.Address) {
-		return
-	}
-	if !cfg.Webhook.Discover() {
-		return
-	}
-	if e.scheduler.Add(a.Address) {
-		level.Info(e.logger).Log("msg", "Alert for an address not in the config; polling it from now on (webhook.discover_addresses)",
-			"address", cfg.AddressLabel(a.Address))
-	}
-}
-
-// checkPlan warns once per plan when webhooks are configured on a plan that
-// the service does not deliver them to.
-func (e *Exporter) checkPlan(plan string) {
-	if e.hook == nil || (plan != "free" && plan != "personal") {
-		return
-	}
-	level.Warn(e.logger).Log("msg", "A webhook secret is configured but the service delivers webhooks only to the pro and business plans", "plan", plan)
-}
-
-func settings(cfg *config.Config) scheduler.Settings {
-	return scheduler.Settings{
-		Addresses:         cfg.Emails(),
-		RequestsPerMinute: cfg.API.RequestsPerMinute,
-		Interval:          time.Duration(cfg.Refresh.Interval),
-		MeInterval:        time.Duration(cfg.Refresh.MeInterval),
-	}
-}
-
-func webhookSettings(cfg *config.Config, secrets [][]byte) webhook.Settings {
-	return webhook.Settings{
-		Secrets:         secrets,
-		MaxBodyBytes:    cfg.Webhook.MaxBodyBytes,
-		DedupWindow:     time.Duration(cfg.Webhook.DedupWindow),
-		DedupMaxEntries: cfg.Webhook.DedupMaxEntries,
-		MaxEventAge:     time.Duration(cfg.Webhook.MaxEventAge),
-		Label:           cfg.AddressLabel,
-		Addresses:       cfg.Emails(),
-	}
 }

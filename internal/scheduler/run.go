@@ -9,49 +9,47 @@ import (
 	"github.com/go-kit/log/level"
 
 	"github.com/breach-exporter/breach_exporter/internal/api"
-	"github.com/breach-exporter/breach_exporter/internal/state"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
 )
 
 // Run sends requests, one at a time, until ctx is done. It is the only
 // goroutine that calls the Client, so the budget has a single owner.
 func (s *Scheduler) Run(ctx context.Context) {
 	for ctx.Err() == nil {
+		snap := s.config.Load()
+		st := settingsOf(snap)
+		s.updateCycle(st)
 		now := s.clock.Now()
-		j, at := s.next(now)
+		j, at := s.next(now, st)
 		if at.After(now) {
 			if !s.wait(ctx, at) {
 				return
 			}
-			// Re-plan even when the timer fired: a Refresh, Add or Update
-			// may have changed what should go next.
+			// Re-plan even when the timer fired: a Refresh, a discovery or
+			// a reload may have changed what should go next.
 			continue
 		}
-		s.send(ctx, j)
+		s.send(ctx, snap, j)
 	}
 }
 
-// wait blocks until the clock reaches until, or Refresh, Add or Update pokes.
-// It reports false when ctx is done.
+// wait blocks until the clock reaches until, or the registry changes. It
+// reports false when ctx is done.
 func (s *Scheduler) wait(ctx context.Context, until time.Time) bool {
-	// A poke that came while a request was in flight is taken before telling
-	// a test that Run waits, so the test never acts on a wait that is over.
+	// A change that came while a request was in flight is taken before
+	// starting the timer, so a wait never outlasts a change it missed.
 	select {
-	case <-s.wake:
+	case <-s.registry.Changed():
 		return true
 	default:
 	}
 	t := s.clock.NewTimer(s.clock.Until(until))
 	defer t.Stop()
-	if s.idle != nil {
-		select {
-		case s.idle <- until:
-		case <-ctx.Done():
-			return false
-		}
-	}
 	select {
 	case <-t.Chan():
-	case <-s.wake:
+	case <-s.registry.Changed():
 	case <-ctx.Done():
 		return false
 	}
@@ -61,79 +59,86 @@ func (s *Scheduler) wait(ctx context.Context, until time.Time) bool {
 // next picks the request that should go out next and the earliest time it
 // may: a request retried after a 429 or 401 first, then Refresh'ed addresses
 // in the order asked (every other slot at most while other reads are due),
-// then /me when due, then the address read least recently once its Interval
+// then /me when due, then the address read least recently once its interval
 // (or error backoff) has passed.
-func (s *Scheduler) next(now time.Time) (job, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
 	earliest := later(now, s.pauseUntil)
 	if !s.lastSend.IsZero() {
-		earliest = later(earliest, s.lastSend.Add(spacing(s.settings.RequestsPerMinute)))
+		earliest = later(earliest, s.lastSend.Add(spacing(st.rpm)))
 	}
 
 	if r := s.retry; r != nil {
 		if r.me {
 			return *r, earliest
 		}
-		if a, ok := s.addresses[r.key]; ok {
-			return job{key: r.key, email: a.email}, earliest
+		if _, ok := s.registry.Email(r.key); ok {
+			return job{key: r.key}, earliest
 		}
 		s.retry = nil // a reload removed it during the pause
 	}
 
-	var urgent, oldest *address
+	var urgent, oldest registry.Schedule
 	var urgentKey, oldestKey string
 	var oldestAt time.Time
-	for k, a := range s.addresses {
-		if a.urgent != 0 {
-			if urgent == nil || a.urgent < urgent.urgent {
-				urgent, urgentKey = a, k
+	s.registry.Plan(func(k string, e *registry.Entry) {
+		sch := e.Schedule
+		if sch.Urgent != 0 {
+			if urgentKey == "" || sch.Urgent < urgent.Urgent {
+				urgent, urgentKey = sch, k
 			}
-			continue
+			return
 		}
-		at := later(earliest, s.readyAt(a))
-		if oldest == nil || at.Before(oldestAt) || at.Equal(oldestAt) && a.readBefore(oldest) {
-			oldest, oldestKey, oldestAt = a, k, at
+		at := later(earliest, readyAt(sch, st.interval))
+		if oldestKey == "" || at.Before(oldestAt) || at.Equal(oldestAt) && readBefore(sch, oldest) {
+			oldest, oldestKey, oldestAt = sch, k, at
 		}
-	}
+	})
 	// Refreshes take at most every other slot while other reads are due, so
 	// a storm of alerts cannot starve addresses never read or long stale.
-	if urgent != nil && !(s.lastUrgent && oldest != nil && !oldestAt.After(earliest)) {
-		return job{urgent: true, key: urgentKey, email: urgent.email}, earliest
+	if urgentKey != "" && !(s.lastUrgent && oldestKey != "" && !oldestAt.After(earliest)) {
+		return job{urgent: true, key: urgentKey}, earliest
 	}
 	// A zero lastMe (not sent yet) makes /me due at once.
-	meAt := later(earliest, s.lastMe.Add(meEvery(s.settings)))
-	if oldest == nil || !oldestAt.Before(meAt) {
+	meAt := later(earliest, s.lastMe.Add(meEvery(st)))
+	if oldestKey == "" || !oldestAt.Before(meAt) {
 		return job{me: true}, meAt
 	}
-	return job{key: oldestKey, email: oldest.email}, oldestAt
+	return job{key: oldestKey}, oldestAt
 }
 
-// readyAt is when a may be read again: Interval after its last attempt, or
-// sooner when that attempt failed (its backoff is capped at Interval).
-func (s *Scheduler) readyAt(a *address) time.Time {
-	if a.lastAttempt.IsZero() {
+// readyAt is when an address may be read again: interval after its last
+// attempt, or sooner when that attempt failed (its backoff is capped at the
+// interval).
+func readyAt(sch registry.Schedule, interval time.Duration) time.Time {
+	if sch.LastAttempt.IsZero() {
 		return time.Time{}
 	}
-	wait := s.settings.Interval
-	if a.failures > 0 {
+	wait := interval
+	if sch.Failures > 0 {
 		// The shift is bounded so that a long outage cannot overflow it.
-		wait = min(wait, addressBackoffMin<<min(a.failures-1, 16))
+		wait = min(wait, addressBackoffMin<<min(sch.Failures-1, 16))
 	}
-	return a.lastAttempt.Add(wait)
+	return sch.LastAttempt.Add(wait)
 }
 
 // readBefore orders addresses least recently attempted first, never-read
-// ones first of all, in the order they were configured.
-func (a *address) readBefore(b *address) bool {
-	if !a.lastAttempt.Equal(b.lastAttempt) {
-		return a.lastAttempt.Before(b.lastAttempt)
+// ones first of all, in the order they were added.
+func readBefore(a, b registry.Schedule) bool {
+	if !a.LastAttempt.Equal(b.LastAttempt) {
+		return a.LastAttempt.Before(b.LastAttempt)
 	}
-	return a.order < b.order
+	return a.Order < b.Order
 }
 
 // send makes one request and records what it taught us.
-func (s *Scheduler) send(ctx context.Context, j job) {
+func (s *Scheduler) send(ctx context.Context, snap *config.Snapshot, j job) {
+	var email string
+	if !j.me {
+		var ok bool
+		if email, ok = s.registry.Email(j.key); !ok {
+			return // removed since next() picked it
+		}
+	}
 	sent := s.clock.Now()
 	s.lastSend = sent
 	s.lastUrgent = j.urgent
@@ -141,28 +146,22 @@ func (s *Scheduler) send(ctx context.Context, j job) {
 	if j.me {
 		s.lastMe = sent
 	} else {
-		s.mu.Lock()
-		if a, ok := s.addresses[j.key]; ok {
-			a.lastAttempt = sent
-			// Cleared at send time: a Refresh arriving while this request is
-			// in flight may be about a change the request did not see.
-			a.urgent = 0
-		}
-		s.mu.Unlock()
+		s.registry.Started(j.key, sent)
 	}
 
 	var (
 		me       api.Me
 		breaches api.Breaches
-		rl       api.RateLimit
+		rl       breach.RateLimit
 		err      error
 	)
+	client := s.clientOf(snap)
 	logger := log.With(s.logger, "endpoint", api.EndpointMe)
 	if j.me {
-		me, rl, err = s.client.Me(ctx)
+		me, rl, err = client.Me(ctx)
 	} else {
-		logger = log.With(s.logger, "endpoint", api.EndpointBreaches, "address", s.label(j.email))
-		breaches, rl, err = s.client.Breaches(ctx, j.email)
+		logger = log.With(s.logger, "endpoint", api.EndpointBreaches, "address", s.registry.Label(j.key))
+		breaches, rl, err = client.Breaches(ctx, email)
 	}
 	if ctx.Err() != nil {
 		return // shutting down: the outcome says nothing about the API
@@ -171,14 +170,14 @@ func (s *Scheduler) send(ctx context.Context, j job) {
 	level.Debug(logger).Log("msg", "API request", "outcome", outcome(err), "duration", done.Sub(sent))
 
 	s.followRateLimit(rl, done, logger)
-	if s.pauseAll(j, err, done, logger) {
+	if s.pauseAll(snap, j, err, done, logger) {
 		return
 	}
 	if j.me {
 		s.recordMe(me, err, logger)
 		return
 	}
-	s.recordBreaches(j, breaches, err, done, logger)
+	s.recordBreaches(snap, j, breaches, err, done, logger)
 }
 
 func outcome(err error) string {
@@ -194,11 +193,11 @@ func outcome(err error) string {
 // followRateLimit records the rate-limit headers and, when the window's
 // budget is used up (by us or anyone else sharing the key), pauses until the
 // window resets.
-func (s *Scheduler) followRateLimit(rl api.RateLimit, now time.Time, logger log.Logger) {
+func (s *Scheduler) followRateLimit(rl breach.RateLimit, now time.Time, logger log.Logger) {
 	if !rl.HasLimit && !rl.HasRemaining && rl.Reset.IsZero() {
 		return
 	}
-	s.store.SetRateLimit(rl)
+	s.registry.SetRateLimit(rl)
 	if !rl.HasRemaining || rl.Remaining > 0 {
 		return
 	}
@@ -218,7 +217,9 @@ func (s *Scheduler) followRateLimit(rl api.RateLimit, now time.Time, logger log.
 // pauseAll handles the errors that concern the key rather than the address
 // or call: a 429 or a 401 stops every request for a while, and the same
 // request goes first afterwards. It reports whether err was one of them.
-func (s *Scheduler) pauseAll(j job, err error, now time.Time, logger log.Logger) bool {
+// This is the one place a 401 is handled: the client reported it, the
+// token file is re-read here, and every request pauses.
+func (s *Scheduler) pauseAll(snap *config.Snapshot, j job, err error, now time.Time, logger log.Logger) bool {
 	var apiErr *api.Error
 	if !errors.As(err, &apiErr) {
 		return false
@@ -233,15 +234,15 @@ func (s *Scheduler) pauseAll(j job, err error, now time.Time, logger log.Logger)
 		until = earlier(until, now.Add(maxPause)).Add(s.jitter(resetJitter))
 		level.Warn(logger).Log("msg", "Rate limited by the API; pausing all requests until the window resets", "until", until)
 	case api.KindUnauthorized:
-		// The client re-reads the token file after a 401, so a rotated token
-		// is picked up on the retry; the backoff only keeps a revoked token
-		// from spending the budget.
+		// A token rotated in the file is picked up on the retry; the
+		// backoff only keeps a revoked token from spending the budget.
 		s.authBackoff = min(max(2*s.authBackoff, authBackoffMin), authBackoffMax)
 		until = now.Add(s.authBackoff)
 		level.Warn(logger).Log("msg", "The API rejected the token; pausing all requests", "retry_in", s.authBackoff, "err", err)
+		s.rereadToken(snap, logger)
 		// A rejected token makes the whole API unusable, whichever endpoint
 		// said so; /me may not be sent again until the token works.
-		s.store.SetAccount("", false)
+		s.registry.SetAccount("", false)
 	default:
 		return false
 	}
@@ -252,58 +253,73 @@ func (s *Scheduler) pauseAll(j job, err error, now time.Time, logger log.Logger)
 	return true
 }
 
+func (s *Scheduler) rereadToken(snap *config.Snapshot, logger log.Logger) {
+	switch err := snap.Token.Reread(); {
+	case err == nil:
+		level.Info(logger).Log("msg", "Picked up a new token from the token file")
+	case errors.Is(err, config.ErrSameToken):
+		level.Warn(logger).Log("msg", "The API rejected the token and "+err.Error())
+	default:
+		level.Error(logger).Log("msg", "The token could not be re-read; keeping the old one", "err", err)
+	}
+}
+
 func (s *Scheduler) recordMe(me api.Me, err error, logger log.Logger) {
 	if err != nil {
-		s.store.SetAccount("", false)
+		s.registry.SetAccount("", false)
 		level.Warn(logger).Log("msg", "API identity check failed", "err", err)
 		return
 	}
 	s.authBackoff = 0
-	s.store.SetAccount(me.Plan, true)
+	s.registry.SetAccount(me.Plan, true)
+	// Once per change of plan: the service delivers webhooks to some plans
+	// only, and a receiver waiting for none is worth knowing about.
+	if s.webhook && me.Plan != s.warnedPlan && breach.PlanWithoutWebhooks(me.Plan) {
+		level.Warn(s.logger).Log("msg", "A webhook secret is configured but the service delivers webhooks only to the pro and business plans", "plan", me.Plan)
+	}
+	s.warnedPlan = me.Plan
 }
 
 // recordBreaches stores an answer (200, 403, 404). Any other error keeps the
 // cached values and backs off this address only.
-func (s *Scheduler) recordBreaches(j job, b api.Breaches, err error, now time.Time, logger log.Logger) {
+func (s *Scheduler) recordBreaches(snap *config.Snapshot, j job, b api.Breaches, err error, now time.Time, logger log.Logger) {
 	kind, _ := api.KindOf(err)
+	var failedBefore int
 	switch {
 	case err == nil:
-		s.store.SetBreaches(j.email, b, now)
+		failedBefore = s.registry.Answered(j.key, breach.Verified, b.Sources, now)
 	case kind == api.KindUnverified:
-		s.store.SetState(j.email, state.Unverified, now)
+		failedBefore = s.registry.Answered(j.key, breach.Unverified, nil, now)
+	case kind == api.KindNotMonitored && s.registry.Drop(j.key):
+		// A discovered address the account does not monitor was never one
+		// of its addresses: an alert made it up, so it goes at once.
+		level.Info(logger).Log("msg", "The API does not monitor this discovered address; no longer watching it")
 	case kind == api.KindNotMonitored:
-		s.store.SetState(j.email, state.NotMonitored, now)
+		failedBefore = s.registry.Answered(j.key, breach.NotMonitored, nil, now)
 	default:
-		s.addressFailed(j, err, logger)
+		s.addressFailed(snap, j, err, logger)
 		return
 	}
 	s.authBackoff = 0
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if a, ok := s.addresses[j.key]; ok && a.failures > 0 {
-		level.Info(logger).Log("msg", "Reading the address works again", "failed_attempts", a.failures)
-		a.failures = 0
+	if failedBefore > 0 {
+		level.Info(logger).Log("msg", "Reading the address works again", "failed_attempts", failedBefore)
 	}
 }
 
 // addressFailed backs off one address. It warns when the address starts
 // failing, not on every retry: with the API down, every address fails.
-func (s *Scheduler) addressFailed(j job, err error, logger log.Logger) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.addresses[j.key]
+func (s *Scheduler) addressFailed(snap *config.Snapshot, j job, err error, logger log.Logger) {
+	sch, ok := s.registry.Failed(j.key)
 	if !ok {
 		return // a reload removed it while the request was in flight
 	}
-	a.failures++
-	retryIn := s.readyAt(a).Sub(a.lastAttempt)
+	retryIn := readyAt(sch, settingsOf(snap).interval).Sub(sch.LastAttempt)
 	lvl := level.Debug
-	if a.failures == 1 {
+	if sch.Failures == 1 {
 		lvl = level.Warn
 	}
 	lvl(logger).Log("msg", "Reading the address failed; keeping its last values and backing off", "err", err,
-		"failed_attempts", a.failures, "retry_in", retryIn)
+		"failed_attempts", sch.Failures, "retry_in", retryIn)
 }
 
 func later(a, b time.Time) time.Time {

@@ -1,0 +1,98 @@
+// Package breach holds the breach monitoring service's domain: the spec's
+// enums with their known values, a feed's scan state, the rate-limit figures
+// every response carries, and watched addresses with their one key and their
+// label. It imports nothing of the exporter's, so the API client, the
+// registry, the collector and the webhook receiver all share these types
+// without importing each other.
+package breach
+
+import (
+	"net/mail"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Enum values are plain strings on purpose: the service may add a feed,
+// field, plan or severity, and the exporter keeps (a bounded number of)
+// values it does not know rather than rejecting the whole answer.
+
+// KnownSources are the spec's feeds (Source).
+var KnownSources = []string{"archive", "combolist", "index", "enriched"}
+
+// KnownFields are the spec's exposed-value categories (Field).
+var KnownFields = []string{"password", "hash", "username", "name", "dob", "address", "phone", "ip"}
+
+// KnownPlans are the spec's subscription tiers (Plan).
+var KnownPlans = []string{"free", "personal", "pro", "business"}
+
+// KnownSeverities are the spec's alert severities; critical means "rotate
+// credentials now".
+var KnownSeverities = []string{"critical", "warning", "info"}
+
+// PlanWithoutWebhooks reports whether plan is one the service delivers no
+// webhooks to (spec section 6: Pro and Business only). An unknown plan is
+// not assumed to lack them.
+func PlanWithoutWebhooks(plan string) bool { return plan == "free" || plan == "personal" }
+
+// Address states, the values of breach_address_state's state label.
+const (
+	Pending      = "pending"       // watched, not answered yet
+	Verified     = "verified"      // 200 from /breaches
+	Unverified   = "unverified"    // 403 from /breaches
+	NotMonitored = "not_monitored" // 404 from /breaches
+)
+
+// States lists every address state.
+var States = []string{Pending, Verified, Unverified, NotMonitored}
+
+// SourceState is the latest sweep result of one feed for an address
+// (spec: BreachSourceState).
+type SourceState struct {
+	Source               string
+	BreachCount          int64
+	SourceDBs            []string
+	FieldsExposed        []string
+	HasPlaintextPassword bool
+	LastScannedAt        time.Time
+	LastChangedAt        time.Time
+}
+
+// RateLimit is what the rate-limit headers of one response said. A zero
+// field means the header was absent or unparseable.
+type RateLimit struct {
+	Limit        int       // X-RateLimit-Limit
+	HasLimit     bool      // the Limit header was present
+	Remaining    int       // X-RateLimit-Remaining
+	HasRemaining bool      // the Remaining header was present
+	Reset        time.Time // X-RateLimit-Reset (Unix seconds); zero when absent
+}
+
+// Key is the identity of an address: the service treats addresses
+// case-insensitively, so Alice@ and alice@ are one address.
+func Key(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+
+// Address is one watched address.
+type Address struct {
+	Email      string // as configured or as the alert spelt it; sent to the API
+	Alias      string // labels.address: alias; empty for a discovered address
+	Discovered bool   // came from a webhook alert, not the config
+}
+
+// Key is the address's identity (see Key).
+func (a Address) Key() string { return Key(a.Email) }
+
+// Known reports whether v is one of the known values.
+func Known(known []string, v string) bool { return slices.Contains(known, v) }
+
+// ValidEmail reports whether s is a bare addr-spec (no display name, no
+// angle brackets, nothing mail.ParseAddress would rewrite) of at most
+// MaxAddressBytes bytes: the one check for configured and discovered
+// addresses alike.
+func ValidEmail(s string) bool {
+	if len(s) > MaxAddressBytes {
+		return false
+	}
+	parsed, err := mail.ParseAddress(s)
+	return err == nil && parsed.Address == s
+}

@@ -1,0 +1,187 @@
+// Package registry is the one set of watched addresses, configured and
+// discovered. Each address has one entry holding everything keyed by it:
+// its label, the API's last answer (the cache the collector serves), its
+// place in the schedule, and the counts of the alerts received for it.
+// Adding or removing an address is one operation on this map, so the
+// schedule, the cache and every series with the address's label follow it:
+// after a reload removes an address, nothing anywhere still carries it.
+//
+// The scheduler writes answers and schedule state, the webhook receiver
+// writes alert counts and discoveries, the wiring syncs membership on
+// reload, and the collector reads a Snapshot at scrape time.
+package registry
+
+import (
+	"sync"
+	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+)
+
+// Schedule is an address's place in the request schedule. The scheduler
+// owns its meaning; the registry keeps it with the address so that it goes
+// when the address goes.
+type Schedule struct {
+	Order       uint64    // insertion order, so never-read addresses go in config order
+	LastAttempt time.Time // zero: never read
+	Failures    int       // consecutive failed reads; drives the backoff
+	Urgent      uint64    // Refresh ticket, 0 when none is pending; lower goes first
+}
+
+// Entry is one watched address. Entries handed out are copies; their
+// Sources and Alerts are shared and never modified, so readers may keep
+// them without locking.
+type Entry struct {
+	Address     breach.Address
+	Label       string // the address label, per labels.address
+	State       string // one of breach.States
+	Sources     []breach.SourceState
+	LastRefresh time.Time // last 200/403/404; zero before the first
+	Schedule    Schedule
+	Alerts      *Alerts // nil until the first accepted alert
+}
+
+// Account is what /me last said.
+type Account struct {
+	Plan string // empty until /me has answered once
+	Up   bool   // the last /me answered 200 and no 401 came since
+}
+
+// Snapshot is a consistent copy of the registry for one scrape.
+type Snapshot struct {
+	Entries      []Entry // in no particular order: the collector sorts by label
+	Account      Account
+	RateLimit    breach.RateLimit
+	HasRateLimit bool
+	Cycle        time.Duration // one full round of all addresses at the budget
+}
+
+// Registry is safe for concurrent use.
+type Registry struct {
+	mu         sync.RWMutex
+	entries    map[string]*Entry // by breach.Key
+	mode       breach.LabelMode
+	tickets    uint64 // source of Schedule.Order and Schedule.Urgent
+	discovered int    // entries whose Address.Discovered is set
+	account    Account
+	rateLimit  breach.RateLimit
+	hasRate    bool
+	cycle      time.Duration
+
+	changed chan struct{} // see Changed
+}
+
+// New returns an empty registry labelling addresses by email.
+func New() *Registry {
+	return &Registry{
+		entries: map[string]*Entry{},
+		mode:    breach.LabelEmail,
+		changed: make(chan struct{}, 1),
+	}
+}
+
+// Changed receives a value after the set of addresses or an address's
+// urgency changed: the scheduler re-plans then. Changes that come while a
+// value is pending are folded into it.
+func (r *Registry) Changed() <-chan struct{} { return r.changed }
+
+func (r *Registry) signal() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Sync makes the registry watch exactly configured, plus the discovered
+// addresses when keepDiscovered, and labels every entry under mode. Kept
+// addresses keep their data, schedule and alert counts; removed ones go
+// with all of it. An address now configured that was discovered becomes
+// configured.
+func (r *Registry) Sync(configured []breach.Address, mode breach.LabelMode, keepDiscovered bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mode = mode
+	next := make(map[string]*Entry, len(configured)+len(r.entries))
+	for _, a := range configured {
+		k := a.Key()
+		if next[k] != nil {
+			continue // the config rejects duplicates; a hand-made list may not
+		}
+		e := r.entries[k]
+		if e == nil {
+			e = r.newEntry(a)
+		}
+		e.Address = a
+		next[k] = e
+	}
+	if keepDiscovered {
+		for k, e := range r.entries {
+			if e.Address.Discovered && next[k] == nil {
+				next[k] = e
+			}
+		}
+	}
+	r.discovered = 0
+	for _, e := range next {
+		e.Label = mode.Label(e.Address)
+		if e.Address.Discovered {
+			r.discovered++
+		}
+	}
+	r.entries = next
+	r.signal()
+}
+
+func (r *Registry) newEntry(a breach.Address) *Entry {
+	r.tickets++
+	return &Entry{Address: a, Label: r.mode.Label(a), State: breach.Pending, Schedule: Schedule{Order: r.tickets}}
+}
+
+// Len is the number of watched addresses.
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.entries)
+}
+
+// Snapshot returns a consistent copy for one scrape.
+func (r *Registry) Snapshot() Snapshot {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s := Snapshot{
+		Entries:      make([]Entry, 0, len(r.entries)),
+		Account:      r.account,
+		RateLimit:    r.rateLimit,
+		HasRateLimit: r.hasRate,
+		Cycle:        r.cycle,
+	}
+	for _, e := range r.entries {
+		s.Entries = append(s.Entries, *e)
+	}
+	return s
+}
+
+// SetAccount records the outcome of a /me call, or (up false, plan "")
+// that a 401 made the API unusable. A failure keeps the last known plan.
+func (r *Registry) SetAccount(plan string, up bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if up {
+		r.account.Plan = plan
+	}
+	r.account.Up = up
+}
+
+// SetRateLimit records the rate-limit headers of the latest response.
+func (r *Registry) SetRateLimit(rl breach.RateLimit) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rateLimit, r.hasRate = rl, true
+}
+
+// SetCycle records how long one full round of all addresses takes.
+func (r *Registry) SetCycle(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cycle = d
+}
