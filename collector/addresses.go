@@ -74,14 +74,16 @@ func emitAddress(s *familySink, p pairs, addr *dto.LabelPair, a *registry.Entry,
 	for _, src := range sources {
 		n += 5 + len(src.SourceDBs) + len(fieldsInOrder) + len(src.FieldsExposed)
 	}
+	counters := 0
 	if withAlerts {
-		n += len(alertsFromStart)
+		counters = len(alertsFromStart)
 		if a.Alerts != nil {
-			n += len(a.Alerts.Counts) + len(a.Alerts.NewDatabases) + len(a.Alerts.ExposedFields) +
-				len(a.Alerts.NewPlaintext) + len(a.Alerts.LastObserved)
+			counters += len(a.Alerts.Counts) + len(a.Alerts.NewDatabases) + len(a.Alerts.ExposedFields) + len(a.Alerts.NewPlaintext)
+			n += len(a.Alerts.LastObserved)
 		}
 	}
-	s.begin(n)
+	s.begin(n, counters)
+	n += counters
 	emit := s.add
 	// Label slices are cut from one array too; full slice expressions keep
 	// an append by anyone from writing into a neighbour.

@@ -64,7 +64,6 @@ var (
 	refreshCycle = newFamily("breach_refresh_cycle_seconds",
 		"How long one full round of all addresses takes at the current budget.")
 
-
 	// The webhook's per-address series, with the receiver on.
 	alerts = newCounter("breach_alerts_total",
 		"Accepted alert.created webhooks.")
@@ -98,7 +97,7 @@ func (c *Collector) emit(s *familySink) {
 	snap := c.registry.Snapshot()
 	p := pairs{}
 
-	s.begin(16)
+	s.begin(16, 0)
 	s.add(apiUp, boolValue(snap.Account.Up), nil)
 	if snap.Account.Plan != "" {
 		s.add(accountInfo, 1, []*dto.LabelPair{p.get("plan", snap.Account.Plan)})

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 	"time"
@@ -10,8 +11,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/breach-exporter/breach_exporter/internal/api"
-	"github.com/breach-exporter/breach_exporter/internal/state"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
 )
 
 var (
@@ -20,7 +22,34 @@ var (
 	polled  = time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)      // 1795327200
 )
 
-func emailLabel(e string) string { return e }
+// fixture is a registry watching addresses under mode, and a collector
+// over it with a budget of 55 a minute.
+type fixture struct {
+	reg    *registry.Registry
+	config *config.Current
+	c      *Collector
+}
+
+func newFixture(mode breach.LabelMode, webhook bool, addresses ...breach.Address) *fixture {
+	f := &fixture{reg: registry.New()}
+	f.config = config.NewCurrent(&config.Snapshot{Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 55}}})
+	f.reg.Sync(addresses, mode, true)
+	f.reg.SetCycle(15 * time.Minute)
+	f.c = New(f.reg, f.config, webhook)
+	return f
+}
+
+func emails(list ...string) []breach.Address {
+	out := make([]breach.Address, len(list))
+	for i, e := range list {
+		out[i] = breach.Address{Email: e}
+	}
+	return out
+}
+
+func (f *fixture) answer(email, st string, sources []breach.SourceState, at time.Time) {
+	f.reg.Answered(breach.Key(email), st, sources, at)
+}
 
 const header = `
 # HELP breach_api_budget_requests_per_minute The request budget the exporter allows itself (api.requests_per_minute).
@@ -39,7 +68,7 @@ breach_refresh_cycle_seconds 900
 
 func addressSeries(addr, current string, refreshed string) string {
 	var b strings.Builder
-	for _, st := range state.States {
+	for _, st := range breach.States {
 		v := "0"
 		if st == current {
 			v = "1"
@@ -98,88 +127,86 @@ breach_source_last_changed_timestamp_seconds{address="ADDR",source="quarantine"}
 
 // breaches has a repeated source, database and field, and a feed and field the
 // spec does not know: all must be exported once, none may fail the scrape.
-func breaches(email string) api.Breaches {
-	return api.Breaches{Email: email, Sources: []api.SourceState{
+func breaches() []breach.SourceState {
+	return []breach.SourceState{
 		{Source: "archive", BreachCount: 3, SourceDBs: []string{"LinkedIn 2012", "combo-7", "LinkedIn 2012"},
 			FieldsExposed: []string{"password", "hash", "password"}, HasPlaintextPassword: true,
 			LastScannedAt: scanned, LastChangedAt: changed},
 		{Source: "quarantine", BreachCount: 1, FieldsExposed: []string{"voiceprint"},
 			LastScannedAt: scanned, LastChangedAt: changed},
 		{Source: "archive", BreachCount: 99, LastScannedAt: scanned, LastChangedAt: changed},
-	}}
+	}
 }
 
 func TestCollector(t *testing.T) {
 	const addr = "alice@example.com"
+	hash := breach.HashLabel(addr)
+	if hash != "sha256:ff8d9819fc0e12bf" {
+		t.Fatalf("HashLabel = %s, want the README's example", hash)
+	}
 	apiUp := "breach_api_up 1\n"
 	for _, tc := range []struct {
 		name    string
-		prepare func(*state.Store)
-		label   func(string) string
+		prepare func(*fixture)
+		mode    breach.LabelMode
 		want    string
 	}{
 		{
 			name:    "pending",
-			prepare: func(*state.Store) {},
-			want:    addressSeries(addr, state.Pending, "0"),
+			prepare: func(*fixture) {},
+			want:    addressSeries(addr, breach.Pending, "0"),
 		},
 		{
 			name:    "verified",
-			prepare: func(s *state.Store) { s.SetBreaches(addr, breaches(addr), polled) },
-			want:    addressSeries(addr, state.Verified, "1.7953272e+09") + strings.ReplaceAll(archiveSeries, "ADDR", addr),
+			prepare: func(f *fixture) { f.answer(addr, breach.Verified, breaches(), polled) },
+			want:    addressSeries(addr, breach.Verified, "1.7953272e+09") + strings.ReplaceAll(archiveSeries, "ADDR", addr),
 		},
 		{
 			name: "unverified drops the feed series",
-			prepare: func(s *state.Store) {
-				s.SetBreaches(addr, breaches(addr), changed)
-				s.SetState(addr, state.Unverified, polled)
+			prepare: func(f *fixture) {
+				f.answer(addr, breach.Verified, breaches(), changed)
+				f.answer(addr, breach.Unverified, nil, polled)
 			},
-			want: addressSeries(addr, state.Unverified, "1.7953272e+09"),
+			want: addressSeries(addr, breach.Unverified, "1.7953272e+09"),
 		},
 		{
 			name:    "not monitored",
-			prepare: func(s *state.Store) { s.SetState(addr, state.NotMonitored, polled) },
-			want:    addressSeries(addr, state.NotMonitored, "1.7953272e+09"),
+			prepare: func(f *fixture) { f.answer(addr, breach.NotMonitored, nil, polled) },
+			want:    addressSeries(addr, breach.NotMonitored, "1.7953272e+09"),
 		},
 		{
 			name: "a fault after a good read keeps the values",
-			prepare: func(s *state.Store) {
-				s.SetBreaches(addr, breaches(addr), polled)
-				s.SetAccount("", false) // the API went down: /me failed, nothing else is written
+			prepare: func(f *fixture) {
+				f.answer(addr, breach.Verified, breaches(), polled)
+				f.reg.Failed(breach.Key(addr)) // a failed read writes nothing else
+				f.reg.SetAccount("", false)    // the API went down: /me failed
 			},
-			want: addressSeries(addr, state.Verified, "1.7953272e+09") + strings.ReplaceAll(archiveSeries, "ADDR", addr),
+			want: addressSeries(addr, breach.Verified, "1.7953272e+09") + strings.ReplaceAll(archiveSeries, "ADDR", addr),
 		},
 		{
 			name:    "alias label",
-			prepare: func(s *state.Store) { s.SetBreaches(addr, breaches(addr), polled) },
-			label:   func(string) string { return "ops" },
-			want:    addressSeries("ops", state.Verified, "1.7953272e+09") + strings.ReplaceAll(archiveSeries, "ADDR", "ops"),
+			prepare: func(f *fixture) { f.answer(addr, breach.Verified, breaches(), polled) },
+			mode:    breach.LabelAlias,
+			want:    addressSeries("ops", breach.Verified, "1.7953272e+09") + strings.ReplaceAll(archiveSeries, "ADDR", "ops"),
 		},
 		{
 			name:    "hash label",
-			prepare: func(s *state.Store) { s.SetBreaches(addr, breaches(addr), polled) },
-			label:   func(string) string { return "sha256:ff8d9819fc0e12bf" },
-			want: addressSeries("sha256:ff8d9819fc0e12bf", state.Verified, "1.7953272e+09") +
-				strings.ReplaceAll(archiveSeries, "ADDR", "sha256:ff8d9819fc0e12bf"),
+			prepare: func(f *fixture) { f.answer(addr, breach.Verified, breaches(), polled) },
+			mode:    breach.LabelHash,
+			want:    addressSeries(hash, breach.Verified, "1.7953272e+09") + strings.ReplaceAll(archiveSeries, "ADDR", hash),
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := state.NewStore()
-			s.SetAddresses([]string{addr})
-			s.SetCycle(15 * time.Minute)
-			s.SetAccount("pro", true)
+			mode := cmp.Or(tc.mode, breach.LabelEmail)
+			f := newFixture(mode, false, breach.Address{Email: addr, Alias: "ops"})
+			f.reg.SetAccount("pro", true)
 			up := apiUp
-			tc.prepare(s)
-			if snap := s.Snapshot(); !snap.Account.Up {
+			tc.prepare(f)
+			if snap := f.reg.Snapshot(); !snap.Account.Up {
 				up = "breach_api_up 0\n"
 			}
-			label := tc.label
-			if label == nil {
-				label = emailLabel
-			}
-			c := New(s, label, 55)
 			want := header + up + tc.want + accountAndPlan
-			if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+			if err := testutil.GatherAndCompare(f.c, strings.NewReader(want)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -193,12 +220,11 @@ breach_account_info{plan="pro"} 1
 `
 
 func TestCollectorRateLimitAndRemoval(t *testing.T) {
-	s := state.NewStore()
-	s.SetAddresses([]string{"a@example.com", "b@example.com"})
-	s.SetRateLimit(api.RateLimit{Limit: 60, HasLimit: true, Remaining: 0, HasRemaining: true, Reset: polled})
-	s.SetAddresses([]string{"b@example.com"}) // a reload removed a@
-	c := New(s, emailLabel, 55)
-	c.Update(emailLabel, 30)
+	f := newFixture(breach.LabelEmail, false, emails("a@example.com", "b@example.com")...)
+	f.reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 0, HasRemaining: true, Reset: polled})
+	// A reload removed a@ and lowered the budget: one swap, one sync.
+	f.config.Swap(&config.Snapshot{Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 30}}})
+	f.reg.Sync(emails("b@example.com"), breach.LabelEmail, true)
 
 	want := `
 # HELP breach_api_rate_limit_limit X-RateLimit-Limit of the last API response. Served from the exporter's cache; a scrape never calls the API.
@@ -223,16 +249,17 @@ breach_api_up 0
 	names := []string{"breach_api_rate_limit_limit", "breach_api_rate_limit_remaining",
 		"breach_api_rate_limit_reset_timestamp_seconds", "breach_api_budget_requests_per_minute",
 		"breach_address_last_refresh_timestamp_seconds", "breach_api_up", "breach_account_info"}
-	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+	if err := testutil.GatherAndCompare(f.c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestCollectorPassesLint(t *testing.T) {
-	s := state.NewStore()
-	s.SetAddresses([]string{"alice@example.com"})
-	s.SetBreaches("alice@example.com", breaches("alice@example.com"), polled)
-	problems, err := testutil.CollectAndLint(New(s, emailLabel, 55))
+	f := newFixture(breach.LabelEmail, true, emails("alice@example.com")...)
+	f.answer("alice@example.com", breach.Verified, breaches(), polled)
+	f.reg.RecordAlert("alice@example.com", registry.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 1,
+		ExposedFields: []string{"password"}, NewPlaintext: true, ObservedAt: polled}, 0)
+	problems, err := testutil.GatherAndLint(f.c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,25 +268,51 @@ func TestCollectorPassesLint(t *testing.T) {
 	}
 }
 
-// Gather builds the same exposition as the registry does over Collect,
-// byte for byte, for every kind of address.
-func TestGatherMatchesCollect(t *testing.T) {
-	s := state.NewStore()
-	s.SetAddresses([]string{"zed@example.com", "alice@example.com", "bob@example.com", "carol@example.com"})
-	s.SetBreaches("zed@example.com", breaches("zed@example.com"), polled)
-	s.SetBreaches("alice@example.com", breaches("alice@example.com"), polled)
-	s.SetState("bob@example.com", state.Unverified, polled)
-	s.SetAccount("business", true)
-	s.SetRateLimit(api.RateLimit{Limit: 60, HasLimit: true, Remaining: 3, HasRemaining: true, Reset: polled})
-	c := New(s, emailLabel, 55)
+// replay re-serves gathered families as const metrics, so that a pedantic
+// registry checks and sorts them as it would any collector's.
+type replay []*dto.MetricFamily
 
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	viaRegistry, err := reg.Gather()
+func (r replay) Describe(chan<- *prometheus.Desc) {} // unchecked: the pedantic registry still checks every series
+
+func (r replay) Collect(ch chan<- prometheus.Metric) {
+	for _, mf := range r {
+		for _, m := range mf.GetMetric() {
+			var names, values []string
+			for _, lp := range m.GetLabel() {
+				names, values = append(names, lp.GetName()), append(values, lp.GetValue())
+			}
+			desc := prometheus.NewDesc(mf.GetName(), mf.GetHelp(), names, nil)
+			if mf.GetType() == dto.MetricType_COUNTER {
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, m.GetCounter().GetValue(), values...)
+			} else {
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, m.GetGauge().GetValue(), values...)
+			}
+		}
+	}
+}
+
+// Gather builds its families itself, skipping the registry's checks and
+// sort; this proves it loses nothing by that: a pedantic registry fed the
+// same series renders the same exposition, byte for byte, for every kind of
+// address, alert series included.
+func TestGatherIsWhatARegistryWouldServe(t *testing.T) {
+	f := newFixture(breach.LabelEmail, true, emails("zed@example.com", "alice@example.com", "bob@example.com", "carol@example.com")...)
+	f.answer("zed@example.com", breach.Verified, breaches(), polled)
+	f.answer("alice@example.com", breach.Verified, breaches(), polled)
+	f.answer("bob@example.com", breach.Unverified, nil, polled)
+	f.reg.RecordAlert("carol@example.com", registry.AlertDelta{Source: "quarantine", Severity: "urgent",
+		ExposedFields: []string{"voiceprint", "password"}, ObservedAt: polled}, 0)
+	f.reg.RecordAlert("alice@example.com", registry.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2}, 0)
+	f.reg.SetAccount("business", true)
+	f.reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 3, HasRemaining: true, Reset: polled})
+
+	direct, err := Merge{f.c}.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	direct, err := Merge{c}.Gather()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(replay(direct))
+	viaRegistry, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,4 +331,78 @@ func render(t *testing.T, families []*dto.MetricFamily) string {
 		}
 	}
 	return b.String()
+}
+
+// With the receiver on, an address has breach_alerts_total for every known
+// severity and source from the start (the rules take increase() of it); the
+// other alert series come with the first alert of their source. A removed
+// address takes all of them along.
+func TestAlertSeries(t *testing.T) {
+	f := newFixture(breach.LabelEmail, true, emails("a@example.com", "b@example.com")...)
+	f.reg.RecordAlert("b@example.com", registry.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2,
+		ExposedFields: []string{"password", "dob"}, NewPlaintext: true, ObservedAt: polled}, 0)
+	f.reg.RecordAlert("b@example.com", registry.AlertDelta{Source: "quarantine", Severity: "urgent"}, 0)
+
+	zeros := func(addr string) string {
+		var b strings.Builder
+		for _, sev := range []string{"critical", "info", "warning"} {
+			for _, src := range []string{"archive", "combolist", "enriched", "index"} {
+				v := "0"
+				if addr == "b@example.com" && sev == "critical" && src == "index" {
+					v = "1"
+				}
+				b.WriteString(`breach_alerts_total{address="` + addr + `",severity="` + sev + `",source="` + src + `"} ` + v + "\n")
+			}
+		}
+		return b.String()
+	}
+	bAlerts := zeros("b@example.com")
+	// The unknown severity sorts after the known ones.
+	bAlerts += `breach_alerts_total{address="b@example.com",severity="urgent",source="quarantine"} 1` + "\n"
+	want := `
+# HELP breach_alerts_total Accepted alert.created webhooks.
+# TYPE breach_alerts_total counter
+` + zeros("a@example.com") + bAlerts + `
+# HELP breach_alert_exposed_fields_total Newly exposed field categories reported by accepted alerts, one per entry of delta.newly_exposed_fields.
+# TYPE breach_alert_exposed_fields_total counter
+breach_alert_exposed_fields_total{address="b@example.com",field="dob",source="index"} 1
+breach_alert_exposed_fields_total{address="b@example.com",field="password",source="index"} 1
+# HELP breach_alert_new_databases_total Source databases reported as new by accepted alerts (sum of len(delta.new_source_dbs)).
+# TYPE breach_alert_new_databases_total counter
+breach_alert_new_databases_total{address="b@example.com",source="index"} 2
+breach_alert_new_databases_total{address="b@example.com",source="quarantine"} 0
+# HELP breach_alert_new_plaintext_passwords_total Accepted alerts whose delta introduced a new plaintext password.
+# TYPE breach_alert_new_plaintext_passwords_total counter
+breach_alert_new_plaintext_passwords_total{address="b@example.com",source="index"} 1
+breach_alert_new_plaintext_passwords_total{address="b@example.com",source="quarantine"} 0
+# HELP breach_alert_last_observed_timestamp_seconds observed_at of the newest accepted alert, as a Unix time.
+# TYPE breach_alert_last_observed_timestamp_seconds gauge
+breach_alert_last_observed_timestamp_seconds{address="b@example.com",source="index"} 1.7953272e+09
+`
+	names := []string{"breach_alerts_total", "breach_alert_exposed_fields_total", "breach_alert_new_databases_total",
+		"breach_alert_new_plaintext_passwords_total", "breach_alert_last_observed_timestamp_seconds"}
+	if err := testutil.GatherAndCompare(f.c, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+
+	f.reg.Sync(emails("a@example.com"), breach.LabelEmail, true) // a reload removes b@
+	families, err := f.c.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == "b@example.com" {
+					t.Errorf("%s still carries the removed address", mf.GetName())
+				}
+			}
+		}
+	}
+
+	// With the receiver off there are no alert series at all.
+	off := newFixture(breach.LabelEmail, false, emails("a@example.com")...)
+	if n, err := testutil.GatherAndCount(off.c, names...); err != nil || n != 0 {
+		t.Errorf("receiver off: %d alert series (%v), want none", n, err)
+	}
 }

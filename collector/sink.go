@@ -10,7 +10,7 @@ import (
 
 // familySink builds the exposition's metric families for one scrape. Label
 // pairs are sorted by name, shared and never modified; begin announces how
-// many series follow, so that they can be allocated together.
+// many gauges and counters follow, so that they can be allocated together.
 type familySink struct {
 	byFamily map[*family]*dto.MetricFamily
 	metrics  []dto.Metric
@@ -19,11 +19,11 @@ type familySink struct {
 	values   []float64
 }
 
-func (s *familySink) begin(n int) {
-	s.metrics = make([]dto.Metric, 0, n)
-	s.gauges = make([]dto.Gauge, 0, n)
-	s.counters = nil
-	s.values = make([]float64, 0, n)
+func (s *familySink) begin(gauges, counters int) {
+	s.metrics = make([]dto.Metric, 0, gauges+counters)
+	s.gauges = make([]dto.Gauge, 0, gauges)
+	s.counters = make([]dto.Counter, 0, counters)
+	s.values = make([]float64, 0, gauges+counters)
 }
 
 func (s *familySink) add(f *family, v float64, labels []*dto.LabelPair) {
@@ -33,15 +33,15 @@ func (s *familySink) add(f *family, v float64, labels []*dto.LabelPair) {
 		s.byFamily[f] = mf
 	}
 	s.values = append(s.values, v)
-	m := dto.Metric{Label: labels}
+	value := &s.values[len(s.values)-1]
+	// dto.Metric holds a lock and must not be copied: built in place.
 	if f.typ == dto.MetricType_COUNTER {
-		s.counters = append(s.counters, dto.Counter{Value: &s.values[len(s.values)-1]})
-		m.Counter = &s.counters[len(s.counters)-1]
+		s.counters = append(s.counters, dto.Counter{Value: value})
+		s.metrics = append(s.metrics, dto.Metric{Label: labels, Counter: &s.counters[len(s.counters)-1]})
 	} else {
-		s.gauges = append(s.gauges, dto.Gauge{Value: &s.values[len(s.values)-1]})
-		m.Gauge = &s.gauges[len(s.gauges)-1]
+		s.gauges = append(s.gauges, dto.Gauge{Value: value})
+		s.metrics = append(s.metrics, dto.Metric{Label: labels, Gauge: &s.gauges[len(s.gauges)-1]})
 	}
-	s.metrics = append(s.metrics, m)
 	mf.Metric = append(mf.Metric, &s.metrics[len(s.metrics)-1])
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -15,7 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	commoncfg "github.com/prometheus/common/config"
 	"go.uber.org/goleak"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
 func TestMain(m *testing.M) {
@@ -33,22 +39,51 @@ func newServer(t *testing.T, h http.HandlerFunc) *httptest.Server {
 	return srv
 }
 
+func mustURL(t *testing.T, raw string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// newClient builds a client the way the exporter does: an HTTP client from
+// prometheus/common carrying the User-Agent, the config's timeout and body
+// cap, and metrics on a registry of the test's own (o.Metrics).
 func newClient(t *testing.T, srv *httptest.Server, modify ...func(*Options)) *Client {
 	t.Helper()
+	httpClient, err := commoncfg.NewClientFromConfig(commoncfg.HTTPClientConfig{}, "test", commoncfg.WithUserAgent("breach_exporter/test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(httpClient.CloseIdleConnections)
 	o := Options{
-		BaseURL:    srv.URL + "/api/v1",
-		HTTPClient: srv.Client(),
-		Token:      func() string { return testToken },
-		UserAgent:  "breach_exporter/test",
+		BaseURL:      mustURL(t, srv.URL+"/api/v1"),
+		HTTPClient:   httpClient,
+		Token:        func() string { return testToken },
+		Timeout:      10 * time.Second,
+		MaxBodyBytes: 4 << 20,
+		Metrics:      newMetrics(t),
 	}
 	for _, m := range modify {
 		m(&o)
 	}
-	c, err := New(o)
+	return New(o)
+}
+
+func newMetrics(t *testing.T) *Metrics {
+	t.Helper()
+	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
-		t.Fatalf("New: %v", err)
+		t.Fatal(err)
 	}
-	return c
+	return m
+}
+
+// requests returns breach_api_requests_total for one endpoint and code.
+func requests(m *Metrics, endpoint, code string) float64 {
+	return testutil.ToFloat64(m.requests.WithLabelValues(endpoint, code))
 }
 
 // respond returns a handler that answers every request the same way.
@@ -117,7 +152,6 @@ func TestBreachesStatuses(t *testing.T) {
 		wantKind    Kind // ignored when wantOK
 		wantOK      bool
 		wantRetryAt time.Time
-		wantUnauth  int // OnUnauthorized calls
 	}{
 		{name: "200", status: 200, body: goodBreaches, wantOK: true},
 		{name: "200 empty sources", status: 200, body: `{"email":"alice@example.com","sources":[]}`, wantOK: true},
@@ -131,7 +165,7 @@ func TestBreachesStatuses(t *testing.T) {
 		{name: "200 wrong type", status: 200, body: `{"sources":[{"source":"archive","breach_count":"3"}]}`, wantKind: KindBadBody},
 		{name: "200 nameless source", status: 200, body: `{"sources":[{"breach_count":3}]}`, wantKind: KindBadBody},
 		{name: "400", status: 400, body: errBody, wantKind: KindBadRequest},
-		{name: "401", status: 401, body: `{"error":"unauthorized"}`, wantKind: KindUnauthorized, wantUnauth: 1},
+		{name: "401", status: 401, body: `{"error":"unauthorized"}`, wantKind: KindUnauthorized},
 		{name: "403", status: 403, body: errBody, wantKind: KindUnverified},
 		{name: "404", status: 404, body: errBody, wantKind: KindNotMonitored},
 		{name: "429 with reset", status: 429, header: map[string]string{"X-RateLimit-Reset": strconv.Itoa(reset)},
@@ -148,12 +182,30 @@ func TestBreachesStatuses(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServer(t, respond(tc.status, tc.header, tc.body))
-			var unauth atomic.Int32
-			c := newClient(t, srv, func(o *Options) { o.OnUnauthorized = func() { unauth.Add(1) } })
+			m := newMetrics(t)
+			c := newClient(t, srv, func(o *Options) { o.Metrics = m })
 
 			b, _, err := c.Breaches(t.Context(), "alice@example.com")
-			if got := int(unauth.Load()); got != tc.wantUnauth {
-				t.Errorf("OnUnauthorized called %d times, want %d", got, tc.wantUnauth)
+			if got := requests(m, EndpointBreaches, strconv.Itoa(tc.status)); got != 1 {
+				t.Errorf("breach_api_requests_total{code=%q} = %v, want 1", strconv.Itoa(tc.status), got)
+			}
+			// Every failure is counted by kind, once; 403 and 404 are
+			// answers about the address, not failures.
+			var failures float64
+			for _, k := range failureKinds {
+				failures += testutil.ToFloat64(m.failures.WithLabelValues(EndpointBreaches, k.String()))
+			}
+			wantFailures := 1.0
+			if tc.wantOK || tc.wantKind == KindUnverified || tc.wantKind == KindNotMonitored {
+				wantFailures = 0
+			}
+			if failures != wantFailures {
+				t.Errorf("breach_api_request_failures_total = %v, want %v", failures, wantFailures)
+			}
+			if wantFailures == 1 {
+				if got := testutil.ToFloat64(m.failures.WithLabelValues(EndpointBreaches, tc.wantKind.String())); got != 1 {
+					t.Errorf("failures of kind %s = %v, want 1", tc.wantKind, got)
+				}
 			}
 			if tc.wantOK {
 				if err != nil {
@@ -186,7 +238,7 @@ func TestBreachesDecodesEveryField(t *testing.T) {
 	}
 	want := Breaches{
 		Email: "alice@example.com",
-		Sources: []SourceState{{
+		Sources: []breach.SourceState{{
 			Source:               "archive",
 			BreachCount:          3,
 			SourceDBs:            []string{"linkedin-2012", "adobe-2013"},
@@ -302,23 +354,23 @@ func TestRateLimitHeadersOnEveryResponse(t *testing.T) {
 	headerCases := []struct {
 		name   string
 		header map[string]string
-		want   RateLimit
+		want   breach.RateLimit
 	}{
 		{name: "present",
 			header: map[string]string{"X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "7", "X-RateLimit-Reset": strconv.Itoa(reset)},
-			want:   RateLimit{Limit: 60, HasLimit: true, Remaining: 7, HasRemaining: true, Reset: time.Unix(reset, 0)}},
+			want:   breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 7, HasRemaining: true, Reset: time.Unix(reset, 0)}},
 		{name: "remaining zero",
 			header: map[string]string{"X-RateLimit-Limit": "60", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": strconv.Itoa(reset)},
-			want:   RateLimit{Limit: 60, HasLimit: true, Remaining: 0, HasRemaining: true, Reset: time.Unix(reset, 0)}},
-		{name: "absent", header: nil, want: RateLimit{}},
+			want:   breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 0, HasRemaining: true, Reset: time.Unix(reset, 0)}},
+		{name: "absent", header: nil, want: breach.RateLimit{}},
 		{name: "only reset", header: map[string]string{"X-RateLimit-Reset": strconv.Itoa(reset)},
-			want: RateLimit{Reset: time.Unix(reset, 0)}},
+			want: breach.RateLimit{Reset: time.Unix(reset, 0)}},
 		{name: "garbage",
 			header: map[string]string{"X-RateLimit-Limit": "lots", "X-RateLimit-Remaining": "-1", "X-RateLimit-Reset": "1.7e9"},
-			want:   RateLimit{}},
+			want:   breach.RateLimit{}},
 		{name: "empty values",
 			header: map[string]string{"X-RateLimit-Limit": "", "X-RateLimit-Remaining": " ", "X-RateLimit-Reset": ""},
-			want:   RateLimit{}},
+			want:   breach.RateLimit{}},
 	}
 	statuses := []struct {
 		status int
@@ -440,10 +492,10 @@ func TestTimeout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := hangingServer(t, tc.sendHeaders)
-			var codes []string
+			m := newMetrics(t)
 			c := newClient(t, srv, func(o *Options) {
 				o.Timeout = 50 * time.Millisecond
-				o.Observe = func(_, code string, _ time.Duration) { codes = append(codes, code) }
+				o.Metrics = m
 			})
 			// The outer deadline only stops a broken client from hanging
 			// the suite; the elapsed check below proves Timeout fired.
@@ -459,8 +511,8 @@ func TestTimeout(t *testing.T) {
 			if elapsed > 2*time.Second {
 				t.Errorf("call took %s: the per-request timeout did not fire", elapsed)
 			}
-			if !reflect.DeepEqual(codes, []string{tc.wantCode}) {
-				t.Errorf("observed codes %v, want [%s]", codes, tc.wantCode)
+			if got := requests(m, EndpointBreaches, tc.wantCode); got != 1 {
+				t.Errorf("breach_api_requests_total{code=%q} = %v, want 1", tc.wantCode, got)
 			}
 		})
 	}
@@ -487,16 +539,15 @@ func TestConnectionRefused(t *testing.T) {
 	if err := ln.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var observed []string
-	c, err := New(Options{
-		BaseURL:    "http://" + addr + "/api/v1",
-		HTTPClient: &http.Client{Transport: &http.Transport{}},
-		Token:      func() string { return testToken },
-		Observe:    func(endpoint, code string, _ time.Duration) { observed = append(observed, endpoint+" "+code) },
+	m := newMetrics(t)
+	c := New(Options{
+		BaseURL:      mustURL(t, "http://"+addr+"/api/v1"),
+		HTTPClient:   &http.Client{Transport: &http.Transport{}},
+		Token:        func() string { return testToken },
+		Timeout:      10 * time.Second,
+		MaxBodyBytes: 4 << 20,
+		Metrics:      m,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	_, rl, err := c.Breaches(t.Context(), "alice@example.com")
 	e := assertKind(t, err, KindTransport)
 	if e.StatusCode != 0 {
@@ -505,11 +556,11 @@ func TestConnectionRefused(t *testing.T) {
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("error does not wrap ECONNREFUSED: %v", err)
 	}
-	if rl != (RateLimit{}) {
+	if rl != (breach.RateLimit{}) {
 		t.Errorf("rate limit without a response: %+v", rl)
 	}
-	if !reflect.DeepEqual(observed, []string{"breaches error"}) {
-		t.Errorf("observed %v, want [breaches error]", observed)
+	if requests(m, EndpointBreaches, "error") != 1 || testutil.ToFloat64(m.failures.WithLabelValues(EndpointBreaches, "transport")) != 1 {
+		t.Errorf("a refused connection must count once as code \"error\" and kind transport")
 	}
 }
 
@@ -533,7 +584,7 @@ func TestRequestHeadersAndQuery(t *testing.T) {
 				}
 				respond(200, nil, `{"email":"a+b@example.com","sources":[]}`)(w, r)
 			})
-			c := newClient(t, srv, func(o *Options) { o.BaseURL = srv.URL + base })
+			c := newClient(t, srv, func(o *Options) { o.BaseURL = mustURL(t, srv.URL+base) })
 			if _, _, err := c.Breaches(t.Context(), "a+b@example.com"); err != nil {
 				t.Fatal(err)
 			}
@@ -551,31 +602,57 @@ func TestRequestHeadersAndQuery(t *testing.T) {
 	}
 }
 
-func TestObserve(t *testing.T) {
-	type call struct{ endpoint, code string }
+// Every request is counted by endpoint and status, and timed, in the one
+// set of metrics every client shares.
+func TestMetrics(t *testing.T) {
 	cases := []struct {
 		status int
 		want   string
 	}{{200, "200"}, {404, "404"}, {429, "429"}, {500, "500"}, {418, "418"}}
 	for _, tc := range cases {
 		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
-			srv := newServer(t, respond(tc.status, nil, `{"id":"u","plan":"free","sources":[]}`))
-			var calls []call
-			c := newClient(t, srv, func(o *Options) {
-				o.Observe = func(endpoint, code string, d time.Duration) {
-					if d <= 0 {
-						t.Errorf("non-positive duration %s", d)
-					}
-					calls = append(calls, call{endpoint, code})
+			srv := newServer(t, respond(tc.status, nil, `{"id":"u","email":"o@example.com","plan":"free","sources":[]}`))
+			m := newMetrics(t)
+			// Two clients, as across a reload: both count into m.
+			for range 2 {
+				c := newClient(t, srv, func(o *Options) { o.Metrics = m })
+				_, _, _ = c.Me(t.Context())
+				_, _, _ = c.Breaches(t.Context(), "alice@example.com")
+			}
+			for _, ep := range []string{EndpointMe, EndpointBreaches} {
+				if got := requests(m, ep, tc.want); got != 2 {
+					t.Errorf("breach_api_requests_total{endpoint=%q,code=%q} = %v, want 2", ep, tc.want, got)
 				}
-			})
-			_, _, _ = c.Me(t.Context())
-			_, _, _ = c.Breaches(t.Context(), "alice@example.com")
-			want := []call{{EndpointMe, tc.want}, {EndpointBreaches, tc.want}}
-			if !reflect.DeepEqual(calls, want) {
-				t.Fatalf("observed %v, want %v", calls, want)
+			}
+			if n := testutil.CollectAndCount(m.duration); n != 2 {
+				t.Errorf("%d duration series, want one per endpoint", n)
 			}
 		})
+	}
+}
+
+// The series the alert rules read exist at 0 before any request, so that
+// increase() sees the first 401 or 429.
+func TestMetricsStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := NewMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+# HELP breach_api_requests_total Requests sent to the breach API, by endpoint and HTTP status code ("error" when no response arrived).
+# TYPE breach_api_requests_total counter
+breach_api_requests_total{code="200",endpoint="breaches"} 0
+breach_api_requests_total{code="200",endpoint="me"} 0
+breach_api_requests_total{code="401",endpoint="breaches"} 0
+breach_api_requests_total{code="401",endpoint="me"} 0
+breach_api_requests_total{code="429",endpoint="breaches"} 0
+breach_api_requests_total{code="429",endpoint="me"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "breach_api_requests_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(reg, "breach_api_request_failures_total"); n != 2*len(failureKinds) {
+		t.Errorf("%d failure series at start, want %d", n, 2*len(failureKinds))
 	}
 }
 
@@ -589,13 +666,12 @@ func TestUnauthorizedThenRotatedToken(t *testing.T) {
 		respond(200, nil, `{"id":"u","email":"o@example.com","plan":"business"}`)(w, r)
 	})
 	var (
-		mu     sync.Mutex
-		token  = oldToken
-		reread int
+		mu    sync.Mutex
+		token = oldToken
+		asked int
 	)
 	c := newClient(t, srv, func(o *Options) {
-		o.Token = func() string { mu.Lock(); defer mu.Unlock(); return token }
-		o.OnUnauthorized = func() { mu.Lock(); defer mu.Unlock(); reread++; token = newToken }
+		o.Token = func() string { mu.Lock(); defer mu.Unlock(); asked++; return token }
 	})
 
 	_, _, err := c.Me(t.Context())
@@ -603,6 +679,11 @@ func TestUnauthorizedThenRotatedToken(t *testing.T) {
 	if strings.Contains(err.Error(), oldToken) {
 		t.Errorf("error leaks the token: %v", err)
 	}
+	// The scheduler has the file re-read after a 401; the client asks for
+	// the token on every request, so the next one carries the new token.
+	mu.Lock()
+	token = newToken
+	mu.Unlock()
 	me, _, err := c.Me(t.Context())
 	if err != nil {
 		t.Fatalf("call after rotation: %v", err)
@@ -610,8 +691,8 @@ func TestUnauthorizedThenRotatedToken(t *testing.T) {
 	if me.Plan != "business" {
 		t.Errorf("plan = %q", me.Plan)
 	}
-	if reread != 1 {
-		t.Errorf("OnUnauthorized called %d times, want 1", reread)
+	if asked != 2 {
+		t.Errorf("Token asked %d times for 2 requests, want 2", asked)
 	}
 }
 
@@ -661,47 +742,5 @@ func TestConnectionsAreReused(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("%d connections for 6 sequential requests, want 1", n)
-	}
-}
-
-func TestNewValidates(t *testing.T) {
-	token := func() string { return testToken }
-	cases := []struct {
-		name    string
-		opts    Options
-		wantErr string // empty: must succeed
-	}{
-		{name: "https", opts: Options{BaseURL: "https://h.example.com/api/v1", Token: token}},
-		{name: "http trailing slash", opts: Options{BaseURL: "http://127.0.0.1:8080/api/v1/", Token: token}},
-		{name: "empty", opts: Options{Token: token}, wantErr: "absolute http or https"},
-		{name: "relative", opts: Options{BaseURL: "/api/v1", Token: token}, wantErr: "absolute http or https"},
-		{name: "ftp", opts: Options{BaseURL: "ftp://h/api/v1", Token: token}, wantErr: "absolute http or https"},
-		{name: "no host", opts: Options{BaseURL: "https:///api/v1", Token: token}, wantErr: "no host"},
-		{name: "unparseable", opts: Options{BaseURL: "https://h/%zz", Token: token}, wantErr: "not a valid URL"},
-		{name: "credentials", opts: Options{BaseURL: "https://u:hunter2@h/api/v1", Token: token}, wantErr: "credentials"},
-		{name: "query", opts: Options{BaseURL: "https://h/api/v1?x=1", Token: token}, wantErr: "query"},
-		{name: "no token func", opts: Options{BaseURL: "https://h/api/v1"}, wantErr: "Token"},
-		{name: "negative timeout", opts: Options{BaseURL: "https://h/api/v1", Token: token, Timeout: -time.Second}, wantErr: "timeout"},
-		{name: "negative cap", opts: Options{BaseURL: "https://h/api/v1", Token: token, MaxBodyBytes: -1}, wantErr: "cap"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(tc.opts)
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				if c.timeout != defaultTimeout || c.maxBodyBytes != defaultMaxBodyBytes || c.httpClient == nil {
-					t.Errorf("defaults not applied: timeout %s, cap %d, client %v", c.timeout, c.maxBodyBytes, c.httpClient)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
-			}
-			if strings.Contains(err.Error(), "hunter2") {
-				t.Errorf("error leaks URL credentials: %v", err)
-			}
-		})
 	}
 }

@@ -34,7 +34,6 @@ const (
 	WebhookSecretEnv = "BREACH_EXPORTER_WEBHOOK_SECRET"
 )
 
-
 // Config is the whole configuration file.
 type Config struct {
 	API       APIConfig     `yaml:"api"`

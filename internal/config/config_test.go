@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+
 	"os"
 	"path/filepath"
 	"reflect"
@@ -45,12 +47,13 @@ func TestDefaults(t *testing.T) {
 				{"api.tls_config", c.API.TLSConfig, config.TLSConfig{}},
 				{"refresh.interval", c.Refresh.Interval, minutes(15)},
 				{"refresh.me_interval", c.Refresh.MeInterval, minutes(5)},
-				{"labels.address", c.Labels.Address, "email"},
+				{"labels.address", c.Labels.Address, breach.LabelEmail},
 				{"webhook.max_body_bytes", c.Webhook.MaxBodyBytes, int64(65536)},
 				{"webhook.dedup_window", c.Webhook.DedupWindow, model.Duration(24 * time.Hour)},
 				{"webhook.dedup_max_entries", c.Webhook.DedupMaxEntries, 100000},
 				{"webhook.max_event_age", c.Webhook.MaxEventAge, model.Duration(0)},
 				{"webhook.discover_addresses", c.Webhook.Discover(), true},
+				{"webhook.max_discovered_addresses", c.Webhook.DiscoveryLimit(), 1000},
 				{"addresses", len(c.Addresses), 0},
 			} {
 				if !reflect.DeepEqual(tc.got, tc.want) {
@@ -82,19 +85,19 @@ func TestLoadFullExample(t *testing.T) {
 		},
 		Labels: LabelsConfig{Address: "email"},
 		Webhook: WebhookConfig{
-			SecretFiles:       []string{"/run/secrets/breach_webhook_secret", "/run/secrets/breach_webhook_secret.next"},
-			MaxBodyBytes:      131072,
-			DedupWindow:       model.Duration(12 * time.Hour),
-			DedupMaxEntries:   5000,
-			MaxEventAge:       model.Duration(time.Hour),
-			DiscoverAddresses: &discover,
+			SecretFiles:            []string{"/run/secrets/breach_webhook_secret", "/run/secrets/breach_webhook_secret.next"},
+			MaxBodyBytes:           131072,
+			DedupWindow:            model.Duration(12 * time.Hour),
+			DedupMaxEntries:        5000,
+			MaxEventAge:            model.Duration(time.Hour),
+			DiscoverAddresses:      &discover,
+			MaxDiscoveredAddresses: 1000,
 		},
 	}
 	// The prometheus/common types are compared field by field: they hold
 	// unexported state that DeepEqual would trip on.
 	tls, proxy := c.API.TLSConfig, c.API.ProxyConfig
 	c.API.TLSConfig, c.API.ProxyConfig = config.TLSConfig{}, config.ProxyConfig{}
-	c.byKey = nil // the lookup index is checked by the address tests
 	if !reflect.DeepEqual(*c, want) {
 		t.Errorf("Load(full.yml) =\n%+v\nwant\n%+v", *c, want)
 	}
@@ -104,8 +107,8 @@ func TestLoadFullExample(t *testing.T) {
 	if proxy.ProxyURL.URL == nil || proxy.ProxyURL.String() != "http://proxy.example.com:3128" || proxy.NoProxy != "localhost,127.0.0.1" {
 		t.Errorf("proxy settings = %+v", proxy)
 	}
-	if c.Webhook.Discover() {
-		t.Error("Discover() = true, want false as configured")
+	if c.Webhook.Discover() || c.Webhook.DiscoveryLimit() != 0 {
+		t.Errorf("Discover() = %v, DiscoveryLimit() = %d; want false and 0 as configured", c.Webhook.Discover(), c.Webhook.DiscoveryLimit())
 	}
 }
 

@@ -73,7 +73,7 @@ func LoadSnapshot(path string, o LoadOptions) (*Snapshot, error) {
 	return &Snapshot{
 		Config:     cfg,
 		BaseURL:    baseURL,
-		Token:      &TokenSource{token: token, read: cfg.API.ReadToken},
+		Token:      NewTokenSource(token, cfg.API.ReadToken),
 		Secrets:    secrets,
 		HTTPClient: httpClient,
 	}, nil
@@ -102,6 +102,11 @@ type TokenSource struct {
 	mu    sync.RWMutex
 	token string
 	read  func() (string, error)
+}
+
+// NewTokenSource returns a source holding token that re-reads with read.
+func NewTokenSource(token string, read func() (string, error)) *TokenSource {
+	return &TokenSource{token: token, read: read}
 }
 
 // Get returns the current token.

@@ -2,9 +2,9 @@ package config
 
 import (
 	"errors"
-	"slices"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -136,7 +136,6 @@ func (c *Config) validateAddresses(fail func(string, ...any)) {
 		}
 	}
 }
-
 
 func (w *WebhookConfig) validate(fail func(string, ...any)) {
 	firstIndex := map[string]int{}

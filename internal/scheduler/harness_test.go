@@ -1,20 +1,49 @@
 package scheduler
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/common/model"
 
 	"github.com/breach-exporter/breach_exporter/internal/api"
-	"github.com/breach-exporter/breach_exporter/internal/state"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
+
+// Settings are what a test configures: the parts of a config snapshot the
+// scheduler follows.
+type Settings struct {
+	Addresses         []string
+	RequestsPerMinute int
+	Interval          time.Duration
+	MeInterval        time.Duration
+}
+
+// snapshot is the config snapshot of st; tokenReads counts the token
+// file's re-reads.
+func snapshot(st Settings, tokenReads *atomic.Int32) *config.Snapshot {
+	cfg := &config.Config{
+		API:     config.APIConfig{RequestsPerMinute: st.RequestsPerMinute},
+		Refresh: config.RefreshConfig{Interval: model.Duration(st.Interval), MeInterval: model.Duration(st.MeInterval)},
+		Labels:  config.LabelsConfig{Address: breach.LabelEmail},
+	}
+	for _, e := range st.Addresses {
+		cfg.Addresses = append(cfg.Addresses, config.Address{Email: e})
+	}
+	return &config.Snapshot{Config: cfg, Token: config.NewTokenSource("svc_ak_test", func() (string, error) {
+		tokenReads.Add(1)
+		return "svc_ak_test", nil
+	})}
+}
 
 // t0 is deliberately not on a minute boundary, so the server's fixed minutes
 // and the scheduler's start do not line up.
@@ -44,7 +73,7 @@ type fakeAPI struct {
 	plan  string
 	limit int
 	// script, when set, may fail a call or change its rate-limit headers.
-	script func(c call, rl *api.RateLimit) error
+	script func(c call, rl *breach.RateLimit) error
 	// during, when set, runs inside a call, on Run's goroutine.
 	during func(c call)
 
@@ -55,18 +84,18 @@ type fakeAPI struct {
 	served429  int
 }
 
-func (f *fakeAPI) handle(me bool, email string) (api.RateLimit, error) {
+func (f *fakeAPI) handle(me bool, email string) (breach.RateLimit, error) {
 	f.mu.Lock()
 	c := call{n: len(f.calls), at: f.clock.Now(), me: me, email: email}
 	f.calls = append(f.calls, c)
-	var rl api.RateLimit
+	var rl breach.RateLimit
 	var err error
 	if f.limit > 0 {
 		minute := c.at.Truncate(time.Minute)
 		if !minute.Equal(f.window) {
 			f.window, f.windowUsed = minute, 0
 		}
-		rl = api.RateLimit{Limit: f.limit, HasLimit: true, HasRemaining: true, Reset: minute.Add(time.Minute)}
+		rl = breach.RateLimit{Limit: f.limit, HasLimit: true, HasRemaining: true, Reset: minute.Add(time.Minute)}
 		if f.windowUsed >= f.limit {
 			f.served429++
 			err = &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: rl.Reset}
@@ -85,7 +114,7 @@ func (f *fakeAPI) handle(me bool, email string) (api.RateLimit, error) {
 	return rl, err
 }
 
-func (f *fakeAPI) Me(ctx context.Context) (api.Me, api.RateLimit, error) {
+func (f *fakeAPI) Me(ctx context.Context) (api.Me, breach.RateLimit, error) {
 	rl, err := f.handle(true, "")
 	if err != nil {
 		return api.Me{}, rl, err
@@ -93,12 +122,12 @@ func (f *fakeAPI) Me(ctx context.Context) (api.Me, api.RateLimit, error) {
 	return api.Me{ID: "u1", Email: "owner@example.com", Plan: f.plan}, rl, nil
 }
 
-func (f *fakeAPI) Breaches(ctx context.Context, email string) (api.Breaches, api.RateLimit, error) {
+func (f *fakeAPI) Breaches(ctx context.Context, email string) (api.Breaches, breach.RateLimit, error) {
 	rl, err := f.handle(false, email)
 	if err != nil {
 		return api.Breaches{}, rl, err
 	}
-	return api.Breaches{Email: email, Sources: []api.SourceState{{Source: "archive", BreachCount: 1}}}, rl, nil
+	return api.Breaches{Email: email, Sources: []breach.SourceState{{Source: "archive", BreachCount: 1}}}, rl, nil
 }
 
 func (f *fakeAPI) snapshot() []call {
@@ -129,14 +158,35 @@ func (f *fakeAPI) callsTo(email string) []call {
 // clock jumps straight from one wake-up to the next, so simulated hours take
 // milliseconds and no step can be skipped.
 type harness struct {
-	t     *testing.T
-	clock *clockwork.FakeClock
-	api   *fakeAPI
-	store *state.Store
-	s     *Scheduler
-	logs  *logBuffer
-	idle  chan time.Time
-	until time.Time
+	t          *testing.T
+	clock      *clockwork.FakeClock
+	api        *fakeAPI
+	reg        *registry.Registry
+	config     *config.Current
+	tokenReads atomic.Int32
+	s          *Scheduler
+	logs       *testkit.SyncBuffer
+	idle       chan time.Time
+	until      time.Time
+}
+
+// reportingClock is the fake clock, injected into the scheduler, that tells
+// the test each time Run starts a timer and until when: Run starts one only
+// to wait, after taking any pending registry change. The test must receive
+// every report, so the harness always parks after waking Run.
+type reportingClock struct {
+	*clockwork.FakeClock
+	idle chan<- time.Time
+	done <-chan struct{}
+}
+
+func (c reportingClock) NewTimer(d time.Duration) clockwork.Timer {
+	t := c.FakeClock.NewTimer(d)
+	select {
+	case c.idle <- c.Now().Add(d):
+	case <-c.done:
+	}
+	return t
 }
 
 // halfJitter makes the jitter visible and predictable: always half its limit.
@@ -149,20 +199,37 @@ func newHarness(t *testing.T, st Settings) *harness {
 		t:     t,
 		clock: clock,
 		api:   &fakeAPI{clock: clock, plan: "pro"},
-		store: state.NewStore(),
-		logs:  &logBuffer{},
+		reg:   registry.New(),
+		logs:  &testkit.SyncBuffer{},
 		idle:  make(chan time.Time),
 	}
+	h.config = config.NewCurrent(snapshot(st, &h.tokenReads))
+	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, true)
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
 	h.s = New(Options{
-		Client: h.api,
-		Store:  h.store,
-		Clock:  clock,
-		Logger: log.NewLogfmtLogger(h.logs),
-		Jitter: halfJitter,
-	}, st)
-	h.s.idle = h.idle
+		Registry: h.reg,
+		Config:   h.config,
+		Connect:  func(*config.Snapshot) Client { return h.api },
+		Clock:    reportingClock{FakeClock: clock, idle: h.idle, done: done},
+		Logger:   log.NewLogfmtLogger(h.logs),
+		Jitter:   halfJitter,
+	})
 	return h
 }
+
+// entry is one address as the collector would see it.
+func (h *harness) entry(email string) (registry.Entry, bool) {
+	for _, e := range h.reg.Snapshot().Entries {
+		if e.Address.Key() == breach.Key(email) {
+			return e, true
+		}
+	}
+	return registry.Entry{}, false
+}
+
+// cycle is the round length the scheduler last published.
+func (h *harness) cycle() time.Duration { return h.reg.Snapshot().Cycle }
 
 // start runs the scheduler until the test ends and waits for it to park.
 func (h *harness) start() *harness {
@@ -218,59 +285,35 @@ func (h *harness) advance(d time.Duration) { h.advanceTo(h.clock.Now().Add(d)) }
 // repeated Refresh does not wake Run. Run is parked, so the check is stable.
 func (h *harness) refresh(email string) bool {
 	h.t.Helper()
-	h.s.mu.Lock()
-	a, tracked := h.s.addresses[state.Key(email)]
-	queued := tracked && a.urgent == 0
-	h.s.mu.Unlock()
-	ok := h.s.Refresh(email)
+	e, tracked := h.entry(email)
+	queued := tracked && e.Schedule.Urgent == 0
+	ok := h.reg.Refresh(email)
 	if queued {
 		h.park()
 	}
 	return ok
 }
 
+// add sends an alert for email, which discovers it when it is not watched;
+// it reports whether it was discovered. Run re-plans unless the address was
+// already queued.
 func (h *harness) add(email string) bool {
 	h.t.Helper()
-	ok := h.s.Add(email)
-	if ok {
+	e, tracked := h.entry(email)
+	wakes := !tracked || e.Schedule.Urgent == 0
+	ok := h.reg.RecordAlert(email, registry.AlertDelta{Source: "index", Severity: "info"}, 1000) == registry.AlertDiscovered
+	if wakes {
 		h.park()
 	}
 	return ok
 }
 
+// update reloads as the exporter does: one swap and one registry sync.
 func (h *harness) update(st Settings) {
 	h.t.Helper()
-	h.s.Update(st)
+	h.config.Swap(snapshot(st, &h.tokenReads))
+	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, true)
 	h.park()
-}
-
-// logBuffer collects log lines; Run writes while the test reads.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// count returns how many lines contain all of the given parts.
-func (l *logBuffer) count(parts ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-lines:
-	for _, line := range strings.Split(l.b.String(), "\n") {
-		for _, p := range parts {
-			if !strings.Contains(line, p) {
-				continue lines
-			}
-		}
-		n++
-	}
-	return n
 }
 
 func emails(n int) []string {

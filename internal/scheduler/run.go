@@ -19,10 +19,9 @@ import (
 func (s *Scheduler) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		snap := s.config.Load()
-		st := settingsOf(snap)
-		s.updateCycle(st)
+		s.updateCycle(snap)
 		now := s.clock.Now()
-		j, at := s.next(now, st)
+		j, at := s.next(now, settingsOf(snap))
 		if at.After(now) {
 			if !s.wait(ctx, at) {
 				return

@@ -166,20 +166,22 @@ func meEvery(st settings) time.Duration {
 
 // cycleInputs are what the round length depends on.
 type cycleInputs struct {
-	settings  settings
+	snapshot  *config.Snapshot
 	addresses int
 }
 
-// updateCycle recomputes the round length when the settings or the number
-// of addresses changed, and warns, once per settings change, when the
-// addresses do not fit in the interval.
-func (s *Scheduler) updateCycle(st settings) {
-	in := cycleInputs{settings: st, addresses: s.registry.Len()}
+// updateCycle recomputes the round length when the config snapshot or the
+// number of addresses changed, and warns when the addresses do not fit in
+// the interval: once per snapshot (so every reload says it again), and
+// once more whenever they stop fitting.
+func (s *Scheduler) updateCycle(snap *config.Snapshot) {
+	in := cycleInputs{snapshot: snap, addresses: s.registry.Len()}
 	if in == s.cycleFor {
 		return
 	}
-	settingsChanged := in.settings != s.cycleFor.settings
+	reloaded := in.snapshot != s.cycleFor.snapshot
 	s.cycleFor = in
+	st := settingsOf(snap)
 
 	perMinute := float64(st.rpm) - float64(time.Minute)/float64(meEvery(st))
 	readAll := time.Duration(float64(in.addresses) / perMinute * float64(time.Minute))
@@ -187,7 +189,7 @@ func (s *Scheduler) updateCycle(st settings) {
 	s.registry.SetCycle(cycle)
 
 	over := readAll > st.interval
-	if over && (settingsChanged || !s.overBudget) {
+	if over && (reloaded || !s.overBudget) {
 		level.Warn(s.logger).Log("msg", "The request budget cannot read every address within refresh.interval; each address is re-read once per cycle instead",
 			"addresses", in.addresses, "requests_per_minute", st.rpm,
 			"interval", st.interval, "cycle", cycle.Round(time.Second))

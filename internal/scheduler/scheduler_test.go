@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,7 +12,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/breach-exporter/breach_exporter/internal/api"
-	"github.com/breach-exporter/breach_exporter/internal/state"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -69,7 +73,7 @@ func TestBudgetIsUsed(t *testing.T) {
 	}
 
 	// Every address is read once per cycle, round robin.
-	cycle := h.s.Cycle()
+	cycle := h.cycle()
 	if want := minutes(500 / 54.8); !near(cycle, want) { // /me every 5 minutes takes 0.2 of the 55
 		t.Fatalf("Cycle() = %s, want %s", cycle, want)
 	}
@@ -95,7 +99,7 @@ func TestAddressIsReadAtMostEveryInterval(t *testing.T) {
 	}).start()
 	h.advance(40 * time.Minute)
 
-	if got := h.s.Cycle(); got != 15*time.Minute {
+	if got := h.cycle(); got != 15*time.Minute {
 		t.Fatalf("Cycle() = %s, want the interval", got)
 	}
 	byAddress := map[string][]call{}
@@ -165,7 +169,7 @@ func TestRateLimitedPausesEverything(t *testing.T) {
 				Interval:          15 * time.Minute,
 				MeInterval:        5 * time.Minute,
 			})
-			h.api.script = func(c call, rl *api.RateLimit) error {
+			h.api.script = func(c call, rl *breach.RateLimit) error {
 				if c.n == 5 {
 					return &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: tc.retryAt(c.at)}
 				}
@@ -194,7 +198,7 @@ func TestRateLimitedPausesEverything(t *testing.T) {
 			if refreshed.email != "user019@example.com" {
 				t.Fatalf("second call after the 429 was %s, want the refreshed address", refreshed)
 			}
-			if a, _ := h.store.Get(limited.email); a.State != state.Verified {
+			if a, _ := h.entry(limited.email); a.State != breach.Verified {
 				t.Fatalf("retried address state %q, want verified", a.State)
 			}
 		})
@@ -227,7 +231,7 @@ func TestRemainingZeroIsHonoured(t *testing.T) {
 	if len(calls) < 5*10 {
 		t.Fatalf("%d calls in 5 minutes at 10 per window, want at least 50", len(calls))
 	}
-	snap := h.store.Snapshot()
+	snap := h.reg.Snapshot()
 	if !snap.HasRateLimit || snap.RateLimit.Limit != 10 {
 		t.Fatalf("store rate limit %+v, want the last headers", snap.RateLimit)
 	}
@@ -245,9 +249,9 @@ func TestRemainingZeroWithoutUsableReset(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, Settings{Addresses: emails(5), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
-			h.api.script = func(c call, rl *api.RateLimit) error {
+			h.api.script = func(c call, rl *breach.RateLimit) error {
 				if c.n == 2 {
-					*rl = api.RateLimit{HasRemaining: true, Reset: tc.reset(c.at)}
+					*rl = breach.RateLimit{HasRemaining: true, Reset: tc.reset(c.at)}
 				}
 				return nil
 			}
@@ -301,7 +305,7 @@ func TestRefreshJumpsTheQueueAndCoalesces(t *testing.T) {
 		t.Fatalf("reads of user004 %v, want a second one at %s", reads, asked)
 	}
 
-	if h.s.Refresh("stranger@example.com") {
+	if h.reg.Refresh("stranger@example.com") {
 		t.Fatal("Refresh of an unknown address returned true")
 	}
 }
@@ -310,7 +314,7 @@ func TestRefreshJumpsTheQueueAndCoalesces(t *testing.T) {
 // at most every other slot while other reads are due.
 func TestRefreshStormDoesNotStarveOthers(t *testing.T) {
 	h := newHarness(t, Settings{Addresses: emails(6), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
-	h.api.during = func(c call) { h.s.Refresh("user000@example.com") } // an alert with every request
+	h.api.during = func(c call) { h.reg.Refresh("user000@example.com") } // an alert with every request
 	h.start().advance(20 * time.Second)
 	for _, e := range emails(6) {
 		if len(h.api.callsTo(e)) == 0 {
@@ -328,7 +332,7 @@ func TestRefreshDuringTheRequestReadsAgain(t *testing.T) {
 	// predate the change, so the address is read once more.
 	h.api.during = func(c call) {
 		if c.email == "user001@example.com" && c.n == 2 {
-			h.s.Refresh(c.email)
+			h.reg.Refresh(c.email)
 		}
 	}
 	h.start().advance(time.Minute)
@@ -342,14 +346,14 @@ func TestFailingAddressBacksOffAlone(t *testing.T) {
 	const bad = "user001@example.com"
 	failing := false
 	h := newHarness(t, Settings{Addresses: emails(3), RequestsPerMinute: 60, Interval: 10 * time.Minute, MeInterval: time.Hour})
-	h.api.script = func(c call, rl *api.RateLimit) error {
+	h.api.script = func(c call, rl *breach.RateLimit) error {
 		if failing && c.email == bad {
 			return &api.Error{Kind: api.KindServer, StatusCode: 503}
 		}
 		return nil
 	}
 	h.start().advance(time.Minute) // one good read of everything
-	good, _ := h.store.Get(bad)
+	good, _ := h.entry(bad)
 	failing = true
 	h.advance(50 * time.Minute)
 
@@ -362,7 +366,9 @@ func TestFailingAddressBacksOffAlone(t *testing.T) {
 	if fmt.Sprint(gaps[:len(want)]) != fmt.Sprint(want) {
 		t.Fatalf("retry gaps %v, want %v (exponential from 30s, capped at the interval)", gaps, want)
 	}
-	if a, _ := h.store.Get(bad); a != good {
+	// The same answer, not an equal one: the cache was not written.
+	if a, _ := h.entry(bad); a.State != good.State || !a.LastRefresh.Equal(good.LastRefresh) ||
+		len(a.Sources) != 1 || &a.Sources[0] != &good.Sources[0] {
 		t.Fatalf("failing address's cached view changed to %+v, want the last good one kept", a)
 	}
 	for _, e := range []string{"user000@example.com", "user002@example.com"} {
@@ -370,7 +376,7 @@ func TestFailingAddressBacksOffAlone(t *testing.T) {
 			t.Fatalf("%s read %d times in 51 minutes, want 6 (every 10 minutes)", e, n)
 		}
 	}
-	if n := h.logs.count("level=warn", "address="+bad); n != 1 {
+	if n := h.logs.Count("level=warn", "address="+bad); n != 1 {
 		t.Fatalf("%d warnings about the failing address, want 1 (when it starts failing)", n)
 	}
 
@@ -389,7 +395,7 @@ func TestFailingAddressBacksOffAlone(t *testing.T) {
 func TestAnswersSetTheState(t *testing.T) {
 	h := newHarness(t, Settings{Addresses: []string{"ok@example.com", "unverified@example.com", "unknown@example.com"},
 		RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
-	h.api.script = func(c call, rl *api.RateLimit) error {
+	h.api.script = func(c call, rl *breach.RateLimit) error {
 		switch c.email {
 		case "unverified@example.com":
 			return &api.Error{Kind: api.KindUnverified, StatusCode: 403}
@@ -400,20 +406,20 @@ func TestAnswersSetTheState(t *testing.T) {
 	}
 	h.start().advance(time.Minute)
 	for email, want := range map[string]string{
-		"ok@example.com":         state.Verified,
-		"unverified@example.com": state.Unverified,
-		"unknown@example.com":    state.NotMonitored,
+		"ok@example.com":         breach.Verified,
+		"unverified@example.com": breach.Unverified,
+		"unknown@example.com":    breach.NotMonitored,
 	} {
-		a, _ := h.store.Get(email)
+		a, _ := h.entry(email)
 		read := h.api.callsTo(email)[0].at
 		if a.State != want || !a.LastRefresh.Equal(read) {
 			t.Errorf("%s: state %q refreshed %s, want %q at %s", email, a.State, a.LastRefresh, want, read)
 		}
 	}
-	if a, _ := h.store.Get("ok@example.com"); len(a.Sources) != 1 {
+	if a, _ := h.entry("ok@example.com"); len(a.Sources) != 1 {
 		t.Errorf("verified address has %d sources, want the 1 the API sent", len(a.Sources))
 	}
-	if n := h.logs.count("level=warn"); n != 0 {
+	if n := h.logs.Count("level=warn"); n != 0 {
 		t.Errorf("%d warnings for answers that are not faults", n)
 	}
 }
@@ -421,14 +427,14 @@ func TestAnswersSetTheState(t *testing.T) {
 func TestMe(t *testing.T) {
 	meFails := false
 	h := newHarness(t, Settings{Addresses: emails(3), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: 5 * time.Minute})
-	h.api.script = func(c call, rl *api.RateLimit) error {
+	h.api.script = func(c call, rl *breach.RateLimit) error {
 		if c.me && meFails {
 			return &api.Error{Kind: api.KindTransport}
 		}
 		return nil
 	}
 	h.start().advance(time.Second)
-	if acc := h.store.Snapshot().Account; acc != (state.Account{Plan: "pro", Up: true}) {
+	if acc := h.reg.Snapshot().Account; acc != (registry.Account{Plan: "pro", Up: true}) {
 		t.Fatalf("account after the first /me: %+v", acc)
 	}
 	h.advance(11 * time.Minute)
@@ -439,7 +445,7 @@ func TestMe(t *testing.T) {
 
 	meFails = true
 	h.advance(5 * time.Minute)
-	if acc := h.store.Snapshot().Account; acc != (state.Account{Plan: "pro", Up: false}) {
+	if acc := h.reg.Snapshot().Account; acc != (registry.Account{Plan: "pro", Up: false}) {
 		t.Fatalf("account after a failed /me: %+v, want down with the plan kept", acc)
 	}
 	if n := len(h.api.callsTo("user000@example.com")); n < 16 {
@@ -450,7 +456,7 @@ func TestMe(t *testing.T) {
 func TestUnauthorizedBacksOffGlobally(t *testing.T) {
 	rejected := 0
 	h := newHarness(t, Settings{Addresses: emails(5), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
-	h.api.script = func(c call, rl *api.RateLimit) error {
+	h.api.script = func(c call, rl *breach.RateLimit) error {
 		if c.n >= 2 && rejected < 4 || c.n == 9 {
 			rejected++
 			return &api.Error{Kind: api.KindUnauthorized, StatusCode: 401}
@@ -474,6 +480,67 @@ func TestUnauthorizedBacksOffGlobally(t *testing.T) {
 	}
 	if gap := calls[10].at.Sub(calls[9].at); gap != 10*time.Second {
 		t.Fatalf("a later 401 paused for %s, want the backoff to restart at 10s", gap)
+	}
+	// Every 401 has the token file re-read, so a rotated token is used on
+	// the retry.
+	if n := int(h.tokenReads.Load()); n != rejected {
+		t.Fatalf("token file re-read %d times for %d 401s", n, rejected)
+	}
+	if n := h.logs.Count("level=warn", "same token"); n != rejected {
+		t.Fatalf("%d warnings that the file holds the rejected token, want %d", n, rejected)
+	}
+}
+
+func TestDiscoveredAddressDroppedOn404(t *testing.T) {
+	h := newHarness(t, Settings{Addresses: []string{"kept@example.com"}, RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
+	h.api.script = func(c call, rl *breach.RateLimit) error {
+		if !c.me {
+			return &api.Error{Kind: api.KindNotMonitored, StatusCode: 404}
+		}
+		return nil
+	}
+	h.start().advance(5 * time.Second)
+	if !h.add("madeup@example.com") {
+		t.Fatal("the alert did not discover its address")
+	}
+	h.advance(2 * time.Hour)
+	if n := len(h.api.callsTo("madeup@example.com")); n != 1 {
+		t.Fatalf("a discovered address answered 404 was read %d times, want once", n)
+	}
+	if _, ok := h.entry("madeup@example.com"); ok {
+		t.Fatal("a discovered address answered 404 is still watched")
+	}
+	// A configured address the account does not monitor stays, and shows.
+	if e, ok := h.entry("kept@example.com"); !ok || e.State != breach.NotMonitored {
+		t.Fatalf("configured address after a 404: %+v, %v", e, ok)
+	}
+}
+
+// closingAPI counts CloseIdleConnections, as the real client's would close
+// its keep-alive connections.
+type closingAPI struct {
+	*fakeAPI
+	closed *atomic.Int32
+}
+
+func (c closingAPI) CloseIdleConnections() { c.closed.Add(1) }
+
+func TestReloadReplacesTheClient(t *testing.T) {
+	st := Settings{Addresses: emails(2), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}
+	h := newHarness(t, st)
+	var built, closed atomic.Int32
+	h.s.connect = func(*config.Snapshot) Client {
+		built.Add(1)
+		return closingAPI{h.api, &closed}
+	}
+	h.start().advance(10 * time.Second)
+	if built.Load() != 1 {
+		t.Fatalf("%d clients for one snapshot, want 1", built.Load())
+	}
+	h.update(st)
+	h.advance(time.Hour)
+	if built.Load() != 2 || closed.Load() != 1 {
+		t.Fatalf("after a reload: %d clients built, %d closed; want 2 and 1", built.Load(), closed.Load())
 	}
 }
 
@@ -507,8 +574,8 @@ func TestUpdate(t *testing.T) {
 		t.Fatal("discovered address was not kept polling across the reload")
 	}
 	for email, want := range map[string]bool{"a@example.com": false, "b@example.com": true, "d@example.com": true, "found@example.com": true} {
-		if _, ok := h.store.Get(email); ok != want {
-			t.Errorf("store has %s: %v, want %v", email, ok, want)
+		if _, ok := h.entry(email); ok != want {
+			t.Errorf("registry has %s: %v, want %v", email, ok, want)
 		}
 	}
 	if h.add("D@example.com") || h.add("found@example.com") {
@@ -522,59 +589,62 @@ func TestAddReadsFirst(t *testing.T) {
 	if !h.add("New@Example.com") {
 		t.Fatal("Add returned false")
 	}
-	if a, ok := h.store.Get("new@example.com"); !ok || a.State != state.Pending {
-		t.Fatalf("store after Add: %+v, %v; want pending", a, ok)
+	if a, ok := h.entry("new@example.com"); !ok || a.State != breach.Pending {
+		t.Fatalf("registry after the discovery: %+v, %v; want pending", a, ok)
 	}
 	h.advance(time.Second)
 	calls := h.api.snapshot()
 	if last := calls[len(calls)-1]; last.email != "New@Example.com" {
 		t.Fatalf("call after Add was %s, want the added address", last)
 	}
-	if h.s.Add("  ") {
-		t.Fatal("Add of an empty address returned true")
-	}
 }
 
 func TestCycle(t *testing.T) {
-	logs := &logBuffer{}
-	store := state.NewStore()
-	s := New(Options{Store: store, Logger: log.NewLogfmtLogger(logs)}, Settings{
-		Addresses: emails(100), RequestsPerMinute: 55, Interval: 15 * time.Minute, MeInterval: 5 * time.Minute,
-	})
+	logs := &testkit.SyncBuffer{}
+	reg := registry.New()
+	var tokenReads atomic.Int32
+	cur := config.NewCurrent(nil)
+	s := New(Options{Registry: reg, Config: cur, Logger: log.NewLogfmtLogger(logs)})
+	// update reloads as the exporter does; the scheduler takes the new
+	// figures when it next plans.
+	update := func(st Settings) {
+		cur.Swap(snapshot(st, &tokenReads))
+		reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, true)
+		s.updateCycle(cur.Load())
+	}
 	check := func(want time.Duration, warnings int) {
 		t.Helper()
-		if got := s.Cycle(); !near(got, want) {
-			t.Fatalf("Cycle() = %s, want %s", got, want)
+		if got := reg.Snapshot().Cycle; !near(got, want) {
+			t.Fatalf("cycle = %s, want %s", got, want)
 		}
-		if got := store.Snapshot().Cycle; got != s.Cycle() {
-			t.Fatalf("store cycle %s, want %s", got, want)
-		}
-		if n := logs.count("level=warn", "cannot read every address"); n != warnings {
+		if n := logs.Count("level=warn", "cannot read every address"); n != warnings {
 			t.Fatalf("%d over-budget warnings, want %d", n, warnings)
 		}
 	}
+	update(Settings{Addresses: emails(100), RequestsPerMinute: 55, Interval: 15 * time.Minute, MeInterval: 5 * time.Minute})
 	check(15*time.Minute, 0)
 
 	over := Settings{Addresses: emails(1000), RequestsPerMinute: 55, Interval: 15 * time.Minute, MeInterval: 5 * time.Minute}
-	s.Update(over)
+	update(over)
 	check(minutes(1000/54.8), 1) // 18m15s: /me takes 0.2 of the 55
-	if logs.count("cycle=18m15s") != 1 {
+	if logs.Count("cycle=18m15s") != 1 {
 		t.Fatal("the warning does not give the real cycle length")
 	}
-	s.Update(over) // a reload warns again, once
+	update(over) // a reload warns again, once
 	check(minutes(1000/54.8), 2)
 
 	// 493 addresses fit in 9 minutes at 54.8 a minute; 494 do not.
-	s.Update(Settings{Addresses: emails(490), RequestsPerMinute: 55, Interval: 9 * time.Minute, MeInterval: 5 * time.Minute})
+	update(Settings{Addresses: emails(490), RequestsPerMinute: 55, Interval: 9 * time.Minute, MeInterval: 5 * time.Minute})
 	check(9*time.Minute, 2)
 	for i := range 10 {
-		s.Add(fmt.Sprintf("found%d@example.com", i))
+		reg.RecordAlert(fmt.Sprintf("found%d@example.com", i), registry.AlertDelta{}, 1000)
 	}
+	s.updateCycle(cur.Load())
 	check(minutes(500/54.8), 3)
 
 	// A tiny me_interval takes at most every other request.
 	// With the 10 discovered addresses kept, 60 addresses at 30 a minute.
-	s.Update(Settings{Addresses: emails(50), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Second})
+	update(Settings{Addresses: emails(50), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Second})
 	check(2*time.Minute, 4)
 }
 
@@ -597,21 +667,30 @@ func near(a, b time.Duration) bool { return (a - b).Abs() < time.Millisecond }
 // stuckAPI answers only when the request is cancelled.
 type stuckAPI struct{ entered chan struct{} }
 
-func (c stuckAPI) Me(ctx context.Context) (api.Me, api.RateLimit, error) {
+func (c stuckAPI) Me(ctx context.Context) (api.Me, breach.RateLimit, error) {
 	close(c.entered)
 	<-ctx.Done()
-	return api.Me{}, api.RateLimit{}, &api.Error{Kind: api.KindTransport, Err: ctx.Err()}
+	return api.Me{}, breach.RateLimit{}, &api.Error{Kind: api.KindTransport, Err: ctx.Err()}
 }
 
-func (c stuckAPI) Breaches(context.Context, string) (api.Breaches, api.RateLimit, error) {
+func (c stuckAPI) Breaches(context.Context, string) (api.Breaches, breach.RateLimit, error) {
 	panic("not reached: /me goes first")
 }
 
 func TestShutdownDuringARequest(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &testkit.SyncBuffer{}
 	client := stuckAPI{entered: make(chan struct{})}
-	s := New(Options{Client: client, Store: state.NewStore(), Clock: clockwork.NewFakeClockAt(t0), Logger: log.NewLogfmtLogger(logs)},
-		Settings{Addresses: emails(1), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Minute})
+	var tokenReads atomic.Int32
+	reg := registry.New()
+	cur := config.NewCurrent(snapshot(Settings{Addresses: emails(1), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Minute}, &tokenReads))
+	reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, true)
+	s := New(Options{
+		Registry: reg,
+		Config:   cur,
+		Connect:  func(*config.Snapshot) Client { return client },
+		Clock:    clockwork.NewFakeClockAt(t0),
+		Logger:   log.NewLogfmtLogger(logs),
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -621,7 +700,7 @@ func TestShutdownDuringARequest(t *testing.T) {
 	<-client.entered
 	cancel()
 	<-done
-	if n := logs.count("level=warn"); n != 0 {
+	if n := logs.Count("level=warn"); n != 0 {
 		t.Fatalf("%d warnings at shutdown, want the cancelled request ignored", n)
 	}
 }

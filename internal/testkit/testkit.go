@@ -111,3 +111,18 @@ func (b *SyncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// Count returns how many lines contain all of the given parts.
+func (b *SyncBuffer) Count(parts ...string) int {
+	n := 0
+lines:
+	for _, line := range strings.Split(b.String(), "\n") {
+		for _, p := range parts {
+			if !strings.Contains(line, p) {
+				continue lines
+			}
+		}
+		n++
+	}
+	return n
+}

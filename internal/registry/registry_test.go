@@ -1,0 +1,192 @@
+package registry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+)
+
+var at = time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
+
+func addrs(emails ...string) []breach.Address {
+	out := make([]breach.Address, len(emails))
+	for i, e := range emails {
+		out[i] = breach.Address{Email: e}
+	}
+	return out
+}
+
+// entry finds one address in a snapshot, as the collector sees it.
+func entry(t *testing.T, r *Registry, email string) (Entry, bool) {
+	t.Helper()
+	for _, e := range r.Snapshot().Entries {
+		if e.Address.Key() == breach.Key(email) {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+func TestSyncKeepsDataAndDropsRemoved(t *testing.T) {
+	r := New()
+	r.Sync(addrs("Alice@example.com", "bob@example.com"), breach.LabelEmail, true)
+	r.Answered(breach.Key("alice@EXAMPLE.com"), breach.Verified, []breach.SourceState{{Source: "archive"}}, at)
+
+	r.Sync(addrs("Alice@example.com", "carol@example.com"), breach.LabelEmail, true) // bob removed, carol added
+	if n := r.Len(); n != 2 {
+		t.Fatalf("got %d addresses, want 2", n)
+	}
+	alice, okA := entry(t, r, "alice@example.com")
+	carol, okC := entry(t, r, "carol@example.com")
+	if !okA || !okC {
+		t.Fatal("alice or carol is not watched")
+	}
+	if alice.State != breach.Verified || len(alice.Sources) != 1 || !alice.LastRefresh.Equal(at) || alice.Address.Email != "Alice@example.com" {
+		t.Errorf("alice lost her data across Sync: %+v", alice)
+	}
+	if carol.State != breach.Pending || !carol.LastRefresh.IsZero() {
+		t.Errorf("a new address must start pending: %+v", carol)
+	}
+	if _, ok := entry(t, r, "bob@example.com"); ok {
+		t.Error("bob is still watched after being removed")
+	}
+}
+
+func TestWritesForUnwatchedAddressesAreIgnored(t *testing.T) {
+	r := New()
+	r.Answered("ghost@example.com", breach.Verified, nil, at)
+	r.Answered("ghost@example.com", breach.NotMonitored, nil, at)
+	r.Started("ghost@example.com", at)
+	if _, ok := r.Failed("ghost@example.com"); ok {
+		t.Error("Failed reported a schedule for an unwatched address")
+	}
+	if n := r.Len(); n != 0 {
+		t.Errorf("a response for an address removed mid-flight created %d entries", n)
+	}
+}
+
+func TestAnswerDropsSourcesOn403AndEndsBackoff(t *testing.T) {
+	r := New()
+	r.Sync(addrs("dave@example.com"), breach.LabelEmail, true)
+	k := breach.Key("dave@example.com")
+	r.Answered(k, breach.Verified, []breach.SourceState{{Source: "index"}}, at)
+	if sch, _ := r.Failed(k); sch.Failures != 1 {
+		t.Fatalf("Failures = %d after one failure", sch.Failures)
+	}
+	if failed := r.Answered(k, breach.Unverified, nil, at.Add(time.Minute)); failed != 1 {
+		t.Errorf("Answered reported %d earlier failures, want 1", failed)
+	}
+	a, _ := entry(t, r, "dave@example.com")
+	if a.State != breach.Unverified || a.Sources != nil || !a.LastRefresh.Equal(at.Add(time.Minute)) || a.Schedule.Failures != 0 {
+		t.Errorf("after a 403: %+v", a)
+	}
+}
+
+func TestAccountKeepsPlanWhenDown(t *testing.T) {
+	r := New()
+	r.SetAccount("business", true)
+	r.SetAccount("", false)
+	if got := r.Snapshot().Account; got.Plan != "business" || got.Up {
+		t.Errorf("after a failed /me: %+v, want plan kept and up false", got)
+	}
+}
+
+func TestLabelsFollowTheMode(t *testing.T) {
+	r := New()
+	cfg := []breach.Address{{Email: "Alice@Example.com", Alias: "a"}}
+	r.Sync(cfg, breach.LabelEmail, true)
+	if r.RecordAlert("New.User@Example.org", AlertDelta{Source: "index", Severity: "info"}, 10) != AlertDiscovered {
+		t.Fatal("the alert did not discover its address")
+	}
+	labels := func() map[string]string {
+		out := map[string]string{}
+		for _, e := range r.Snapshot().Entries {
+			out[e.Address.Key()] = e.Label
+		}
+		return out
+	}
+	if got := labels(); got["alice@example.com"] != "Alice@Example.com" || got["new.user@example.org"] != "new.user@example.org" {
+		t.Errorf("email mode labels: %v", got)
+	}
+	r.Sync(cfg, breach.LabelAlias, true)
+	if got := labels(); got["alice@example.com"] != "a" || got["new.user@example.org"] != breach.HashLabel("new.user@example.org") {
+		t.Errorf("alias mode labels: %v", got)
+	}
+}
+
+func TestRecordAlertCountsAndQueues(t *testing.T) {
+	r := New()
+	r.Sync(addrs("alice@example.com"), breach.LabelEmail, true)
+	<-r.Changed()
+	d := AlertDelta{Source: "combolist", Severity: "critical", NewDatabases: 2, ExposedFields: []string{"password", "hash"}, NewPlaintext: true, ObservedAt: at}
+	if got := r.RecordAlert("ALICE@example.com", d, 10); got != AlertTracked {
+		t.Fatalf("RecordAlert = %v, want AlertTracked", got)
+	}
+	select {
+	case <-r.Changed():
+	default:
+		t.Fatal("an alert for a watched address did not wake the scheduler")
+	}
+	d.ObservedAt = at.Add(-time.Hour) // older: the last-observed time stays
+	d.NewPlaintext = false
+	r.RecordAlert("alice@example.com", d, 10)
+
+	a, _ := entry(t, r, "alice@example.com")
+	if a.Schedule.Urgent == 0 {
+		t.Error("the alerted address is not queued for a re-read")
+	}
+	al := a.Alerts
+	if al.Counts[[2]string{"combolist", "critical"}] != 2 || al.NewDatabases["combolist"] != 4 ||
+		al.ExposedFields[[2]string{"combolist", "hash"}] != 2 || al.NewPlaintext["combolist"] != 1 ||
+		!al.LastObserved["combolist"].Equal(at) {
+		t.Errorf("alert counts: %+v", al)
+	}
+}
+
+func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
+	r := New()
+	r.Sync(addrs("alice@example.com"), breach.LabelEmail, true)
+	d := AlertDelta{Source: "index", Severity: "info"}
+	if got := r.RecordAlert("new1@example.com", d, 0); got != AlertUntracked {
+		t.Errorf("with discovery off: %v, want AlertUntracked", got)
+	}
+	for i, want := range []AlertOutcome{AlertDiscovered, AlertDiscovered, AlertRefused, AlertTracked} {
+		email := []string{"new1@example.com", "new2@example.com", "new3@example.com", "NEW1@example.com"}[i]
+		if got := r.RecordAlert(email, d, 2); got != want {
+			t.Errorf("alert %d (%s): %v, want %v", i, email, got, want)
+		}
+	}
+	if r.Len() != 3 || r.Discovered() != 2 {
+		t.Fatalf("Len %d, Discovered %d; want 3 and 2", r.Len(), r.Discovered())
+	}
+	// A 404 drops a discovered address, never a configured one.
+	if r.Drop("alice@example.com") || !r.Drop("new2@example.com") {
+		t.Error("Drop must drop discovered addresses only")
+	}
+	if got := r.RecordAlert("new3@example.com", d, 2); got != AlertDiscovered {
+		t.Errorf("after a drop there is room again: %v", got)
+	}
+	// Configuring a discovered address makes it configured; a reload with
+	// discovery off drops the rest with all their data.
+	r.Sync(addrs("alice@example.com", "new1@example.com"), breach.LabelEmail, false)
+	if r.Len() != 2 || r.Discovered() != 0 {
+		t.Errorf("after a reload without discovery: Len %d, Discovered %d; want 2 and 0", r.Len(), r.Discovered())
+	}
+	if e, _ := entry(t, r, "new1@example.com"); e.Address.Discovered || e.Alerts == nil {
+		t.Errorf("a discovered address now configured must keep its counts and lose its discovered mark: %+v", e)
+	}
+}
+
+// Readers keep entries without locking: a later alert must not change a
+// snapshot already taken.
+func TestSnapshotIsNotModifiedLater(t *testing.T) {
+	r := New()
+	r.Sync(addrs("alice@example.com"), breach.LabelEmail, true)
+	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"}, 0)
+	before, _ := entry(t, r, "alice@example.com")
+	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"}, 0)
+	if got := before.Alerts.Counts[[2]string{"index", "info"}]; got != 1 {
+		t.Errorf("a snapshot's count changed to %v after a later alert", got)
+	}
+}
