@@ -5,29 +5,52 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-kit/log"
-	"github.com/jonboulle/clockwork"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
-func TestAcceptedAlertCountsAndCallsBack(t *testing.T) {
-	f := newFixture(t, Settings{})
+// address254 is a valid address of exactly breach.MaxAddressBytes bytes.
+var address254 = "a@" + strings.Repeat("b", breach.MaxAddressBytes-len("a@.com")) + ".com"
+
+// An accepted alert is counted under its address (discovered here: it is
+// not configured), its address is queued for an immediate re-read, and
+// the body parses to the spec's fields.
+func TestAcceptedAlertCountsAndQueuesReread(t *testing.T) {
+	f := newFixture(t, settings{})
 	rec := f.post([]byte(validAlert), testSecret)
 	if rec.Code != http.StatusNoContent || rec.Body.Len() != 0 {
 		t.Fatalf("got %d %q, want 204 with an empty body", rec.Code, rec.Body)
 	}
 
+	// breach_alerts_total exists at 0 for every known source and severity
+	// of a watched address; the other families start with its first alert.
 	const expected = `
 # HELP breach_alerts_total Accepted alert.created webhooks.
 # TYPE breach_alerts_total counter
+breach_alerts_total{address="alice@example.com",severity="critical",source="archive"} 0
 breach_alerts_total{address="alice@example.com",severity="critical",source="combolist"} 1
+breach_alerts_total{address="alice@example.com",severity="critical",source="enriched"} 0
+breach_alerts_total{address="alice@example.com",severity="critical",source="index"} 0
+breach_alerts_total{address="alice@example.com",severity="info",source="archive"} 0
+breach_alerts_total{address="alice@example.com",severity="info",source="combolist"} 0
+breach_alerts_total{address="alice@example.com",severity="info",source="enriched"} 0
+breach_alerts_total{address="alice@example.com",severity="info",source="index"} 0
+breach_alerts_total{address="alice@example.com",severity="warning",source="archive"} 0
+breach_alerts_total{address="alice@example.com",severity="warning",source="combolist"} 0
+breach_alerts_total{address="alice@example.com",severity="warning",source="enriched"} 0
+breach_alerts_total{address="alice@example.com",severity="warning",source="index"} 0
 # HELP breach_alert_new_databases_total Source databases reported as new by accepted alerts (sum of len(delta.new_source_dbs)).
 # TYPE breach_alert_new_databases_total counter
 breach_alert_new_databases_total{address="alice@example.com",source="combolist"} 2
@@ -52,15 +75,24 @@ breach_webhook_requests_total{outcome="stale"} 0
 breach_webhook_requests_total{outcome="too_large"} 0
 breach_webhook_requests_total{outcome="unknown_event"} 0
 breach_webhook_requests_total{outcome="unsupported_media_type"} 0
+# HELP breach_webhook_alerts_untracked_total Accepted alerts for an address that is not watched and was not discovered, by reason (discovery_off, discovery_limit); counted here, without an address label.
+# TYPE breach_webhook_alerts_untracked_total counter
+breach_webhook_alerts_untracked_total{reason="discovery_limit"} 0
+breach_webhook_alerts_untracked_total{reason="discovery_off"} 0
+# HELP breach_webhook_alerts_future_observed_total Accepted alerts whose observed_at was more than 5 minutes ahead of the exporter's clock; they do not move breach_alert_last_observed_timestamp_seconds.
+# TYPE breach_webhook_alerts_future_observed_total counter
+breach_webhook_alerts_future_observed_total 0
 `
-	if err := testutil.GatherAndCompare(f.reg, strings.NewReader(expected),
-		append([]string{"breach_webhook_requests_total"}, alertFamilies...)...); err != nil {
+	if err := testutil.GatherAndCompare(f.gatherer, strings.NewReader(expected),
+		append([]string{"breach_webhook_requests_total", "breach_webhook_alerts_untracked_total",
+			"breach_webhook_alerts_future_observed_total"}, alertFamilies...)...); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := testutil.GatherAndCount(f.reg, "breach_webhook_request_duration_seconds"); n != 1 {
+	if n, _ := testutil.GatherAndCount(f.gatherer, "breach_webhook_request_duration_seconds"); n != 1 {
 		t.Fatalf("duration histogram series = %d, want 1", n)
 	}
 
+	// What the old callback handed on: the alert as the spec defines it.
 	want := Alert{
 		Event: "alert.created", Severity: "critical", Address: "alice@example.com", Source: "combolist",
 		Summary: "2 new databases",
@@ -69,8 +101,12 @@ breach_webhook_requests_total{outcome="unsupported_media_type"} 0
 		ObservedAt:   time.Date(2025, 3, 1, 11, 59, 0, 0, time.UTC),
 		DashboardURL: "https://service.example/dashboard/a/1",
 	}
-	if got := f.alerts(); len(got) != 1 || !reflect.DeepEqual(got[0], want) {
-		t.Fatalf("onAlert got %+v, want one %+v", got, want)
+	if event, got, err := parseBody([]byte(validAlert)); err != nil || event != EventAlertCreated || !reflect.DeepEqual(got, want) {
+		t.Fatalf("parsed %q %+v (err %v), want %+v", event, got, err, want)
+	}
+	// ...and what it asked for: the address re-read at once.
+	if got := f.queued(); !slices.Equal(got, []string{"alice@example.com"}) {
+		t.Fatalf("addresses queued for a re-read = %v, want alice's", got)
 	}
 }
 
@@ -147,10 +183,17 @@ func TestOutcomes(t *testing.T) {
 		{"optional fields absent", request{body: []byte(`{"event":"alert.created","severity":"info","address":"a@b.c","source":"index","delta":{},"observed_at":"2025-03-01T11:59:00Z"}`)}, 204, outcomeAccepted},
 		{"unknown members ignored", request{body: withField(`"summary"`, `"future":{"x":[1]},"summary"`)}, 204, outcomeAccepted},
 		{"unknown event", request{body: []byte(`{"event":"alert.resolved","anything":true}`)}, 204, outcomeUnknownEvent},
+		// The address may become a discovered one: polled and a label value,
+		// so it must be a bare addr-spec of at most 254 bytes.
+		{"address of 254 bytes", request{body: withField(`"address":"alice@example.com"`, `"address":"`+address254+`"`)}, 204, outcomeAccepted},
+		{"address of 255 bytes", request{body: withField(`"address":"alice@example.com"`, `"address":"x`+address254+`"`)}, 400, outcomeMalformed},
+		{"address with a display name", request{body: withField(`"address":"alice@example.com"`, `"address":"Alice <alice@example.com>"`)}, 400, outcomeMalformed},
+		{"address in angle brackets", request{body: withField(`"address":"alice@example.com"`, `"address":"<alice@example.com>"`)}, 400, outcomeMalformed},
+		{"address without a domain", request{body: withField(`"address":"alice@example.com"`, `"address":"alice"`)}, 400, outcomeMalformed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, Settings{MaxBodyBytes: maxBody})
+			f := newFixture(t, settings{MaxBodyBytes: maxBody})
 			method := tc.req.method
 			if method == "" {
 				method = http.MethodPost
@@ -200,15 +243,15 @@ func TestOutcomes(t *testing.T) {
 			if n := f.alertSeries(); (n > 0) != accepted {
 				t.Errorf("%d alert series after outcome %s", n, tc.outcome)
 			}
-			if n := len(f.alerts()); (n == 1) != accepted || n > 1 {
-				t.Errorf("onAlert called %d times for outcome %s", n, tc.outcome)
+			if q := f.queued(); (len(q) == 1) != accepted || len(q) > 1 {
+				t.Errorf("addresses queued for a re-read %v after outcome %s", q, tc.outcome)
 			}
 		})
 	}
 }
 
 func TestSecretRotation(t *testing.T) {
-	f := newFixture(t, Settings{Secrets: [][]byte{otherSecret, testSecret}})
+	f := newFixture(t, settings{Secrets: [][]byte{otherSecret, testSecret}})
 	if rec := f.post(alertBody("signed with the old secret"), otherSecret); rec.Code != http.StatusNoContent {
 		t.Fatalf("old secret: %d", rec.Code)
 	}
@@ -219,9 +262,7 @@ func TestSecretRotation(t *testing.T) {
 		t.Fatalf("accepted = %v, want 2", got)
 	}
 
-	if err := f.h.Update(Settings{Secrets: [][]byte{testSecret}}); err != nil {
-		t.Fatal(err)
-	}
+	f.update(settings{Secrets: [][]byte{testSecret}})
 	if rec := f.post(alertBody("old secret after its removal"), otherSecret); rec.Code != http.StatusUnauthorized {
 		t.Fatalf("removed secret: %d, want 401", rec.Code)
 	}
@@ -230,57 +271,86 @@ func TestSecretRotation(t *testing.T) {
 	}
 }
 
+// Settings the receiver cannot run with are refused by the one load path,
+// so a start fails and a reload keeps the config in force; the receiver
+// then goes on as before.
 func TestSettingsRejected(t *testing.T) {
-	bad := map[string]Settings{
-		"no secret":              {},
-		"empty secret":           {Secrets: [][]byte{testSecret, {}}},
-		"negative body cap":      {Secrets: [][]byte{testSecret}, MaxBodyBytes: -1},
-		"negative dedup window":  {Secrets: [][]byte{testSecret}, DedupWindow: -time.Second},
-		"negative dedup entries": {Secrets: [][]byte{testSecret}, DedupMaxEntries: -1},
-		"negative max event age": {Secrets: [][]byte{testSecret}, MaxEventAge: -time.Second},
+	dir := t.TempDir()
+	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test")
+	testkit.WriteFile(t, filepath.Join(dir, "secret"), string(testSecret))
+	testkit.WriteFile(t, filepath.Join(dir, "empty"), "\n")
+	// No secret anywhere: the environment variable must not supply one.
+	t.Setenv(config.WebhookSecretEnv, "")
+	os.Unsetenv(config.WebhookSecretEnv)
+	bad := map[string]string{
+		"no secret":              "",
+		"empty secret":           "  secret_files: [secret, empty]\n",
+		"negative body cap":      "  secret_files: [secret]\n  max_body_bytes: -1\n",
+		"negative dedup window":  "  secret_files: [secret]\n  dedup_window: -1s\n",
+		"negative dedup entries": "  secret_files: [secret]\n  dedup_max_entries: -1\n",
+		"negative max event age": "  secret_files: [secret]\n  max_event_age: -1s\n",
 	}
-	f := newFixture(t, Settings{})
-	for name, s := range bad {
-		if _, err := NewHandler(prometheus.NewRegistry(), clockwork.NewFakeClock(), log.NewNopLogger(), nil, s); err == nil {
-			t.Errorf("NewHandler accepted %s", name)
-		}
-		if err := f.h.Update(s); err == nil {
-			t.Errorf("Update accepted %s", name)
+	f := newFixture(t, settings{})
+	for name, webhook := range bad {
+		path := filepath.Join(dir, "config.yml")
+		testkit.WriteFile(t, path, "api: {base_url: 'http://127.0.0.1:1/api/v1', token_file: token}\nwebhook:\n"+webhook)
+		if snap, err := config.LoadSnapshot(path, config.LoadOptions{Webhook: true}); err == nil {
+			t.Errorf("the load accepted %s: %+v", name, snap.Config.Webhook)
 		}
 	}
-	// A refused update changes nothing.
+	// A refused load changes nothing.
 	f.expectOutcome([]byte(validAlert), outcomeAccepted)
 }
 
+// The secrets in force are the ones read at load: changing the secret file
+// changes nothing until the next reload.
 func TestSecretsAreCopied(t *testing.T) {
-	secret := append([]byte(nil), testSecret...)
-	f := newFixture(t, Settings{Secrets: [][]byte{secret}})
-	secret[0] ^= 0xff
+	dir := t.TempDir()
+	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test")
+	testkit.WriteFile(t, filepath.Join(dir, "secret"), string(testSecret)+"\n")
+	path := filepath.Join(dir, "config.yml")
+	testkit.WriteFile(t, path, "api: {base_url: 'http://127.0.0.1:1/api/v1', token_file: token}\nwebhook: {secret_files: [secret]}\n")
+	snap, err := config.LoadSnapshot(path, config.LoadOptions{Webhook: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, settings{})
+	f.config.Swap(snap)
+	f.sync(snap)
+	testkit.WriteFile(t, filepath.Join(dir, "secret"), string(otherSecret))
 	f.expectOutcome([]byte(validAlert), outcomeAccepted)
+	if rec := f.post(alertBody("signed with the file's new secret"), otherSecret); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("a secret written after the load: %d, want 401", rec.Code)
+	}
 }
 
 func TestDuplicateWithinWindowThenExpiry(t *testing.T) {
-	f := newFixture(t, Settings{DedupWindow: time.Hour})
+	f := newFixture(t, settings{DedupWindow: time.Hour})
 	body := []byte(validAlert)
 	f.expectOutcome(body, outcomeAccepted)
+	if got := f.queued(); !slices.Equal(got, []string{"alice@example.com"}) {
+		t.Fatalf("queued for a re-read: %v, want alice", got)
+	}
+	// The scheduler sends the re-read; a duplicate must not ask again.
+	f.registry.Started(breach.Key("alice@example.com"), f.clock.Now())
 	f.clock.Advance(time.Hour - time.Second)
 	f.expectOutcome(body, outcomeDuplicate)
-	if got := testutil.ToFloat64(f.h.metrics.alerts.WithLabelValues("alice@example.com", "combolist", "critical")); got != 1 {
+	if got := f.alertCount("alice@example.com", "combolist", "critical"); got != 1 {
 		t.Fatalf("alerts_total = %v after a duplicate, want 1", got)
 	}
-	if n := len(f.alerts()); n != 1 {
-		t.Fatalf("onAlert called %d times, want 1", n)
+	if got := f.queued(); len(got) != 0 {
+		t.Fatalf("a duplicate queued %v for a re-read", got)
 	}
 
 	f.clock.Advance(time.Second)
 	f.expectOutcome(body, outcomeAccepted)
-	if got := testutil.ToFloat64(f.h.metrics.alerts.WithLabelValues("alice@example.com", "combolist", "critical")); got != 2 {
+	if got := f.alertCount("alice@example.com", "combolist", "critical"); got != 2 {
 		t.Fatalf("alerts_total = %v after the window, want 2", got)
 	}
 }
 
 func TestDedupEvictsOldestAtCapacity(t *testing.T) {
-	f := newFixture(t, Settings{DedupMaxEntries: 2})
+	f := newFixture(t, settings{DedupMaxEntries: 2})
 	a, b, c := alertBody("a"), alertBody("b"), alertBody("c")
 	f.expectOutcome(a, outcomeAccepted)
 	f.expectOutcome(b, outcomeAccepted)
@@ -288,13 +358,15 @@ func TestDedupEvictsOldestAtCapacity(t *testing.T) {
 	f.expectOutcome(c, outcomeDuplicate)
 	f.expectOutcome(a, outcomeAccepted) // forgotten, evicts b
 	f.expectOutcome(c, outcomeDuplicate)
-	if n := f.h.dedup.len(); n != 2 {
-		t.Fatalf("dedup holds %d entries, want 2", n)
-	}
+	// The memory holds exactly two entries, the newest: a and c are
+	// remembered (a duplicate changes nothing), b is not.
+	f.expectOutcome(a, outcomeDuplicate)
+	f.expectOutcome(c, outcomeDuplicate)
+	f.expectOutcome(b, outcomeAccepted)
 }
 
 func TestConcurrentCopiesAcceptedOnce(t *testing.T) {
-	f := newFixture(t, Settings{})
+	f := newFixture(t, settings{})
 	body := []byte(validAlert)
 	var wg sync.WaitGroup
 	for range 16 {
@@ -304,23 +376,24 @@ func TestConcurrentCopiesAcceptedOnce(t *testing.T) {
 	if a, d := f.outcomeCount(outcomeAccepted), f.outcomeCount(outcomeDuplicate); a != 1 || d != 15 {
 		t.Fatalf("accepted %v, duplicate %v; want 1 and 15", a, d)
 	}
+	if got := f.alertCount("alice@example.com", "combolist", "critical"); got != 1 {
+		t.Fatalf("alerts_total = %v, want 1", got)
+	}
 }
 
 func TestMaxEventAge(t *testing.T) {
 	// validAlert was observed one minute before testStart.
-	f := newFixture(t, Settings{MaxEventAge: 30 * time.Second})
+	f := newFixture(t, settings{MaxEventAge: 30 * time.Second})
 	body := []byte(validAlert)
 	f.expectOutcome(body, outcomeStale)
 	if n := f.alertSeries(); n != 0 {
 		t.Fatalf("a stale alert created %d series", n)
 	}
-	if n := len(f.alerts()); n != 0 {
-		t.Fatalf("onAlert called for a stale alert")
+	if n := f.registry.Len(); n != 0 {
+		t.Fatalf("a stale alert made %d addresses watched", n)
 	}
 	// A stale body is not remembered: with a looser limit it is accepted.
-	if err := f.h.Update(Settings{Secrets: [][]byte{testSecret}, MaxEventAge: 2 * time.Minute}); err != nil {
-		t.Fatal(err)
-	}
+	f.update(settings{MaxEventAge: 2 * time.Minute})
 	f.expectOutcome(body, outcomeAccepted)
 	// A duplicate that has also aged past the limit is a duplicate.
 	f.clock.Advance(5 * time.Minute)
@@ -330,88 +403,138 @@ func TestMaxEventAge(t *testing.T) {
 	f.expectOutcome([]byte(future), outcomeAccepted)
 }
 
+// An observed_at more than 5 minutes ahead of our clock is counted but does
+// not move the last-observed gauge: a date far ahead would pin it for good.
+func TestFutureObservedAtDoesNotMoveLastObserved(t *testing.T) {
+	f := newFixture(t, settings{})
+	at := func(ts string) []byte {
+		return []byte(strings.Replace(validAlert, "2025-03-01T11:59:00Z", ts, 1))
+	}
+	lastObserved := func() float64 {
+		return f.sample("breach_alert_last_observed_timestamp_seconds", "address", "alice@example.com", "source", "combolist")
+	}
+	// testStart is 12:00: five minutes ahead is still believed.
+	f.expectOutcome(at("2025-03-01T12:05:00Z"), outcomeAccepted)
+	if got, want := lastObserved(), float64(testStart.Add(5*time.Minute).Unix()); got != want {
+		t.Fatalf("last observed = %v, want %v", got, want)
+	}
+	if got := f.sample("breach_webhook_alerts_future_observed_total"); got != 0 {
+		t.Fatalf("future_observed = %v for an alert 5 minutes ahead, want 0", got)
+	}
+	f.expectOutcome(at("2025-03-01T12:05:01Z"), outcomeAccepted)
+	f.expectOutcome(at("9999-12-31T23:59:59Z"), outcomeAccepted)
+	if got, want := lastObserved(), float64(testStart.Add(5*time.Minute).Unix()); got != want {
+		t.Fatalf("last observed = %v after alerts from the future, want %v", got, want)
+	}
+	if got := f.sample("breach_webhook_alerts_future_observed_total"); got != 2 {
+		t.Fatalf("future_observed = %v, want 2", got)
+	}
+	if got := f.alertCount("alice@example.com", "combolist", "critical"); got != 3 {
+		t.Fatalf("alerts_total = %v, want all 3 alerts counted", got)
+	}
+}
+
 func TestUpdateKeepsDedupMemory(t *testing.T) {
-	f := newFixture(t, Settings{})
+	f := newFixture(t, settings{})
 	body := []byte(validAlert)
 	f.expectOutcome(body, outcomeAccepted)
-	if err := f.h.Update(Settings{Secrets: [][]byte{otherSecret, testSecret}, DedupWindow: 2 * time.Hour}); err != nil {
-		t.Fatal(err)
-	}
+	f.update(settings{Secrets: [][]byte{otherSecret, testSecret}, DedupWindow: 2 * time.Hour})
 	f.expectOutcome(body, outcomeDuplicate)
 	// A shorter window applies to what is already remembered.
 	f.clock.Advance(90 * time.Minute)
 	f.expectOutcome(body, outcomeDuplicate)
-	if err := f.h.Update(Settings{Secrets: [][]byte{testSecret}, DedupWindow: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
+	f.update(settings{DedupWindow: time.Hour})
 	f.expectOutcome(body, outcomeAccepted)
 }
 
 func TestUpdateShrinksDedupKeepingNewest(t *testing.T) {
-	f := newFixture(t, Settings{})
+	f := newFixture(t, settings{})
 	older, newer := alertBody("older"), alertBody("newer")
 	f.expectOutcome(older, outcomeAccepted)
 	f.expectOutcome(newer, outcomeAccepted)
-	if err := f.h.Update(Settings{Secrets: [][]byte{testSecret}, DedupMaxEntries: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if n := f.h.dedup.len(); n != 1 {
-		t.Fatalf("dedup holds %d entries after shrinking to 1", n)
-	}
+	f.update(settings{DedupMaxEntries: 1})
+	// Exactly one entry is left, the newest: newer is remembered, older is
+	// not, and remembering older again leaves no room for newer.
 	f.expectOutcome(newer, outcomeDuplicate)
 	f.expectOutcome(older, outcomeAccepted)
+	f.expectOutcome(newer, outcomeAccepted)
 }
 
+// Only breach_alerts_total exists before the first alert, for every known
+// source and severity of every watched address: the rules take increase()
+// of it. The other alert families start with an address's first alert.
 func TestConfiguredAddressesStartAtZero(t *testing.T) {
-	f := newFixture(t, Settings{Addresses: []string{"alice@example.com", "carol@example.com"}})
+	f := newFixture(t, settings{Addresses: []string{"alice@example.com", "carol@example.com"}})
 	counts := map[string]int{
 		"breach_alerts_total":                          2 * 4 * 3,
-		"breach_alert_new_databases_total":             2 * 4,
-		"breach_alert_exposed_fields_total":            2 * 4 * 8,
-		"breach_alert_new_plaintext_passwords_total":   2 * 4,
+		"breach_alert_new_databases_total":             0,
+		"breach_alert_exposed_fields_total":            0,
+		"breach_alert_new_plaintext_passwords_total":   0,
 		"breach_alert_last_observed_timestamp_seconds": 0,
 	}
 	for name, want := range counts {
-		if n, err := testutil.GatherAndCount(f.reg, name); err != nil || n != want {
+		if n, err := testutil.GatherAndCount(f.gatherer, name); err != nil || n != want {
 			t.Errorf("%s: %d series (err %v), want %d", name, n, err, want)
 		}
 	}
-	if got := testutil.ToFloat64(f.h.metrics.alerts.WithLabelValues("carol@example.com", "enriched", "info")); got != 0 {
+	if got := f.alertCount("carol@example.com", "enriched", "info"); got != 0 {
 		t.Errorf("pre-initialised counter = %v", got)
+	}
+	// An alert creates its source's other series, new databases and new
+	// plaintext passwords even when it adds none.
+	f.expectOutcome(alertBodyFor("carol@example.com", "no delta"), outcomeAccepted)
+	for name, want := range map[string]float64{
+		"breach_alert_new_databases_total":           1, // new_source_dbs: ["x"]
+		"breach_alert_new_plaintext_passwords_total": 0,
+	} {
+		if got := f.sample(name, "address", "carol@example.com", "source", "index"); got != want {
+			t.Errorf("%s after carol's first alert = %v, want %v", name, got, want)
+		}
 	}
 }
 
 func TestLabelModeAndAddressChanges(t *testing.T) {
-	upper := func(s string) string { return strings.ToUpper(s) }
-	f := newFixture(t, Settings{Addresses: []string{"alice@example.com", "carol@example.com"}})
+	configured := []string{"alice@example.com", "carol@example.com"}
+	f := newFixture(t, settings{Addresses: configured})
 	f.expectOutcome(alertBody("for bob, not configured"), outcomeAccepted)
 	f.expectOutcome([]byte(validAlert), outcomeAccepted) // alice
 
-	// carol leaves the config: her zero series go; alice's and bob's
-	// counts stay.
-	if err := f.h.Update(Settings{Secrets: [][]byte{testSecret}, Addresses: []string{"alice@example.com"}}); err != nil {
-		t.Fatal(err)
-	}
+	// carol leaves the config: every series of hers goes; alice's and
+	// bob's counts stay.
+	f.update(settings{Addresses: []string{"alice@example.com"}})
 	assertAddresses(t, f, "breach_alerts_total", "alice@example.com", "bob@example.com")
-	if got := testutil.ToFloat64(f.h.metrics.alerts.WithLabelValues("bob@example.com", "index", "warning")); got != 1 {
+	assertNoLabel(t, f, "carol@example.com")
+	if got := f.alertCount("bob@example.com", "index", "warning"); got != 1 {
 		t.Fatalf("bob's count = %v, want 1", got)
 	}
 
-	// A new label mode leaves no series under the old labels.
-	if err := f.h.Update(Settings{Secrets: [][]byte{testSecret}, Addresses: []string{"alice@example.com"}, Label: upper}); err != nil {
-		t.Fatal(err)
+	// A new label mode leaves no series under the old labels; the counts
+	// are the address's, so they carry over under the new label.
+	f.update(settings{Addresses: []string{"alice@example.com"}, LabelMode: breach.LabelHash})
+	alice, bob := breach.HashLabel("alice@example.com"), breach.HashLabel("bob@example.com")
+	assertAddresses(t, f, "breach_alerts_total", alice, bob)
+	assertAddresses(t, f, "breach_alert_last_observed_timestamp_seconds", alice, bob)
+	assertNoLabel(t, f, "alice@example.com")
+	assertNoLabel(t, f, "bob@example.com")
+	if got := f.alertCount(alice, "combolist", "critical"); got != 1 {
+		t.Fatalf("alice's count under the hash label = %v, want 1 carried over", got)
 	}
-	assertAddresses(t, f, "breach_alerts_total", "ALICE@EXAMPLE.COM")
-	assertAddresses(t, f, "breach_alert_last_observed_timestamp_seconds")
 	f.expectOutcome(alertBody("for bob, after the change"), outcomeAccepted)
-	assertAddresses(t, f, "breach_alerts_total", "ALICE@EXAMPLE.COM", "BOB@EXAMPLE.COM")
-	assertAddresses(t, f, "breach_alert_last_observed_timestamp_seconds", "BOB@EXAMPLE.COM")
+	assertAddresses(t, f, "breach_alerts_total", alice, bob)
+	if got := f.alertCount(bob, "index", "warning"); got != 2 {
+		t.Fatalf("bob's count under the hash label = %v, want 2", got)
+	}
+
+	// Discovery off: the discovered bob goes with every series of his.
+	f.update(settings{Addresses: []string{"alice@example.com"}, LabelMode: breach.LabelHash, NoDiscovery: true})
+	assertAddresses(t, f, "breach_alerts_total", alice)
+	assertNoLabel(t, f, bob)
 }
 
 // assertAddresses checks the distinct address label values of a family.
 func assertAddresses(t *testing.T, f *fixture, family string, want ...string) {
 	t.Helper()
-	families, err := f.reg.Gather()
+	families, err := f.gatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,41 +560,110 @@ func assertAddresses(t *testing.T, f *fixture, family string, want ...string) {
 	}
 }
 
+// assertNoLabel checks that no served series, of any family, has a label
+// whose value is value.
+func assertNoLabel(t *testing.T, f *fixture, value string) {
+	t.Helper()
+	families, err := f.gatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == value {
+					t.Fatalf("%s{%s=%q} is still served", mf.GetName(), l.GetName(), value)
+				}
+			}
+		}
+	}
+}
+
+// An alert for an address that is not watched and may not be discovered is
+// counted without an address label, by reason.
+func TestUntrackedAlerts(t *testing.T) {
+	t.Run("discovery off", func(t *testing.T) {
+		f := newFixture(t, settings{Addresses: []string{"alice@example.com"}, NoDiscovery: true})
+		f.expectOutcome(alertBody("for bob"), outcomeAccepted)
+		f.expectOutcome([]byte(validAlert), outcomeAccepted)
+		if got := f.sample("breach_webhook_alerts_untracked_total", "reason", "discovery_off"); got != 1 {
+			t.Errorf("untracked{discovery_off} = %v, want 1", got)
+		}
+		if got := f.sample("breach_webhook_alerts_untracked_total", "reason", "discovery_limit"); got != 0 {
+			t.Errorf("untracked{discovery_limit} = %v, want 0", got)
+		}
+		if got := f.alertCount("alice@example.com", "combolist", "critical"); got != 1 {
+			t.Errorf("alice's count = %v, want 1", got)
+		}
+		assertNoLabel(t, f, "bob@example.com")
+		if got := f.queued(); !slices.Equal(got, []string{"alice@example.com"}) {
+			t.Errorf("queued for a re-read: %v, want alice only", got)
+		}
+	})
+	t.Run("discovery limit", func(t *testing.T) {
+		f := newFixture(t, settings{Addresses: []string{"alice@example.com"}, MaxDiscovered: 1})
+		f.expectOutcome(alertBody("for bob"), outcomeAccepted)
+		f.expectOutcome(alertBodyFor("carol@example.com", "for carol"), outcomeAccepted)
+		f.expectOutcome(alertBody("for bob again"), outcomeAccepted)
+		f.expectOutcome([]byte(validAlert), outcomeAccepted)
+		if got := f.sample("breach_webhook_alerts_untracked_total", "reason", "discovery_limit"); got != 1 {
+			t.Errorf("untracked{discovery_limit} = %v, want 1", got)
+		}
+		if got := f.sample("breach_webhook_alerts_untracked_total", "reason", "discovery_off"); got != 0 {
+			t.Errorf("untracked{discovery_off} = %v, want 0", got)
+		}
+		if got := f.alertCount("bob@example.com", "index", "warning"); got != 2 {
+			t.Errorf("bob's count = %v, want 2", got)
+		}
+		if got := f.alertCount("alice@example.com", "combolist", "critical"); got != 1 {
+			t.Errorf("alice's count = %v, want 1", got)
+		}
+		assertNoLabel(t, f, "carol@example.com")
+	})
+}
+
 func TestLastObservedNeverMovesBack(t *testing.T) {
-	f := newFixture(t, Settings{})
+	f := newFixture(t, settings{})
 	at := func(ts string) []byte {
 		return []byte(strings.Replace(validAlert, "2025-03-01T11:59:00Z", ts, 1))
 	}
+	gauge := func() float64 {
+		return f.sample("breach_alert_last_observed_timestamp_seconds", "address", "alice@example.com", "source", "combolist")
+	}
 	f.expectOutcome(at("2025-03-01T11:00:00Z"), outcomeAccepted)
 	f.expectOutcome(at("2025-03-01T10:00:00Z"), outcomeAccepted)
-	gauge := f.h.metrics.lastObservedAt.WithLabelValues("alice@example.com", "combolist")
-	if got, want := testutil.ToFloat64(gauge), float64(time.Date(2025, 3, 1, 11, 0, 0, 0, time.UTC).Unix()); got != want {
+	if got, want := gauge(), float64(time.Date(2025, 3, 1, 11, 0, 0, 0, time.UTC).Unix()); got != want {
 		t.Fatalf("last observed = %v, want %v", got, want)
 	}
 	f.expectOutcome(at("2025-03-01T11:30:00.5Z"), outcomeAccepted)
-	if got, want := testutil.ToFloat64(gauge), float64(time.Date(2025, 3, 1, 11, 30, 0, 0, time.UTC).Unix())+0.5; got != want {
+	if got, want := gauge(), float64(time.Date(2025, 3, 1, 11, 30, 0, 0, time.UTC).Unix())+0.5; got != want {
 		t.Fatalf("last observed = %v, want %v", got, want)
 	}
 }
 
 func TestUnknownValuesCountedAndSanitised(t *testing.T) {
-	f := newFixture(t, Settings{})
+	f := newFixture(t, settings{})
 	long := strings.Repeat("é", 100) // 200 bytes
 	body := fmt.Appendf(nil, `{"event":"alert.created","severity":"urgent","address":"dave@example.com",`+
 		`"source":%q,"delta":{"newly_exposed_fields":["iban","iban","bad`+"\xff"+`utf8"]},"observed_at":"2025-03-01T11:59:00Z"}`, long)
 	f.expectOutcome(body, outcomeAccepted)
-	source := strings.Repeat("é", 64) // cut to 128 bytes on a rune boundary
-	if got := testutil.ToFloat64(f.h.metrics.alerts.WithLabelValues("dave@example.com", source, "urgent")); got != 1 {
+	source := strings.Repeat("é", breach.MaxSourceBytes/2) // cut to 64 bytes on a rune boundary
+	if got := f.alertCount("dave@example.com", source, "urgent"); got != 1 {
 		t.Errorf("alerts_total for an unknown severity and a long source = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(f.h.metrics.exposedFields.WithLabelValues("dave@example.com", source, "iban")); got != 2 {
+	field := func(name string) float64 {
+		return f.sample("breach_alert_exposed_fields_total", "address", "dave@example.com", "source", source, "field", name)
+	}
+	if got := field("iban"); got != 2 {
 		t.Errorf("exposed_fields_total{field=iban} = %v, want 2 (one per entry)", got)
 	}
-	if got := testutil.ToFloat64(f.h.metrics.exposedFields.WithLabelValues("dave@example.com", source, "bad\uFFFDutf8")); got != 1 {
+	if got := field("bad\uFFFDutf8"); got != 1 {
 		t.Errorf("invalid UTF-8 field not counted under its replacement: %v", got)
 	}
 }
 
+// The receiver makes label values of what the sender wrote with
+// breach.LabelValue.
 func TestLabelValue(t *testing.T) {
 	cases := []struct {
 		in   string
@@ -484,8 +676,8 @@ func TestLabelValue(t *testing.T) {
 		{"a\xffb", 10, "a\uFFFDb"},
 	}
 	for _, tc := range cases {
-		if got := labelValue(tc.in, tc.max); got != tc.want {
-			t.Errorf("labelValue(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
+		if got := breach.LabelValue(tc.in, tc.max); got != tc.want {
+			t.Errorf("LabelValue(%q, %d) = %q, want %q", tc.in, tc.max, got, tc.want)
 		}
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,7 +16,14 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
 	"go.uber.org/goleak"
+
+	"github.com/breach-exporter/breach_exporter/collector"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -43,43 +50,153 @@ const validAlert = `{"event":"alert.created","severity":"critical","address":"al
 	`"has_new_plaintext":true,"is_first_scan":false},"observed_at":"2025-03-01T11:59:00Z",` +
 	`"dashboard_url":"https://service.example/dashboard/a/1"}`
 
-// alertBody is validAlert with a distinct summary, so bodies differ.
+// alertBody is an alert for bob with a distinct summary, so bodies differ.
 func alertBody(summary string) []byte {
-	return fmt.Appendf(nil, `{"event":"alert.created","severity":"warning","address":"bob@example.com",`+
-		`"source":"index","summary":%q,"delta":{"new_source_dbs":["x"]},"observed_at":"2025-03-01T11:00:00Z"}`, summary)
+	return alertBodyFor("bob@example.com", summary)
 }
 
-type fixture struct {
-	t       *testing.T
-	h       *Handler
-	reg     *prometheus.Registry
-	clock   *clockwork.FakeClock
-	mu      sync.Mutex
-	alerted []Alert
+// alertBodyFor is alertBody for another address.
+func alertBodyFor(address, summary string) []byte {
+	return fmt.Appendf(nil, `{"event":"alert.created","severity":"warning","address":%q,`+
+		`"source":"index","summary":%q,"delta":{"new_source_dbs":["x"]},"observed_at":"2025-03-01T11:00:00Z"}`, address, summary)
 }
 
-func newFixture(t *testing.T, s Settings) *fixture {
+// settings are the parts of the config the receiver reads, given as Go
+// values; a zero field keeps the config's default.
+type settings struct {
+	Secrets         [][]byte // nil: testSecret alone
+	MaxBodyBytes    int64
+	DedupWindow     time.Duration
+	DedupMaxEntries int
+	MaxEventAge     time.Duration
+	Addresses       []string // configured: watched from the start
+	LabelMode       breach.LabelMode
+	NoDiscovery     bool // webhook.discover_addresses: false
+	MaxDiscovered   int  // webhook.max_discovered_addresses
+}
+
+// snapshot builds the config snapshot s describes, as a load would, minus
+// the files: the receiver only reads the webhook section and the secrets.
+func (s settings) snapshot(t testing.TB) *config.Snapshot {
 	t.Helper()
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClockAt(testStart)}
-	if s.Secrets == nil {
-		s.Secrets = [][]byte{testSecret}
+	cfg, err := config.Parse([]byte("api: {base_url: 'http://127.0.0.1:1/api/v1'}\n"))
+	if err != nil {
+		t.Fatalf("base config: %v", err)
 	}
-	h, err := NewHandler(f.reg, f.clock, log.NewNopLogger(), func(a Alert) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		f.alerted = append(f.alerted, a)
-	}, s)
+	w := &cfg.Webhook
+	if s.MaxBodyBytes != 0 {
+		w.MaxBodyBytes = s.MaxBodyBytes
+	}
+	if s.DedupWindow != 0 {
+		w.DedupWindow = model.Duration(s.DedupWindow)
+	}
+	if s.DedupMaxEntries != 0 {
+		w.DedupMaxEntries = s.DedupMaxEntries
+	}
+	w.MaxEventAge = model.Duration(s.MaxEventAge)
+	if s.NoDiscovery {
+		off := false
+		w.DiscoverAddresses = &off
+	}
+	if s.MaxDiscovered != 0 {
+		w.MaxDiscoveredAddresses = s.MaxDiscovered
+	}
+	if s.LabelMode != "" {
+		cfg.Labels.Address = s.LabelMode
+	}
+	for _, a := range s.Addresses {
+		cfg.Addresses = append(cfg.Addresses, config.Address{Email: a})
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("test settings are not a valid config: %v", err)
+	}
+	secrets := s.Secrets
+	if secrets == nil {
+		secrets = [][]byte{testSecret}
+	}
+	return &config.Snapshot{Config: cfg, Secrets: secrets}
+}
+
+// fixture is the receiver wired as the exporter wires it: the config in
+// force, the registry its alerts are counted in, and the collector that
+// exports the per-address series beside the receiver's own.
+type fixture struct {
+	t        testing.TB
+	h        *Handler
+	reg      *prometheus.Registry // the receiver's own metrics
+	config   *config.Current
+	registry *registry.Registry
+	gatherer prometheus.Gatherer // reg and the collector: what /metrics serves
+	clock    *clockwork.FakeClock
+}
+
+func newFixture(t testing.TB, s settings) *fixture {
+	t.Helper()
+	snap := s.snapshot(t)
+	f := &fixture{
+		t:        t,
+		reg:      prometheus.NewRegistry(),
+		config:   config.NewCurrent(snap),
+		registry: registry.New(),
+		clock:    clockwork.NewFakeClockAt(testStart),
+	}
+	f.sync(snap)
+	h, err := NewHandler(f.reg, Options{Config: f.config, Registry: f.registry, Clock: f.clock, Logger: log.NewNopLogger()})
 	if err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
 	f.h = h
+	f.gatherer = collector.Merge{f.reg, collector.New(f.registry, f.config, true)}
 	return f
 }
 
-func (f *fixture) alerts() []Alert {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]Alert(nil), f.alerted...)
+// update is a reload as the exporter does it: the new snapshot goes in
+// force, then the registry follows its addresses and label mode.
+func (f *fixture) update(s settings) {
+	f.t.Helper()
+	snap := s.snapshot(f.t)
+	f.config.Swap(snap)
+	f.sync(snap)
+}
+
+func (f *fixture) sync(snap *config.Snapshot) {
+	cfg := snap.Config
+	f.registry.Sync(cfg.Watched(), cfg.Labels.Address, cfg.Webhook.DiscoveryLimit())
+}
+
+// samples gathers what /metrics would serve.
+func (f *fixture) samples() map[string]float64 {
+	f.t.Helper()
+	return testkit.Samples(f.t, f.gatherer)
+}
+
+// sample is one served sample; an absent series reads as -1, so that it
+// never passes for a zero.
+func (f *fixture) sample(name string, labels ...string) float64 {
+	f.t.Helper()
+	if v, ok := f.samples()[testkit.Series(name, labels...)]; ok {
+		return v
+	}
+	return -1
+}
+
+// alertCount is breach_alerts_total for one address, source and severity.
+func (f *fixture) alertCount(address, source, severity string) float64 {
+	f.t.Helper()
+	return f.sample("breach_alerts_total", "address", address, "source", source, "severity", severity)
+}
+
+// queued lists, sorted, the watched addresses an alert has queued for an
+// immediate re-read (what the old onAlert callback asked the exporter for).
+func (f *fixture) queued() []string {
+	var out []string
+	for _, e := range f.registry.Snapshot().Entries {
+		if e.Schedule.Urgent != 0 {
+			out = append(out, e.Address.Email)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // post sends body signed with secret (unsigned when secret is nil).
@@ -125,10 +242,10 @@ func (f *fixture) outcomeSum() float64 {
 	return sum
 }
 
-// alertSeries counts the series of all alert families.
+// alertSeries counts the served series of all alert families.
 func (f *fixture) alertSeries() int {
 	f.t.Helper()
-	n, err := testutil.GatherAndCount(f.reg, alertFamilies...)
+	n, err := testutil.GatherAndCount(f.gatherer, alertFamilies...)
 	if err != nil {
 		f.t.Fatalf("gather: %v", err)
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 // serveLoopback runs the webhook listener's real server (its timeouts and
@@ -70,7 +70,7 @@ func TestLoadMixedSenders(t *testing.T) {
 		oversized     = 64
 		oversizedSize = 1 << 20 // 16 times the default cap
 	)
-	f := newFixture(t, Settings{})
+	f := newFixture(t, settings{})
 	url := "http://" + serveLoopback(t, f.h) + "/webhook"
 
 	// The copies of a valid body go out back to back, so the senders take
@@ -78,7 +78,9 @@ func TestLoadMixedSenders(t *testing.T) {
 	// groups and the other requests are shuffled.
 	var groups [][]loadRequest
 	for i := range distinctValid {
-		body := alertBody(fmt.Sprintf("load %d", i))
+		// One address per distinct alert, so that its counter shows whether
+		// that alert was counted exactly once.
+		body := alertBodyFor(loadAddress(i), fmt.Sprintf("load %d", i))
 		group := make([]loadRequest, copies)
 		for c := range group {
 			// Kinds only add up the totals: whichever copy wins is accepted.
@@ -171,25 +173,38 @@ func TestLoadMixedSenders(t *testing.T) {
 		t.Errorf("duration histogram observed %d requests, want %d", got, len(plan))
 	}
 
-	// Each distinct alert reached the callback and the counters exactly once.
-	seen := map[string]int{}
-	for _, a := range f.alerts() {
-		seen[a.Summary]++
-	}
-	var repeated []string
-	for summary, n := range seen {
-		if n != 1 || !strings.HasPrefix(summary, "load ") {
-			repeated = append(repeated, fmt.Sprintf("%q x%d", summary, n))
+	// Each distinct alert reached the counters exactly once, and queued its
+	// address for a re-read; nothing else was counted.
+	samples := f.samples()
+	counted := map[string]float64{}
+	var total float64
+	for k, v := range samples {
+		if strings.HasPrefix(k, "breach_alerts_total{") {
+			total += v
+			if v != 0 {
+				counted[k] = v
+			}
 		}
 	}
+	var repeated []string
+	for i := range distinctValid {
+		k := testkit.Series("breach_alerts_total", "address", loadAddress(i), "source", "index", "severity", "warning")
+		if n := counted[k]; n != 1 {
+			repeated = append(repeated, fmt.Sprintf("%s x%v", loadAddress(i), n))
+		}
+		delete(counted, k)
+	}
+	for k, n := range counted {
+		repeated = append(repeated, fmt.Sprintf("%s x%v (never sent as valid)", k, n))
+	}
 	if len(repeated) > 0 {
-		t.Errorf("%d alerts handed on more than once or never sent as valid, e.g. %v", len(repeated), repeated[:min(5, len(repeated))])
+		t.Errorf("%d alerts counted other than once or never sent as valid, e.g. %v", len(repeated), repeated[:min(5, len(repeated))])
 	}
-	if len(seen) != distinctValid {
-		t.Errorf("%d distinct alerts handed on, want %d", len(seen), distinctValid)
+	if total != distinctValid {
+		t.Errorf("breach_alerts_total = %v, want %d", total, distinctValid)
 	}
-	if got := testutil.ToFloat64(f.h.metrics.alerts); got != distinctValid {
-		t.Errorf("breach_alerts_total = %v, want %d", got, distinctValid)
+	if q := f.queued(); len(q) != distinctValid {
+		t.Errorf("%d addresses queued for a re-read, want %d", len(q), distinctValid)
 	}
 
 	// The oversized bodies alone were 64 MiB; a server that buffered them
@@ -202,6 +217,9 @@ func TestLoadMixedSenders(t *testing.T) {
 		t.Errorf("heap in use peaked %d KiB above the start, want under %d KiB", grown>>10, peakLimit>>10)
 	}
 }
+
+// loadAddress is the address of the i-th distinct valid alert.
+func loadAddress(i int) string { return fmt.Sprintf("load-%d@example.com", i) }
 
 // post sends one request and returns the status, having read the answer.
 func post(ctx context.Context, client *http.Client, url string, r loadRequest) (int, error) {
@@ -279,7 +297,7 @@ func sampleHeapPeak() (stop func() uint64) {
 // deadline (readHeaderTimeout, readTimeout). The two run side by side, so
 // this costs readTimeout of real time, about 10 s.
 func TestSlowSendersAreCutOff(t *testing.T) {
-	f := newFixture(t, Settings{})
+	f := newFixture(t, settings{})
 	addr := serveLoopback(t, f.h)
 	body := []byte(validAlert)
 
@@ -339,7 +357,7 @@ func TestSlowSendersAreCutOff(t *testing.T) {
 	if got := f.outcomeSum(); got != 1 || f.outcomeCount(outcomeMalformed) != 1 {
 		t.Errorf("handler counted %v requests (%v malformed), want only the slow body, as malformed", got, f.outcomeCount(outcomeMalformed))
 	}
-	if len(f.alerts()) != 0 {
+	if f.registry.Len() != 0 || f.alertSeries() != 0 {
 		t.Error("a trickled alert was accepted")
 	}
 }

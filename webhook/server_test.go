@@ -24,7 +24,7 @@ func TestServerTimeouts(t *testing.T) {
 }
 
 func TestServerServesOnlyWebhookAndHealthy(t *testing.T) {
-	f := newFixture(t, Settings{})
+	f := newFixture(t, settings{})
 	ts := httptest.NewServer(NewServer(f.h, "/webhook").Handler)
 	defer ts.Close()
 
@@ -121,7 +121,7 @@ func getUntilUp(t *testing.T, client *http.Client, req func() *http.Request) *ht
 }
 
 func TestServeAndShutdown(t *testing.T) {
-	f := newFixture(t, Settings{})
+	f := newFixture(t, settings{})
 	srv := NewServer(f.h, "/webhook")
 	addr := freeAddress(t)
 	stop := startServe(t, srv, addr, "")
@@ -149,7 +149,7 @@ func TestServeWithBasicAuthWebConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte(webConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(t, Settings{})
+	f := newFixture(t, settings{})
 	srv := NewServer(f.h, "/hook")
 	addr := freeAddress(t)
 	stop := startServe(t, srv, addr, path)

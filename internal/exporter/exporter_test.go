@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
@@ -34,6 +36,9 @@ type countingAPI struct {
 	count    int64  // breach_count it reports
 	plan     string // what /me reports
 	me       int    // /me calls
+	// notMonitored are the addresses answered 404, as the service does for
+	// one the account does not monitor.
+	notMonitored map[string]bool
 }
 
 func (a *countingAPI) meCalls() int {
@@ -53,6 +58,11 @@ func (a *countingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	email := r.URL.Query().Get("email")
 	a.breaches[email]++
+	if a.notMonitored[email] {
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"error":"not_found"}`)
+		return
+	}
 
 	fmt.Fprintf(w, `{"email":%q,"sources":[{"source":"combolist","breach_count":%d,"source_dbs":["x"],
 		"fields_exposed":["password"],"has_plaintext_password":true,
@@ -221,8 +231,19 @@ func TestAlertDiscovery(t *testing.T) {
 					t.Errorf("carol was polled %d times with discovery off", n)
 				}
 			}
-			if got := testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_alerts_total", "address", "carol@example.com", "severity", "critical", "source", "combolist")]; got != 1 {
-				t.Errorf("breach_alerts_total for carol = %v, want 1", got)
+			samples := testkit.Samples(t, f.exp.Gatherer(f.reg))
+			if discover {
+				if got := samples[testkit.Series("breach_alerts_total", "address", "carol@example.com", "severity", "critical", "source", "combolist")]; got != 1 {
+					t.Errorf("breach_alerts_total for carol = %v, want 1", got)
+				}
+				return
+			}
+			// Not watched and not discoverable: counted, without her label.
+			if got := samples[testkit.Series("breach_webhook_alerts_untracked_total", "reason", "discovery_off")]; got != 1 {
+				t.Errorf("breach_webhook_alerts_untracked_total{reason=discovery_off} = %v, want 1", got)
+			}
+			if held := seriesWithLabel(t, f.exp.Gatherer(f.reg), "carol@example.com"); len(held) != 0 {
+				t.Errorf("carol's label is on %d series with discovery off, e.g. %v", len(held), held[:min(5, len(held))])
 			}
 		})
 	}
@@ -265,5 +286,141 @@ func TestPlanWithoutWebhooksWarnsOnce(t *testing.T) {
 	}
 	if got := testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_account_info", "plan", "personal")]; got != 1 {
 		t.Errorf(`breach_account_info{plan="personal"} = %v, want 1`, got)
+	}
+}
+
+// seriesWithLabel lists every series of the whole /metrics output, the
+// registry's and the collector's, that has a label whose value is value,
+// and fails the test if the exposition text mentions value anywhere else.
+func seriesWithLabel(t *testing.T, g prometheus.Gatherer, value string) []string {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	var out []string
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == value {
+					out = append(out, testkit.Key(mf.GetName(), m.GetLabel()))
+					break
+				}
+			}
+		}
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}).
+		ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("/metrics answered %d: %s", rec.Code, rec.Body)
+	}
+	if len(out) == 0 && strings.Contains(rec.Body.String(), value) {
+		t.Fatalf("/metrics mentions %q outside any label value", value)
+	}
+	return out
+}
+
+// rewriteConfig replaces old with new in the config file and reloads.
+func (f *fixture) rewriteConfig(old, new string) {
+	f.t.Helper()
+	cfg := filepath.Join(f.dir, "config.yml")
+	data, err := os.ReadFile(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if !strings.Contains(string(data), old) {
+		f.t.Fatalf("test bug: %q not in the config", old)
+	}
+	testkit.WriteFile(f.t, cfg, strings.Replace(string(data), old, new, 1))
+	if err := f.exp.Reload(context.Background()); err != nil {
+		f.t.Fatalf("reload: %v", err)
+	}
+}
+
+// After a reload removes an address that has received alerts, no series of
+// the whole /metrics output carries its label: not its cached API values,
+// not its alert counters (issue 9).
+func TestReloadRemovesEverySeriesOfARemovedAddress(t *testing.T) {
+	f := newFixture(t, "addresses: [alice@example.com, bob@example.com]\n")
+	for range 3 {
+		if code := f.postAlert("bob@example.com"); code != http.StatusNoContent {
+			t.Fatalf("signed alert answered %d", code)
+		}
+		f.clock.Advance(time.Second) // a new observed_at: a new body, not a duplicate
+	}
+	g := f.exp.Gatherer(f.reg)
+	f.advanceUntil("bob's alerts and API values", 100*time.Millisecond, func() bool {
+		s := testkit.Samples(t, g)
+		return s[testkit.Series("breach_source_breaches", "address", "bob@example.com", "source", "combolist")] == 1 &&
+			s[testkit.Series("breach_alerts_total", "address", "bob@example.com", "severity", "critical", "source", "combolist")] == 3
+	})
+	if held := seriesWithLabel(t, g, "bob@example.com"); len(held) == 0 {
+		t.Fatal("test bug: bob has no series before the reload")
+	}
+
+	f.rewriteConfig("[alice@example.com, bob@example.com]", "[alice@example.com]")
+	if held := seriesWithLabel(t, g, "bob@example.com"); len(held) != 0 {
+		t.Fatalf("after bob's removal %d series still carry his label:\n%s", len(held), strings.Join(held, "\n"))
+	}
+	if got := testkit.Samples(t, g)[testkit.Series("breach_alerts_total", "address", "alice@example.com", "severity", "critical", "source", "combolist")]; got != 0 {
+		t.Errorf("alice's zero series = %v after the reload, want 0", got)
+	}
+}
+
+// After a reload turns discovery off, a discovered address that has
+// received alerts and been polled leaves no series behind (issue 9).
+func TestReloadWithoutDiscoveryRemovesEverySeriesOfADiscoveredAddress(t *testing.T) {
+	f := newFixture(t, "  discover_addresses: true\naddresses: [alice@example.com]\n")
+	if code := f.postAlert("carol@example.com"); code != http.StatusNoContent {
+		t.Fatalf("signed alert answered %d", code)
+	}
+	g := f.exp.Gatherer(f.reg)
+	f.advanceUntil("carol to be discovered and polled", 100*time.Millisecond, func() bool {
+		return testkit.Samples(t, g)[testkit.Series("breach_source_breaches", "address", "carol@example.com", "source", "combolist")] == 1
+	})
+	if held := seriesWithLabel(t, g, "carol@example.com"); len(held) == 0 {
+		t.Fatal("test bug: carol has no series before the reload")
+	}
+
+	f.rewriteConfig("discover_addresses: true", "discover_addresses: false")
+	if held := seriesWithLabel(t, g, "carol@example.com"); len(held) != 0 {
+		t.Fatalf("after discovery was turned off %d series still carry carol's label:\n%s", len(held), strings.Join(held, "\n"))
+	}
+	// Her next alert is counted without her label, and she is not polled.
+	reads := f.api.reads("carol@example.com")
+	f.clock.Advance(time.Second)
+	if code := f.postAlert("carol@example.com"); code != http.StatusNoContent {
+		t.Fatalf("signed alert answered %d", code)
+	}
+	if got := testkit.Samples(t, g)[testkit.Series("breach_webhook_alerts_untracked_total", "reason", "discovery_off")]; got != 1 {
+		t.Errorf("untracked{discovery_off} = %v, want 1", got)
+	}
+	if held := seriesWithLabel(t, g, "carol@example.com"); len(held) != 0 {
+		t.Fatalf("an alert after the reload brought back %v", held)
+	}
+	end := f.clock.Now().Add(time.Minute)
+	f.advanceUntil("a minute to pass", time.Second, func() bool { return !f.clock.Now().Before(end) })
+	if n := f.api.reads("carol@example.com"); n != reads {
+		t.Errorf("carol was read %d more times after discovery was turned off", n-reads)
+	}
+}
+
+// A discovered address the API does not monitor (404) was never one of the
+// account's: it is dropped at once, with every series, and not polled again.
+func TestDiscoveredAddressNotMonitoredIsDropped(t *testing.T) {
+	f := newFixtureWith(t, "refresh: {interval: 1m}\naddresses: [alice@example.com]\n", func(a *countingAPI) {
+		a.notMonitored = map[string]bool{"erin@example.com": true}
+	})
+	if code := f.postAlert("erin@example.com"); code != http.StatusNoContent {
+		t.Fatalf("signed alert answered %d", code)
+	}
+	g := f.exp.Gatherer(f.reg)
+	f.advanceUntil("erin to be polled", 100*time.Millisecond, func() bool { return f.api.reads("erin@example.com") == 1 })
+	testkit.Eventually(t, "erin's series to go", func() bool { return len(seriesWithLabel(t, g, "erin@example.com")) == 0 })
+	// A full round later, erin has not been read again.
+	f.advanceUntil("alice's second read", time.Second, func() bool { return f.api.reads("alice@example.com") >= 2 })
+	if n := f.api.reads("erin@example.com"); n != 1 {
+		t.Errorf("erin was read %d times, want once", n)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 
-	"github.com/breach-exporter/breach_exporter/internal/api"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
 // Feeds, fields, plans and members the spec does not list yet are exported
@@ -56,7 +56,7 @@ func TestUnknownSourcesAndFieldsAreExported(t *testing.T) {
 	}
 	// Every known field is exported for the unknown feed too, so that a
 	// field becoming exposed is a 0 -> 1 change.
-	for _, field := range api.KnownFields {
+	for _, field := range breach.KnownFields {
 		if got := lookup(s, "breach_source_field_exposed", "address", addresses[1], "source", "darkweb", "field", field); got != 0 {
 			t.Errorf("darkweb field %s = %v, want 0", field, got)
 		}
