@@ -33,7 +33,7 @@ type fixture struct {
 func newFixture(mode breach.LabelMode, webhook bool, addresses ...breach.Address) *fixture {
 	f := &fixture{reg: registry.New()}
 	f.config = config.NewCurrent(&config.Snapshot{Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 55}}})
-	f.reg.Sync(addresses, mode, true)
+	f.reg.Sync(addresses, mode, 1000)
 	f.reg.SetCycle(15 * time.Minute)
 	f.c = New(f.reg, f.config, webhook)
 	return f
@@ -224,7 +224,7 @@ func TestCollectorRateLimitAndRemoval(t *testing.T) {
 	f.reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 0, HasRemaining: true, Reset: polled})
 	// A reload removed a@ and lowered the budget: one swap, one sync.
 	f.config.Swap(&config.Snapshot{Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 30}}})
-	f.reg.Sync(emails("b@example.com"), breach.LabelEmail, true)
+	f.reg.Sync(emails("b@example.com"), breach.LabelEmail, 1000)
 
 	want := `
 # HELP breach_api_rate_limit_limit X-RateLimit-Limit of the last API response. Served from the exporter's cache; a scrape never calls the API.
@@ -258,7 +258,7 @@ func TestCollectorPassesLint(t *testing.T) {
 	f := newFixture(breach.LabelEmail, true, emails("alice@example.com")...)
 	f.answer("alice@example.com", breach.Verified, breaches(), polled)
 	f.reg.RecordAlert("alice@example.com", registry.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 1,
-		ExposedFields: []string{"password"}, NewPlaintext: true, ObservedAt: polled}, 0)
+		ExposedFields: []string{"password"}, NewPlaintext: true, ObservedAt: polled})
 	problems, err := testutil.GatherAndLint(f.c)
 	if err != nil {
 		t.Fatal(err)
@@ -301,8 +301,8 @@ func TestGatherIsWhatARegistryWouldServe(t *testing.T) {
 	f.answer("alice@example.com", breach.Verified, breaches(), polled)
 	f.answer("bob@example.com", breach.Unverified, nil, polled)
 	f.reg.RecordAlert("carol@example.com", registry.AlertDelta{Source: "quarantine", Severity: "urgent",
-		ExposedFields: []string{"voiceprint", "password"}, ObservedAt: polled}, 0)
-	f.reg.RecordAlert("alice@example.com", registry.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2}, 0)
+		ExposedFields: []string{"voiceprint", "password"}, ObservedAt: polled})
+	f.reg.RecordAlert("alice@example.com", registry.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2})
 	f.reg.SetAccount("business", true)
 	f.reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 3, HasRemaining: true, Reset: polled})
 
@@ -340,8 +340,8 @@ func render(t *testing.T, families []*dto.MetricFamily) string {
 func TestAlertSeries(t *testing.T) {
 	f := newFixture(breach.LabelEmail, true, emails("a@example.com", "b@example.com")...)
 	f.reg.RecordAlert("b@example.com", registry.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2,
-		ExposedFields: []string{"password", "dob"}, NewPlaintext: true, ObservedAt: polled}, 0)
-	f.reg.RecordAlert("b@example.com", registry.AlertDelta{Source: "quarantine", Severity: "urgent"}, 0)
+		ExposedFields: []string{"password", "dob"}, NewPlaintext: true, ObservedAt: polled})
+	f.reg.RecordAlert("b@example.com", registry.AlertDelta{Source: "quarantine", Severity: "urgent"})
 
 	zeros := func(addr string) string {
 		var b strings.Builder
@@ -385,7 +385,7 @@ breach_alert_last_observed_timestamp_seconds{address="b@example.com",source="ind
 		t.Fatal(err)
 	}
 
-	f.reg.Sync(emails("a@example.com"), breach.LabelEmail, true) // a reload removes b@
+	f.reg.Sync(emails("a@example.com"), breach.LabelEmail, 1000) // a reload removes b@
 	families, err := f.c.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -128,7 +128,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	// Accepted alerts are not logged: the counters are the record, and with
 	// go-kit even a filtered debug line costs its timestamp and caller on the
 	// endpoint's busiest path.
-	h.record(alert, s.DiscoveryLimit(), now)
+	h.record(alert, now)
 	w.WriteHeader(http.StatusNoContent)
 	return outcomeAccepted
 }
@@ -141,7 +141,7 @@ const maxFutureSkew = 5 * time.Minute
 // record counts an accepted alert under its address (the registry also
 // queues the address for a re-read), or without an address label when the
 // address is not watched and may not be discovered.
-func (h *Handler) record(a Alert, discoveryLimit int, now time.Time) {
+func (h *Handler) record(a Alert, now time.Time) {
 	d := registry.AlertDelta{
 		Source:        breach.LabelValue(a.Source, breach.MaxSourceBytes),
 		Severity:      breach.LabelValue(a.Severity, breach.MaxValueBytes),
@@ -157,7 +157,7 @@ func (h *Handler) record(a Alert, discoveryLimit int, now time.Time) {
 		d.ObservedAt = time.Time{}
 		h.metrics.futureObserved.Inc()
 	}
-	switch h.registry.RecordAlert(a.Address, d, discoveryLimit) {
+	switch h.registry.RecordAlert(a.Address, d) {
 	case registry.AlertDiscovered:
 		level.Info(h.logger).Log("msg", "Alert for an address not in the config; polling it from now on (webhook.discover_addresses)",
 			"address", h.registry.Label(breach.Key(a.Address)))

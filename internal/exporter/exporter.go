@@ -137,11 +137,11 @@ func connect(m *api.Metrics) func(*config.Snapshot) scheduler.Client {
 }
 
 // syncRegistry makes the registry watch what snap configures: its
-// addresses under its label mode, and the discovered ones while discovery
-// stays on.
+// addresses under its label mode, and discovered ones within its limit (none
+// with discovery off).
 func (e *Exporter) syncRegistry(snap *config.Snapshot) {
 	cfg := snap.Config
-	e.registry.Sync(cfg.Watched(), cfg.Labels.Address, cfg.Webhook.Discover())
+	e.registry.Sync(cfg.Watched(), cfg.Labels.Address, cfg.Webhook.DiscoveryLimit())
 }
 
 // Run polls the API and serves reload requests until ctx ends. Reloads go

@@ -41,9 +41,9 @@ const (
 
 // RecordAlert counts an accepted alert under its address and queues the
 // address for a re-read. An address not watched yet is added as discovered
-// while fewer than maxDiscovered are (0 turns discovery off); otherwise the
-// alert is not counted here and the caller counts it without a label.
-func (r *Registry) RecordAlert(email string, d AlertDelta, maxDiscovered int) AlertOutcome {
+// while the discovery limit Sync set allows; otherwise the alert is not
+// counted here and the caller counts it without a label.
+func (r *Registry) RecordAlert(email string, d AlertDelta) AlertOutcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := breach.Key(email)
@@ -51,14 +51,15 @@ func (r *Registry) RecordAlert(email string, d AlertDelta, maxDiscovered int) Al
 	e, ok := r.entries[k]
 	if !ok {
 		switch {
-		case maxDiscovered <= 0:
+		case r.discoveryLimit <= 0:
 			return AlertUntracked
-		case r.discovered >= maxDiscovered:
+		case r.discovered >= r.discoveryLimit:
 			return AlertRefused
 		}
 		e = r.newEntry(breach.Address{Email: email, Discovered: true})
 		r.entries[k] = e
 		r.discovered++
+		r.generation++
 		outcome = AlertDiscovered
 	}
 	e.Alerts = e.Alerts.add(d)
@@ -85,6 +86,7 @@ func (r *Registry) Drop(key string) bool {
 	}
 	delete(r.entries, key)
 	r.discovered--
+	r.generation++
 	r.signal()
 	return true
 }

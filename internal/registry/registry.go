@@ -12,6 +12,8 @@
 package registry
 
 import (
+	"cmp"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +65,11 @@ type Registry struct {
 	mode       breach.LabelMode
 	tickets    uint64 // source of Schedule.Order and Schedule.Urgent
 	discovered int    // entries whose Address.Discovered is set
+	// discoveryLimit is how many discovered addresses may be watched: the
+	// config's, set by Sync under the same lock RecordAlert takes, so an
+	// alert racing a reload cannot discover under the old limit.
+	discoveryLimit int
+	generation     uint64 // counts changes worth saving (Save)
 	account    Account
 	rateLimit  breach.RateLimit
 	hasRate    bool
@@ -92,15 +99,18 @@ func (r *Registry) signal() {
 	}
 }
 
-// Sync makes the registry watch exactly configured, plus the discovered
-// addresses when keepDiscovered, and labels every entry under mode. Kept
-// addresses keep their data, schedule and alert counts; removed ones go
-// with all of it. An address now configured that was discovered becomes
-// configured.
-func (r *Registry) Sync(configured []breach.Address, mode breach.LabelMode, keepDiscovered bool) {
+// Sync makes the registry watch exactly configured, plus at most
+// discoveryLimit discovered addresses (0: none, discovery is off; the
+// newest go first when the limit shrank), and labels every entry under
+// mode. Kept addresses keep their data, schedule and alert counts; removed
+// ones go with all of it. An address now configured that was discovered
+// becomes configured.
+func (r *Registry) Sync(configured []breach.Address, mode breach.LabelMode, discoveryLimit int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.mode = mode
+	r.discoveryLimit = discoveryLimit
+	r.generation++
 	next := make(map[string]*Entry, len(configured)+len(r.entries))
 	for _, a := range configured {
 		k := a.Key()
@@ -114,19 +124,22 @@ func (r *Registry) Sync(configured []breach.Address, mode breach.LabelMode, keep
 		e.Address = a
 		next[k] = e
 	}
-	if keepDiscovered {
-		for k, e := range r.entries {
-			if e.Address.Discovered && next[k] == nil {
-				next[k] = e
-			}
+	var discovered []*Entry
+	for k, e := range r.entries {
+		if e.Address.Discovered && next[k] == nil {
+			discovered = append(discovered, e)
 		}
 	}
-	r.discovered = 0
+	slices.SortFunc(discovered, func(a, b *Entry) int { return cmp.Compare(a.Schedule.Order, b.Schedule.Order) })
+	if len(discovered) > discoveryLimit {
+		discovered = discovered[:discoveryLimit]
+	}
+	for _, e := range discovered {
+		next[e.Address.Key()] = e
+	}
+	r.discovered = len(discovered)
 	for _, e := range next {
 		e.Label = mode.Label(e.Address)
-		if e.Address.Discovered {
-			r.discovered++
-		}
 	}
 	r.entries = next
 	r.signal()
@@ -166,8 +179,9 @@ func (r *Registry) Snapshot() Snapshot {
 func (r *Registry) SetAccount(plan string, up bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if up {
+	if up && plan != r.account.Plan {
 		r.account.Plan = plan
+		r.generation++
 	}
 	r.account.Up = up
 }

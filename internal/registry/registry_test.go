@@ -30,10 +30,10 @@ func entry(t *testing.T, r *Registry, email string) (Entry, bool) {
 
 func TestSyncKeepsDataAndDropsRemoved(t *testing.T) {
 	r := New()
-	r.Sync(addrs("Alice@example.com", "bob@example.com"), breach.LabelEmail, true)
+	r.Sync(addrs("Alice@example.com", "bob@example.com"), breach.LabelEmail, 1000)
 	r.Answered(breach.Key("alice@EXAMPLE.com"), breach.Verified, []breach.SourceState{{Source: "archive"}}, at)
 
-	r.Sync(addrs("Alice@example.com", "carol@example.com"), breach.LabelEmail, true) // bob removed, carol added
+	r.Sync(addrs("Alice@example.com", "carol@example.com"), breach.LabelEmail, 1000) // bob removed, carol added
 	if n := r.Len(); n != 2 {
 		t.Fatalf("got %d addresses, want 2", n)
 	}
@@ -68,7 +68,7 @@ func TestWritesForUnwatchedAddressesAreIgnored(t *testing.T) {
 
 func TestAnswerDropsSourcesOn403AndEndsBackoff(t *testing.T) {
 	r := New()
-	r.Sync(addrs("dave@example.com"), breach.LabelEmail, true)
+	r.Sync(addrs("dave@example.com"), breach.LabelEmail, 1000)
 	k := breach.Key("dave@example.com")
 	r.Answered(k, breach.Verified, []breach.SourceState{{Source: "index"}}, at)
 	if sch, _ := r.Failed(k); sch.Failures != 1 {
@@ -95,8 +95,8 @@ func TestAccountKeepsPlanWhenDown(t *testing.T) {
 func TestLabelsFollowTheMode(t *testing.T) {
 	r := New()
 	cfg := []breach.Address{{Email: "Alice@Example.com", Alias: "a"}}
-	r.Sync(cfg, breach.LabelEmail, true)
-	if r.RecordAlert("New.User@Example.org", AlertDelta{Source: "index", Severity: "info"}, 10) != AlertDiscovered {
+	r.Sync(cfg, breach.LabelEmail, 1000)
+	if r.RecordAlert("New.User@Example.org", AlertDelta{Source: "index", Severity: "info"}) != AlertDiscovered {
 		t.Fatal("the alert did not discover its address")
 	}
 	labels := func() map[string]string {
@@ -109,7 +109,7 @@ func TestLabelsFollowTheMode(t *testing.T) {
 	if got := labels(); got["alice@example.com"] != "Alice@Example.com" || got["new.user@example.org"] != "new.user@example.org" {
 		t.Errorf("email mode labels: %v", got)
 	}
-	r.Sync(cfg, breach.LabelAlias, true)
+	r.Sync(cfg, breach.LabelAlias, 1000)
 	if got := labels(); got["alice@example.com"] != "a" || got["new.user@example.org"] != breach.HashLabel("new.user@example.org") {
 		t.Errorf("alias mode labels: %v", got)
 	}
@@ -117,10 +117,10 @@ func TestLabelsFollowTheMode(t *testing.T) {
 
 func TestRecordAlertCountsAndQueues(t *testing.T) {
 	r := New()
-	r.Sync(addrs("alice@example.com"), breach.LabelEmail, true)
+	r.Sync(addrs("alice@example.com"), breach.LabelEmail, 1000)
 	<-r.Changed()
 	d := AlertDelta{Source: "combolist", Severity: "critical", NewDatabases: 2, ExposedFields: []string{"password", "hash"}, NewPlaintext: true, ObservedAt: at}
-	if got := r.RecordAlert("ALICE@example.com", d, 10); got != AlertTracked {
+	if got := r.RecordAlert("ALICE@example.com", d); got != AlertTracked {
 		t.Fatalf("RecordAlert = %v, want AlertTracked", got)
 	}
 	select {
@@ -130,7 +130,7 @@ func TestRecordAlertCountsAndQueues(t *testing.T) {
 	}
 	d.ObservedAt = at.Add(-time.Hour) // older: the last-observed time stays
 	d.NewPlaintext = false
-	r.RecordAlert("alice@example.com", d, 10)
+	r.RecordAlert("alice@example.com", d)
 
 	a, _ := entry(t, r, "alice@example.com")
 	if a.Schedule.Urgent == 0 {
@@ -146,14 +146,15 @@ func TestRecordAlertCountsAndQueues(t *testing.T) {
 
 func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
 	r := New()
-	r.Sync(addrs("alice@example.com"), breach.LabelEmail, true)
+	r.Sync(addrs("alice@example.com"), breach.LabelEmail, 0)
 	d := AlertDelta{Source: "index", Severity: "info"}
-	if got := r.RecordAlert("new1@example.com", d, 0); got != AlertUntracked {
+	if got := r.RecordAlert("new1@example.com", d); got != AlertUntracked {
 		t.Errorf("with discovery off: %v, want AlertUntracked", got)
 	}
+	r.Sync(addrs("alice@example.com"), breach.LabelEmail, 2)
 	for i, want := range []AlertOutcome{AlertDiscovered, AlertDiscovered, AlertRefused, AlertTracked} {
 		email := []string{"new1@example.com", "new2@example.com", "new3@example.com", "NEW1@example.com"}[i]
-		if got := r.RecordAlert(email, d, 2); got != want {
+		if got := r.RecordAlert(email, d); got != want {
 			t.Errorf("alert %d (%s): %v, want %v", i, email, got, want)
 		}
 	}
@@ -164,17 +165,26 @@ func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
 	if r.Drop("alice@example.com") || !r.Drop("new2@example.com") {
 		t.Error("Drop must drop discovered addresses only")
 	}
-	if got := r.RecordAlert("new3@example.com", d, 2); got != AlertDiscovered {
+	if got := r.RecordAlert("new3@example.com", d); got != AlertDiscovered {
 		t.Errorf("after a drop there is room again: %v", got)
+	}
+	// A lower limit keeps the oldest discoveries.
+	r.Sync(addrs("alice@example.com"), breach.LabelEmail, 1)
+	if _, ok := entry(t, r, "new1@example.com"); !ok || r.Discovered() != 1 {
+		t.Errorf("after lowering the limit to 1: Discovered %d, new1 kept %v; want 1 and true", r.Discovered(), ok)
 	}
 	// Configuring a discovered address makes it configured; a reload with
 	// discovery off drops the rest with all their data.
-	r.Sync(addrs("alice@example.com", "new1@example.com"), breach.LabelEmail, false)
+	r.Sync(addrs("alice@example.com", "new1@example.com"), breach.LabelEmail, 0)
 	if r.Len() != 2 || r.Discovered() != 0 {
 		t.Errorf("after a reload without discovery: Len %d, Discovered %d; want 2 and 0", r.Len(), r.Discovered())
 	}
 	if e, _ := entry(t, r, "new1@example.com"); e.Address.Discovered || e.Alerts == nil {
 		t.Errorf("a discovered address now configured must keep its counts and lose its discovered mark: %+v", e)
+	}
+	// Discovery off: no alert, racing the reload or not, adds an address.
+	if got := r.RecordAlert("new9@example.com", d); got != AlertUntracked {
+		t.Errorf("after a reload without discovery: %v, want AlertUntracked", got)
 	}
 }
 
@@ -182,10 +192,10 @@ func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
 // snapshot already taken.
 func TestSnapshotIsNotModifiedLater(t *testing.T) {
 	r := New()
-	r.Sync(addrs("alice@example.com"), breach.LabelEmail, true)
-	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"}, 0)
+	r.Sync(addrs("alice@example.com"), breach.LabelEmail, 1000)
+	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"})
 	before, _ := entry(t, r, "alice@example.com")
-	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"}, 0)
+	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"})
 	if got := before.Alerts.Counts[[2]string{"index", "info"}]; got != 1 {
 		t.Errorf("a snapshot's count changed to %v after a later alert", got)
 	}

@@ -51,6 +51,7 @@ func (r *Registry) Started(key string, at time.Time) {
 	if e, ok := r.entries[key]; ok {
 		e.Schedule.LastAttempt = at
 		e.Schedule.Urgent = 0
+		r.generation++
 	}
 }
 
@@ -68,6 +69,7 @@ func (r *Registry) Answered(key, state string, sources []breach.SourceState, at 
 	failedBefore = e.Schedule.Failures
 	e.State, e.Sources, e.LastRefresh = state, sources, at
 	e.Schedule.Failures = 0
+	r.generation++
 	return failedBefore
 }
 
@@ -81,6 +83,7 @@ func (r *Registry) Failed(key string) (Schedule, bool) {
 		return Schedule{}, false
 	}
 	e.Schedule.Failures++
+	r.generation++
 	return e.Schedule, true
 }
 

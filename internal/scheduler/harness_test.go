@@ -204,7 +204,7 @@ func newHarness(t *testing.T, st Settings) *harness {
 		idle:  make(chan time.Time),
 	}
 	h.config = config.NewCurrent(snapshot(st, &h.tokenReads))
-	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, true)
+	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	h.s = New(Options{
@@ -301,7 +301,7 @@ func (h *harness) add(email string) bool {
 	h.t.Helper()
 	e, tracked := h.entry(email)
 	wakes := !tracked || e.Schedule.Urgent == 0
-	ok := h.reg.RecordAlert(email, registry.AlertDelta{Source: "index", Severity: "info"}, 1000) == registry.AlertDiscovered
+	ok := h.reg.RecordAlert(email, registry.AlertDelta{Source: "index", Severity: "info"}) == registry.AlertDiscovered
 	if wakes {
 		h.park()
 	}
@@ -312,7 +312,7 @@ func (h *harness) add(email string) bool {
 func (h *harness) update(st Settings) {
 	h.t.Helper()
 	h.config.Swap(snapshot(st, &h.tokenReads))
-	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, true)
+	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
 	h.park()
 }
 

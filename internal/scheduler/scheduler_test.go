@@ -609,7 +609,7 @@ func TestCycle(t *testing.T) {
 	// figures when it next plans.
 	update := func(st Settings) {
 		cur.Swap(snapshot(st, &tokenReads))
-		reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, true)
+		reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, 1000)
 		s.updateCycle(cur.Load())
 	}
 	check := func(want time.Duration, warnings int) {
@@ -637,7 +637,7 @@ func TestCycle(t *testing.T) {
 	update(Settings{Addresses: emails(490), RequestsPerMinute: 55, Interval: 9 * time.Minute, MeInterval: 5 * time.Minute})
 	check(9*time.Minute, 2)
 	for i := range 10 {
-		reg.RecordAlert(fmt.Sprintf("found%d@example.com", i), registry.AlertDelta{}, 1000)
+		reg.RecordAlert(fmt.Sprintf("found%d@example.com", i), registry.AlertDelta{})
 	}
 	s.updateCycle(cur.Load())
 	check(minutes(500/54.8), 3)
@@ -683,7 +683,7 @@ func TestShutdownDuringARequest(t *testing.T) {
 	var tokenReads atomic.Int32
 	reg := registry.New()
 	cur := config.NewCurrent(snapshot(Settings{Addresses: emails(1), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Minute}, &tokenReads))
-	reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, true)
+	reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, 1000)
 	s := New(Options{
 		Registry: reg,
 		Config:   cur,

@@ -34,6 +34,8 @@ func ContractMetrics() []string {
 		"breach_source_last_changed_timestamp_seconds",
 		"breach_source_last_scanned_timestamp_seconds",
 		"breach_source_plaintext_password",
+		"breach_webhook_alerts_future_observed_total",
+		"breach_webhook_alerts_untracked_total",
 		"breach_webhook_request_duration_seconds_bucket",
 		"breach_webhook_request_duration_seconds_count",
 		"breach_webhook_requests_total",
