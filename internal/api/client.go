@@ -118,18 +118,15 @@ func parseBaseURL(raw string) (*url.URL, error) {
 // Me calls GET /me. The RateLimit is returned even alongside an error,
 // whenever a response arrived.
 func (c *Client) Me(ctx context.Context) (Me, RateLimit, error) {
-	var m *Me
-	rl, err := c.get(ctx, EndpointMe, c.meURL, &m)
+	var m Me
+	rl, err := c.get(ctx, EndpointMe, c.meURL, func(body []byte) (err error) {
+		m, err = DecodeMe(body)
+		return err
+	})
 	if err != nil {
 		return Me{}, rl, err
 	}
-	switch {
-	case m == nil:
-		return Me{}, rl, badBody(errors.New("/me body is null, want a JSON object"))
-	case m.Plan == "":
-		return Me{}, rl, badBody(errors.New("/me body has no plan"))
-	}
-	return *m, rl, nil
+	return m, rl, nil
 }
 
 // Breaches calls GET /breaches for one address. The RateLimit is returned
@@ -137,26 +134,21 @@ func (c *Client) Me(ctx context.Context) (Me, RateLimit, error) {
 func (c *Client) Breaches(ctx context.Context, email string) (Breaches, RateLimit, error) {
 	u := *c.breachesURL
 	u.RawQuery = url.Values{"email": {email}}.Encode()
-	var b *Breaches
-	rl, err := c.get(ctx, EndpointBreaches, u.String(), &b)
+	var b Breaches
+	rl, err := c.get(ctx, EndpointBreaches, u.String(), func(body []byte) (err error) {
+		b, err = DecodeBreaches(body, email)
+		return err
+	})
 	if err != nil {
 		return Breaches{}, rl, err
 	}
-	if b == nil {
-		return Breaches{}, rl, badBody(errors.New("/breaches body is null, want a JSON object"))
-	}
-	for i, s := range b.Sources {
-		// A nameless entry could only be exported under an empty label.
-		if s.Source == "" {
-			return Breaches{}, rl, badBody(fmt.Errorf("/breaches sources[%d] has no source", i))
-		}
-	}
-	return *b, rl, nil
+	return b, rl, nil
 }
 
-// get sends one GET and decodes a 200 body into dst; any other status
-// becomes an *Error.
-func (c *Client) get(ctx context.Context, endpoint, rawURL string, dst any) (RateLimit, error) {
+// get sends one GET and hands a 200 body to decode (DecodeMe or
+// DecodeBreaches, which hold it to the spec); a decode error is a
+// KindBadBody failure, any other status an *Error.
+func (c *Client) get(ctx context.Context, endpoint, rawURL string, decode func(body []byte) error) (RateLimit, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 
@@ -197,7 +189,7 @@ func (c *Client) get(ctx context.Context, endpoint, rawURL string, dst any) (Rat
 	case tooBig:
 		return rl, badBody(fmt.Errorf("body is larger than %d bytes", c.maxBodyBytes))
 	}
-	if err := json.Unmarshal(body, dst); err != nil {
+	if err := decode(body); err != nil {
 		return rl, badBody(fmt.Errorf("decoding %s body: %w", endpoint, err))
 	}
 	return rl, nil
