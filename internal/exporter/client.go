@@ -43,10 +43,26 @@ func (c *swappableClient) count(endpoint string, err error) {
 
 var _ scheduler.Client = (*swappableClient)(nil)
 
+// swap installs client and closes the idle connections of the one it
+// replaces; a call still in flight on that one closes its connection when it
+// returns (release).
 func (c *swappableClient) swap(client *api.Client) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	old := c.current
 	c.current = client
+	c.mu.Unlock()
+	if old != nil && old != client {
+		old.CloseIdleConnections()
+	}
+}
+
+// release is called after each call with the client that made it: when a
+// reload replaced that client meanwhile, the connection it just returned to
+// its pool is closed rather than kept idle.
+func (c *swappableClient) release(used *api.Client) {
+	if used != c.get() {
+		used.CloseIdleConnections()
+	}
 }
 
 func (c *swappableClient) get() *api.Client {
@@ -56,7 +72,9 @@ func (c *swappableClient) get() *api.Client {
 }
 
 func (c *swappableClient) Me(ctx context.Context) (api.Me, api.RateLimit, error) {
-	me, rl, err := c.get().Me(ctx)
+	client := c.get()
+	me, rl, err := client.Me(ctx)
+	c.release(client)
 	c.count(api.EndpointMe, err)
 	if err == nil {
 		c.mu.Lock()
@@ -71,7 +89,9 @@ func (c *swappableClient) Me(ctx context.Context) (api.Me, api.RateLimit, error)
 }
 
 func (c *swappableClient) Breaches(ctx context.Context, email string) (api.Breaches, api.RateLimit, error) {
-	b, rl, err := c.get().Breaches(ctx, email)
+	client := c.get()
+	b, rl, err := client.Breaches(ctx, email)
+	c.release(client)
 	c.count(api.EndpointBreaches, err)
 	return b, rl, err
 }
