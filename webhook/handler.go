@@ -140,7 +140,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	// Accepted alerts are not logged: the counters are the record, and with
 	// go-kit even a filtered debug line costs its timestamp and caller on the
 	// endpoint's busiest path.
-	h.metrics.countAlert(alert)
+	h.metrics.countAlert(alert, now)
 	if h.onAlert != nil {
 		h.onAlert(alert)
 	}

@@ -48,6 +48,7 @@ breach_webhook_requests_total{outcome="duplicate"} 0
 breach_webhook_requests_total{outcome="invalid_signature"} 0
 breach_webhook_requests_total{outcome="malformed"} 0
 breach_webhook_requests_total{outcome="method_not_allowed"} 0
+breach_webhook_requests_total{outcome="not_found"} 0
 breach_webhook_requests_total{outcome="stale"} 0
 breach_webhook_requests_total{outcome="too_large"} 0
 breach_webhook_requests_total{outcome="unknown_event"} 0

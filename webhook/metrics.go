@@ -3,6 +3,7 @@ package webhook
 import (
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +27,7 @@ const (
 var outcomes = []string{
 	outcomeAccepted, outcomeDuplicate, outcomeStale, outcomeUnknownEvent,
 	outcomeInvalidSignature, outcomeMalformed, outcomeTooLarge,
-	outcomeMethodNotAllowed, outcomeUnsupportedMediaType,
+	outcomeMethodNotAllowed, outcomeUnsupportedMediaType, outcomeNotFound,
 }
 
 // knownSeverities are the spec's severity values, pre-initialised per address.
@@ -49,6 +50,7 @@ type metrics struct {
 	exposedFields  *prometheus.CounterVec
 	newPlaintext   *prometheus.CounterVec
 	lastObservedAt *prometheus.GaugeVec
+	futureObserved prometheus.Counter // observed_at too far ahead: see skew.go
 
 	// mu serialises alert accounting with the series bookkeeping of Update,
 	// and guards what follows.
@@ -103,11 +105,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "breach_alert_last_observed_timestamp_seconds",
 			Help: "observed_at of the newest accepted alert, as a Unix time.",
 		}, []string{"address", "source"}),
-		series: make(map[string]addressSeries),
-		newest: make(map[[2]string]float64),
+		futureObserved: newFutureObservedCounter(),
+		series:         make(map[string]addressSeries),
+		newest:         make(map[[2]string]float64),
 	}
 	for _, c := range []prometheus.Collector{
 		requests, m.duration, m.alerts, m.newDatabases, m.exposedFields, m.newPlaintext, m.lastObservedAt,
+		m.futureObserved,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -197,8 +201,8 @@ func (m *metrics) initialise(label string) {
 	}
 }
 
-// countAlert records an accepted alert.
-func (m *metrics) countAlert(a Alert) {
+// countAlert records an accepted alert received at now.
+func (m *metrics) countAlert(a Alert, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
@@ -218,6 +222,10 @@ func (m *metrics) countAlert(a Alert) {
 		newPlaintext.Inc()
 	}
 
+	if inFuture(a.ObservedAt, now) {
+		m.futureObserved.Inc()
+		return
+	}
 	observed := float64(a.ObservedAt.UnixMilli()) / 1e3
 	key := [2]string{address, source}
 	if newest, ok := m.newest[key]; !ok || observed > newest {

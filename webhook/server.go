@@ -32,6 +32,10 @@ const (
 // http.ServeMux's path cleaning: there is one right URL and it is in the
 // sender's configuration.
 func NewServer(h http.Handler, path string) *http.Server {
+	notFound := http.NotFound
+	if wh, ok := h.(*Handler); ok {
+		notFound = wh.serveNotFound // counted as outcome not_found
+	}
 	router := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case path:
@@ -39,7 +43,7 @@ func NewServer(h http.Handler, path string) *http.Server {
 		case HealthyPath:
 			serveHealthy(w, r)
 		default:
-			http.NotFound(w, r)
+			notFound(w, r)
 		}
 	})
 	return &http.Server{
