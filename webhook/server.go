@@ -1,13 +1,12 @@
 package webhook
 
 import (
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
-	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/breach-exporter/breach_exporter/internal/listen"
 )
 
 // HealthyPath answers 200 on the webhook listener, for load balancers.
@@ -74,23 +73,12 @@ func serveHealthy(w http.ResponseWriter, r *http.Request) {
 // Connection-level errors (TLS handshakes from scanners, resets) go to
 // logger at debug level unless srv.ErrorLog is already set: on a public
 // port they are noise.
+//
+// It holds at most DefaultMaxConnections connections open; ServeLimited
+// takes the limit and the metrics that show it.
 func Serve(srv *http.Server, listenAddress, webConfigFile string, logger *slog.Logger) error {
-	if listenAddress == "" {
-		// net.Listen would pick a random port on every interface.
-		return errors.New("webhook: empty listen address")
-	}
-	if srv.ErrorLog == nil {
-		srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
-	}
-	systemdSocket := false
-	flags := &web.FlagConfig{
-		WebListenAddresses: &[]string{listenAddress},
-		WebConfigFile:      &webConfigFile,
-		WebSystemdSocket:   &systemdSocket,
-	}
-	err := web.ListenAndServe(srv, flags, logger)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+	return ServeLimited(srv, listenAddress, webConfigFile, listen.Limit{Name: "webhook", MaxConnections: DefaultMaxConnections}, logger)
 }
+
+// DefaultMaxConnections is --webhook.max-connections' default.
+const DefaultMaxConnections = 256
