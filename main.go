@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,12 +24,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/version"
-	"github.com/prometheus/exporter-toolkit/web"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 	sloggokit "github.com/tjhop/slog-gokit"
 
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
+	"github.com/breach-exporter/breach_exporter/internal/listen"
 	"github.com/breach-exporter/breach_exporter/webhook"
 )
 
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		hookAddress   = app.Flag("webhook.listen-address", "Address of the separate webhook listener, e.g. :9800. Empty disables the receiver.").Default("").String()
 		hookWebConfig = app.Flag("webhook.web-config.file", "exporter-toolkit web config (TLS, basic auth) for the webhook listener alone.").Default("").String()
 		hookPath      = app.Flag("webhook.path", "Path of the webhook endpoint on the webhook listener.").Default("/webhook").String()
+		webMaxConns   = app.Flag("web.max-connections", "Maximum number of connections each metrics listening address holds open at once; more wait until one closes.").Default("512").Int()
+		hookMaxConns  = app.Flag("webhook.max-connections", "Maximum number of connections the webhook listener holds open at once; more wait until one closes.").Default(strconv.Itoa(webhook.DefaultMaxConnections)).Int()
 		logLevel      = app.Flag("log.level", "Only log messages with the given severity or above.").Default("info").Enum("debug", "info", "warn", "error")
 		logFormat     = app.Flag("log.format", "Output format of log messages.").Default("logfmt").Enum("logfmt", "json")
 	)
@@ -73,6 +76,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if *webMaxConns < 1 || *hookMaxConns < 1 {
+		fmt.Fprintf(stderr, "%s: --web.max-connections and --webhook.max-connections must be at least 1\n", name)
+		return 2
+	}
+
 	if *configCheck {
 		// The start's own load path: file, token, secrets and HTTP client.
 		if _, err := config.LoadSnapshot(*configFile, config.LoadOptions{Webhook: webhookOn}); err != nil {
@@ -90,6 +98,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	listenMetrics, err := listen.NewMetrics(reg)
+	if err != nil {
+		level.Error(logger).Log("msg", "Cannot register the listener metrics", "err", err)
+		return 1
+	}
 	exp, err := exporter.New(exporter.Options{
 		ConfigFile: *configFile,
 		UserAgent:  name + "/" + version.Version,
@@ -116,18 +129,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level.Error(logger).Log("msg", "Cannot build the landing page", "err", err)
 		return 1
 	}
-	webServer := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	webServer := newWebServer(mux)
+	webLimit := listen.Limit{Name: "web", MaxConnections: *webMaxConns, Metrics: listenMetrics}
 	servers := []*listener{{
 		name:   "web",
 		server: webServer,
-		serve:  func(l *slog.Logger) error { return web.ListenAndServe(webServer, webFlags, l) },
+		serve:  func(l *slog.Logger) error { return listen.Serve(webServer, webFlags, webLimit, l) },
 	}}
 	if webhookOn {
 		hookServer := webhook.NewServer(exp.WebhookHandler(), *hookPath)
+		hookLimit := listen.Limit{Name: "webhook", MaxConnections: *hookMaxConns, Metrics: listenMetrics}
 		servers = append(servers, &listener{
 			name:   "webhook",
 			server: hookServer,
-			serve:  func(l *slog.Logger) error { return webhook.Serve(hookServer, *hookAddress, *hookWebConfig, l) },
+			serve: func(l *slog.Logger) error {
+				return webhook.ServeLimited(hookServer, *hookAddress, *hookWebConfig, hookLimit, l)
+			},
 		})
 	}
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -84,13 +83,7 @@ func (s *standInAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testkit.FreeAddress(t)
 }
 
 func get(t *testing.T, url string) (int, string) {

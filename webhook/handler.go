@@ -133,11 +133,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	return outcomeAccepted
 }
 
-// maxFutureSkew is how far ahead of our clock an observed_at may be and
-// still move the last-observed time: a clock a little ahead is normal, a
-// date in year 9999 would pin the gauge for good.
-const maxFutureSkew = 5 * time.Minute
-
 // record counts an accepted alert under its address (the registry also
 // queues the address for a re-read), or without an address label when the
 // address is not watched and may not be discovered.
@@ -153,7 +148,7 @@ func (h *Handler) record(a Alert, now time.Time) {
 	for i, f := range a.Delta.NewlyExposedFields {
 		d.ExposedFields[i] = breach.LabelValue(f, breach.MaxFieldBytes)
 	}
-	if a.ObservedAt.After(now.Add(maxFutureSkew)) {
+	if inFuture(a.ObservedAt, now) {
 		d.ObservedAt = time.Time{}
 		h.metrics.futureObserved.Inc()
 	}

@@ -71,6 +71,7 @@ breach_webhook_requests_total{outcome="duplicate"} 0
 breach_webhook_requests_total{outcome="invalid_signature"} 0
 breach_webhook_requests_total{outcome="malformed"} 0
 breach_webhook_requests_total{outcome="method_not_allowed"} 0
+breach_webhook_requests_total{outcome="not_found"} 0
 breach_webhook_requests_total{outcome="stale"} 0
 breach_webhook_requests_total{outcome="too_large"} 0
 breach_webhook_requests_total{outcome="unknown_event"} 0
@@ -79,7 +80,7 @@ breach_webhook_requests_total{outcome="unsupported_media_type"} 0
 # TYPE breach_webhook_alerts_untracked_total counter
 breach_webhook_alerts_untracked_total{reason="discovery_limit"} 0
 breach_webhook_alerts_untracked_total{reason="discovery_off"} 0
-# HELP breach_webhook_alerts_future_observed_total Accepted alerts whose observed_at was more than 5 minutes ahead of the exporter's clock; they do not move breach_alert_last_observed_timestamp_seconds.
+# HELP breach_webhook_alerts_future_observed_total Accepted alerts whose observed_at was more than 5 minutes ahead of the exporter's clock; they are counted but do not move breach_alert_last_observed_timestamp_seconds.
 # TYPE breach_webhook_alerts_future_observed_total counter
 breach_webhook_alerts_future_observed_total 0
 `

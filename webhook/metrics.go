@@ -20,7 +20,7 @@ const (
 var outcomes = []string{
 	outcomeAccepted, outcomeDuplicate, outcomeStale, outcomeUnknownEvent,
 	outcomeInvalidSignature, outcomeMalformed, outcomeTooLarge,
-	outcomeMethodNotAllowed, outcomeUnsupportedMediaType,
+	outcomeMethodNotAllowed, outcomeUnsupportedMediaType, outcomeNotFound,
 }
 
 // Reasons of breach_webhook_alerts_untracked_total: why an accepted alert
@@ -56,10 +56,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
 		untracked: map[string]prometheus.Counter{},
-		futureObserved: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "breach_webhook_alerts_future_observed_total",
-			Help: "Accepted alerts whose observed_at was more than 5 minutes ahead of the exporter's clock; they do not move breach_alert_last_observed_timestamp_seconds.",
-		}),
+		futureObserved: newFutureObservedCounter(),
 	}
 	for _, c := range []prometheus.Collector{requests, m.duration, untracked, m.futureObserved} {
 		if err := reg.Register(c); err != nil {

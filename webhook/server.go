@@ -1,13 +1,12 @@
 package webhook
 
 import (
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
-	"github.com/prometheus/exporter-toolkit/web"
+	"github.com/breach-exporter/breach_exporter/internal/listen"
 )
 
 // HealthyPath answers 200 on the webhook listener, for load balancers.
@@ -32,6 +31,10 @@ const (
 // http.ServeMux's path cleaning: there is one right URL and it is in the
 // sender's configuration.
 func NewServer(h http.Handler, path string) *http.Server {
+	notFound := http.NotFound
+	if wh, ok := h.(*Handler); ok {
+		notFound = wh.serveNotFound // counted as outcome not_found
+	}
 	router := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case path:
@@ -39,7 +42,7 @@ func NewServer(h http.Handler, path string) *http.Server {
 		case HealthyPath:
 			serveHealthy(w, r)
 		default:
-			http.NotFound(w, r)
+			notFound(w, r)
 		}
 	})
 	return &http.Server{
@@ -70,23 +73,12 @@ func serveHealthy(w http.ResponseWriter, r *http.Request) {
 // Connection-level errors (TLS handshakes from scanners, resets) go to
 // logger at debug level unless srv.ErrorLog is already set: on a public
 // port they are noise.
+//
+// It holds at most DefaultMaxConnections connections open; ServeLimited
+// takes the limit and the metrics that show it.
 func Serve(srv *http.Server, listenAddress, webConfigFile string, logger *slog.Logger) error {
-	if listenAddress == "" {
-		// net.Listen would pick a random port on every interface.
-		return errors.New("webhook: empty listen address")
-	}
-	if srv.ErrorLog == nil {
-		srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
-	}
-	systemdSocket := false
-	flags := &web.FlagConfig{
-		WebListenAddresses: &[]string{listenAddress},
-		WebConfigFile:      &webConfigFile,
-		WebSystemdSocket:   &systemdSocket,
-	}
-	err := web.ListenAndServe(srv, flags, logger)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+	return ServeLimited(srv, listenAddress, webConfigFile, listen.Limit{Name: "webhook", MaxConnections: DefaultMaxConnections}, logger)
 }
+
+// DefaultMaxConnections is --webhook.max-connections' default.
+const DefaultMaxConnections = 256

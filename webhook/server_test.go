@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 func TestServerTimeouts(t *testing.T) {
@@ -64,8 +66,8 @@ func TestServerServesOnlyWebhookAndHealthy(t *testing.T) {
 			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, resp.StatusCode, tc.want)
 		}
 	}
-	if got := f.outcomeSum(); got != 1 {
-		t.Errorf("handler saw %v requests, want only the one on its path", got)
+	if got := f.outcomeCount(outcomeAccepted); got != 1 || f.outcomeSum() != 8 {
+		t.Errorf("handler accepted %v requests (want only the one on its path), counted %v (want it and the 7 not_found)", got, f.outcomeSum())
 	}
 }
 
@@ -73,13 +75,7 @@ func TestServerServesOnlyWebhookAndHealthy(t *testing.T) {
 // web.ListenAndServe opens its own listener, so the port cannot be handed
 // over.
 func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testkit.FreeAddress(t)
 }
 
 // startServe runs Serve and returns a function that shuts it down and

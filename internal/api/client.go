@@ -58,17 +58,12 @@ func New(o Options) *Client {
 	}
 }
 
-// CloseIdleConnections closes the idle keep-alive connections of the
-// client's transport: a reload that replaces the client calls it, so the
-// old client leaves no connection or goroutine behind.
-func (c *Client) CloseIdleConnections() { c.httpClient.CloseIdleConnections() }
-
 // Me calls GET /me. The RateLimit is returned even alongside an error,
 // whenever a response arrived.
 func (c *Client) Me(ctx context.Context) (Me, breach.RateLimit, error) {
 	var m Me
 	rl, err := c.call(ctx, EndpointMe, c.meURL, func(body []byte) (err error) {
-		m, err = decodeMe(body)
+		m, err = DecodeMe(body)
 		return err
 	})
 	return m, rl, err
@@ -81,7 +76,7 @@ func (c *Client) Breaches(ctx context.Context, email string) (Breaches, breach.R
 	u.RawQuery = url.Values{"email": {email}}.Encode()
 	var b Breaches
 	rl, err := c.call(ctx, EndpointBreaches, u.String(), func(body []byte) (err error) {
-		b, err = decodeBreaches(body, email)
+		b, err = DecodeBreaches(body, email)
 		return err
 	})
 	return b, rl, err

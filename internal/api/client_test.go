@@ -155,7 +155,7 @@ func TestBreachesStatuses(t *testing.T) {
 	}{
 		{name: "200", status: 200, body: goodBreaches, wantOK: true},
 		{name: "200 empty sources", status: 200, body: `{"email":"alice@example.com","sources":[]}`, wantOK: true},
-		{name: "200 sources absent", status: 200, body: `{"email":"alice@example.com"}`, wantOK: true},
+		{name: "200 sources absent", status: 200, body: `{"email":"alice@example.com"}`, wantKind: KindBadBody},
 		{name: "200 truncated JSON", status: 200, body: goodBreaches[:len(goodBreaches)/2], wantKind: KindBadBody},
 		{name: "200 empty body", status: 200, body: "", wantKind: KindBadBody},
 		{name: "200 null", status: 200, body: "null", wantKind: KindBadBody},
@@ -284,7 +284,8 @@ func TestUnknownFieldsIgnoredAndUnknownEnumsKept(t *testing.T) {
 }
 
 func TestTimestampsWithAndWithoutMilliseconds(t *testing.T) {
-	body := `{"email":"a@example.com","sources":[{"source":"index",
+	body := `{"email":"a@example.com","sources":[{"source":"index","breach_count":1,
+	  "source_dbs":[],"fields_exposed":[],"has_plaintext_password":false,
 	  "last_scanned_at":"2024-05-01T12:34:56.789Z",
 	  "last_changed_at":"2024-05-01T12:34:56Z"}]}`
 	srv := newServer(t, respond(200, nil, body))
