@@ -55,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to read, verify and answer a webhook request.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
-		untracked: map[string]prometheus.Counter{},
+		untracked:      map[string]prometheus.Counter{},
 		futureObserved: newFutureObservedCounter(),
 	}
 	for _, c := range []prometheus.Collector{requests, m.duration, untracked, m.futureObserved} {

@@ -70,10 +70,10 @@ type Registry struct {
 	// alert racing a reload cannot discover under the old limit.
 	discoveryLimit int
 	generation     uint64 // counts changes worth saving (Save)
-	account    Account
-	rateLimit  breach.RateLimit
-	hasRate    bool
-	cycle      time.Duration
+	account        Account
+	rateLimit      breach.RateLimit
+	hasRate        bool
+	cycle          time.Duration
 
 	changed chan struct{} // see Changed
 }
