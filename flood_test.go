@@ -51,7 +51,7 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 	}
 	raiseFDLimit(t, floodRlimit)
 
-	bin := buildBinary(t)
+	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
 	api := httptest.NewServer(&standInAPI{})
 	defer api.Close()
 	dir := t.TempDir()
@@ -205,23 +205,6 @@ func raiseFDLimit(t *testing.T, n uint64) {
 	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 }
 
-// buildBinary builds this package into a temporary directory.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			t.Skip("no go tool to build the binary with")
-		}
-	}
-	bin := filepath.Join(t.TempDir(), "breach_exporter")
-	cmd := exec.Command(goTool, "build", "-o", bin, ".")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // startBinary starts bin and stops it (SIGTERM, then SIGKILL) at the end of
 // the test; its log is shown when the test fails.

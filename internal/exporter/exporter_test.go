@@ -76,14 +76,13 @@ func (a *countingAPI) reads(email string) int {
 }
 
 type fixture struct {
-	t      *testing.T
-	logs   *testkit.SyncBuffer
-	exp    *Exporter
-	reg    *prometheus.Registry
-	clock  *clockwork.FakeClock
-	api    *countingAPI
-	dir    string
-	cancel context.CancelFunc
+	t     *testing.T
+	logs  *testkit.SyncBuffer
+	exp   *Exporter
+	reg   *prometheus.Registry
+	clock *clockwork.FakeClock
+	api   *countingAPI
+	dir   string
 }
 
 func newFixture(t *testing.T, configTail string) *fixture {
