@@ -63,7 +63,7 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 	webAddr, hookAddr := freeAddress(t), freeAddress(t)
 
 	child := startBinary(t, bin, "--config.file", cfg, "--web.listen-address", webAddr,
-		"--webhook.listen-address", hookAddr, "--log.level", "warn")
+		"--webhook.listen-address", hookAddr, "--log.level", "warn", "--storage.path", "")
 	metricsURL := "http://" + webAddr + "/metrics"
 	testkit.Eventually(t, "/metrics to answer", func() bool { code, _ := get(t, metricsURL); return code == 200 })
 	t.Logf("child: %s", openFilesLimit(t, child.Process.Pid))

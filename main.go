@@ -56,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		hookPath      = app.Flag("webhook.path", "Path of the webhook endpoint on the webhook listener.").Default("/webhook").String()
 		webMaxConns   = app.Flag("web.max-connections", "Maximum number of connections each metrics listening address holds open at once; more wait until one closes.").Default("512").Int()
 		hookMaxConns  = app.Flag("webhook.max-connections", "Maximum number of connections the webhook listener holds open at once; more wait until one closes.").Default(strconv.Itoa(webhook.DefaultMaxConnections)).Int()
+		storagePath   = app.Flag("storage.path", "Folder of the state snapshot, which keeps the cached answers, the schedule, discovered addresses and the webhook duplicate memory across restarts. Empty turns persistence off.").Default("data/").String()
+		snapInterval  = app.Flag("storage.snapshot-interval", "How often at most the state snapshot is written (only when something changed), besides once at shutdown.").Default("1m").Duration()
 		logLevel      = app.Flag("log.level", "Only log messages with the given severity or above.").Default("info").Enum("debug", "info", "warn", "error")
 		logFormat     = app.Flag("log.format", "Output format of log messages.").Default("logfmt").Enum("logfmt", "json")
 	)
@@ -103,12 +105,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		level.Error(logger).Log("msg", "Cannot register the listener metrics", "err", err)
 		return 1
 	}
+	if *snapInterval <= 0 {
+		fmt.Fprintf(stderr, "%s: --storage.snapshot-interval must be greater than 0, got %s\n", name, *snapInterval)
+		return 2
+	}
 	exp, err := exporter.New(exporter.Options{
-		ConfigFile: *configFile,
-		UserAgent:  name + "/" + version.Version,
-		Logger:     logger,
-		Registerer: reg,
-		Webhook:    webhookOn,
+		ConfigFile:       *configFile,
+		UserAgent:        name + "/" + version.Version,
+		Logger:           logger,
+		Registerer:       reg,
+		Webhook:          webhookOn,
+		StoragePath:      *storagePath,
+		SnapshotInterval: *snapInterval,
 	})
 	if err != nil {
 		level.Error(logger).Log("msg", "Cannot start", "config", *configFile, "err", err)
@@ -181,6 +189,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	wg.Wait()
+	// The last snapshot, once nothing can change the state any more.
+	if err := exp.Save(); err != nil {
+		level.Error(logger).Log("msg", "State snapshot at shutdown failed; the previous one stays", "err", err)
+		code = 1
+	}
 	return code
 }
 

@@ -117,7 +117,7 @@ func TestRun(t *testing.T) {
 	var stderr testkit.SyncBuffer
 	done := make(chan int)
 	go func() {
-		done <- run(ctx, []string{"--config.file", cfgFile, "--web.listen-address", addr}, io.Discard, &stderr)
+		done <- run(ctx, []string{"--config.file", cfgFile, "--web.listen-address", addr, "--storage.path", t.TempDir()}, io.Discard, &stderr)
 	}()
 	defer func() {
 		cancel()
@@ -224,7 +224,9 @@ func TestConfigProblems(t *testing.T) {
 		{"budget out of range", []string{"--config.check", "--config.file", budget}, 1, "api.requests_per_minute"},
 		{"token of the wrong form", []string{"--config.check", "--config.file", token}, 1, "svc_ak_"},
 		{"webhook without a secret", []string{"--config.check", "--config.file", noSecret, "--webhook.listen-address", "127.0.0.1:0"}, 1, "secret"},
-		{"refused start", []string{"--config.file", token, "--web.listen-address", "127.0.0.1:0"}, 1, "svc_ak_"},
+		{"refused start", []string{"--config.file", token, "--web.listen-address", "127.0.0.1:0", "--storage.path", ""}, 1, "svc_ak_"},
+		{"storage path not a folder", []string{"--config.file", good, "--web.listen-address", "127.0.0.1:0", "--storage.path", good}, 1, "--storage.path"},
+		{"snapshot interval zero", []string{"--config.file", good, "--storage.snapshot-interval", "0s"}, 2, "--storage.snapshot-interval"},
 		{"missing file", []string{"--config.check", "--config.file", filepath.Join(dir, "nope.yml")}, 1, "nope.yml"},
 		{"bad webhook path", []string{"--config.file", good, "--webhook.listen-address", "127.0.0.1:0", "--webhook.path", "/-/healthy"}, 2, "--webhook.path"},
 	} {

@@ -14,10 +14,11 @@ type digest = [sha256.Size]byte
 // and the cap are the config's, passed on every check, so a reload applies
 // to the next one.
 type dedup struct {
-	mu     sync.Mutex
-	seenAt map[digest]time.Time
-	order  []dedupEntry // insertion order; order[head:] is live
-	head   int
+	mu      sync.Mutex
+	seenAt  map[digest]time.Time
+	order   []dedupEntry // insertion order; order[head:] is live
+	head    int
+	changes uint64 // entries remembered so far, for savers to see a change
 }
 
 type dedupEntry struct {
@@ -46,6 +47,7 @@ func (d *dedup) checkAndRemember(key digest, now time.Time, remember bool, windo
 		}
 		d.seenAt[key] = now
 		d.order = append(d.order, dedupEntry{key: key, at: now})
+		d.changes++
 	}
 	return false
 }
@@ -72,5 +74,40 @@ func (d *dedup) popFront() {
 	if d.head > len(d.order)/2 {
 		d.order = append(d.order[:0], d.order[d.head:]...)
 		d.head = 0
+	}
+}
+
+// Remembered is one body the receiver remembers having accepted.
+type Remembered struct {
+	Digest [sha256.Size]byte
+	At     time.Time
+}
+
+// Remembered returns the bodies remembered, oldest first, and a count that
+// grows with every body remembered, so a saver can tell whether anything
+// changed. Entries past the window are dropped at the next check.
+func (h *Handler) Remembered() ([]Remembered, uint64) {
+	d := h.dedup
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Remembered, 0, len(d.order)-d.head)
+	for _, e := range d.order[d.head:] {
+		out = append(out, Remembered{Digest: e.key, At: e.at})
+	}
+	return out, d.changes
+}
+
+// Restore remembers bodies accepted before a restart, oldest first, so a
+// replay of one after the restart is a duplicate. Call it before serving.
+func (h *Handler) Restore(entries []Remembered) {
+	d := h.dedup
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range entries {
+		if _, ok := d.seenAt[e.Digest]; ok {
+			continue
+		}
+		d.seenAt[e.Digest] = e.At
+		d.order = append(d.order, dedupEntry{key: e.Digest, at: e.At})
 	}
 }

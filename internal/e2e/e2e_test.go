@@ -104,7 +104,8 @@ func TestEndToEnd(t *testing.T) {
 	s.start(t, dir, "exporter", exporterBin,
 		"--config.file="+exporterFile,
 		"--web.listen-address="+webAddr,
-		"--webhook.listen-address="+hookAddr)
+		"--webhook.listen-address="+hookAddr,
+		"--storage.path="+filepath.Join(dir, "exporter-data"))
 	s.waitReady(ctx, t, "exporter", "http://"+webAddr+"/-/ready")
 	s.waitReady(ctx, t, "exporter webhook listener", "http://"+hookAddr+"/-/healthy")
 	s.waitReady(ctx, t, "alertmanager", "http://"+amAddr+"/-/ready")

@@ -7,6 +7,7 @@ package exporter
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/breach-exporter/breach_exporter/collector"
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/registry"
 	"github.com/breach-exporter/breach_exporter/internal/scheduler"
 	"github.com/breach-exporter/breach_exporter/webhook"
@@ -34,6 +36,11 @@ type Options struct {
 	Clock      clockwork.Clock // nil = real clock
 	// Webhook turns the receiver on: its secrets become mandatory.
 	Webhook bool
+	// StoragePath is the folder of the state snapshot; empty turns
+	// persistence off.
+	StoragePath string
+	// SnapshotInterval is the most often the snapshot is written.
+	SnapshotInterval time.Duration
 }
 
 // Exporter is the running program minus its listeners.
@@ -47,8 +54,13 @@ type Exporter struct {
 	collector *collector.Collector
 	scheduler *scheduler.Scheduler
 	hook      *webhook.Handler // nil when the receiver is off
+	store     *persist.Store   // nil when persistence is off
 
 	reloads chan chan error
+	// What the last snapshot saved, so an unchanged state is not written
+	// again: the registry's generation and the webhook's count of bodies
+	// remembered. Owned by Run, and by Save after Run has returned.
+	savedGeneration, savedSeen uint64
 
 	reloadOK   prometheus.Gauge
 	reloadTime prometheus.Gauge
@@ -87,7 +99,23 @@ func New(o Options) (*Exporter, error) {
 			Help: "When the config was last loaded successfully (Unix seconds).",
 		}),
 	}
+	var saved *persist.State
+	if o.StoragePath != "" {
+		if e.store, err = persist.Open(o.StoragePath, o.Registerer, log.With(e.logger, "component", "persist")); err != nil {
+			return nil, fmt.Errorf("--storage.path %q: %w", o.StoragePath, err)
+		}
+		if st, ok := e.store.Load(); ok {
+			saved = &st
+			e.registry.Restore(st.Registry)
+		}
+	}
+	// The first sync drops what the snapshot holds and the config no
+	// longer allows.
 	e.syncRegistry(snap)
+	if saved != nil {
+		e.store.Restored(e.registry.Len())
+		level.Info(e.logger).Log("msg", "Restored the state snapshot", "addresses", e.registry.Len(), "remembered_webhooks", len(saved.Seen))
+	}
 	e.collector = collector.New(e.registry, e.config, o.Webhook)
 	e.scheduler = scheduler.New(scheduler.Options{
 		Registry: e.registry,
@@ -107,7 +135,11 @@ func New(o Options) (*Exporter, error) {
 		if err != nil {
 			return nil, err
 		}
+		if saved != nil {
+			e.hook.Restore(saved.Seen)
+		}
 	}
+	e.savedGeneration, e.savedSeen = e.changes()
 	for _, c := range []prometheus.Collector{versioncollector.NewCollector("breach_exporter"), e.reloadOK, e.reloadTime} {
 		if err := o.Registerer.Register(c); err != nil {
 			return nil, err
@@ -144,8 +176,10 @@ func (e *Exporter) syncRegistry(snap *config.Snapshot) {
 	e.registry.Sync(cfg.Watched(), cfg.Labels.Address, cfg.Webhook.DiscoveryLimit())
 }
 
-// Run polls the API and serves reload requests until ctx ends. Reloads go
-// through this one goroutine so that SIGHUP and /-/reload never race.
+// Run polls the API, serves reload requests and writes the state snapshot
+// every interval until ctx ends. Reloads go through this one goroutine so
+// that SIGHUP and /-/reload never race. Call Save after Run returns and the
+// listeners are shut down, for the last snapshot.
 func (e *Exporter) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -153,6 +187,12 @@ func (e *Exporter) Run(ctx context.Context) {
 		defer wg.Done()
 		e.scheduler.Run(ctx)
 	}()
+	var tick <-chan time.Time
+	if e.store != nil {
+		t := e.clock.NewTicker(e.opts.SnapshotInterval)
+		defer t.Stop()
+		tick = t.Chan()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -160,8 +200,43 @@ func (e *Exporter) Run(ctx context.Context) {
 			return
 		case done := <-e.reloads:
 			done <- e.reload()
+		case <-tick:
+			if err := e.Save(); err != nil {
+				level.Error(e.logger).Log("msg", "State snapshot failed; the previous one stays", "err", err)
+			}
 		}
 	}
+}
+
+// changes returns what tells whether the state worth saving changed.
+func (e *Exporter) changes() (generation, seen uint64) {
+	generation = e.registry.Generation()
+	if e.hook != nil {
+		_, seen = e.hook.Remembered()
+	}
+	return generation, seen
+}
+
+// Save writes the state snapshot when anything changed since the last one;
+// without persistence it does nothing.
+func (e *Exporter) Save() error {
+	if e.store == nil {
+		return nil
+	}
+	st := persist.State{}
+	var generation, seen uint64
+	st.Registry, generation = e.registry.Save()
+	if e.hook != nil {
+		st.Seen, seen = e.hook.Remembered()
+	}
+	if generation == e.savedGeneration && seen == e.savedSeen {
+		return nil
+	}
+	if err := e.store.Save(st, e.clock.Now()); err != nil {
+		return err
+	}
+	e.savedGeneration, e.savedSeen = generation, seen
+	return nil
 }
 
 // Reload asks Run to reload the config and waits for the outcome.

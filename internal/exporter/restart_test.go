@@ -1,0 +1,184 @@
+package exporter
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
+)
+
+// run is one life of an exporter with persistence: it runs until stop,
+// which also writes the last snapshot, as main does at shutdown.
+type run struct {
+	exp   *Exporter
+	reg   *prometheus.Registry
+	clock *clockwork.FakeClock
+	stop  func()
+}
+
+// start runs an exporter watching addresses (a YAML list); webhookTail adds
+// settings under webhook.
+func start(t *testing.T, dir, storage, baseURL, addresses, webhookTail string) *run {
+	t.Helper()
+	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test")
+	testkit.WriteFile(t, filepath.Join(dir, "secret"), "hook-secret")
+	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
+  base_url: %s/api/v1
+  token_file: token
+  requests_per_minute: 60
+addresses: %s
+webhook:
+  secret_files: [secret]
+`, baseURL, addresses)+webhookTail)
+	r := &run{reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock()}
+	var err error
+	r.exp, err = New(Options{
+		ConfigFile:       filepath.Join(dir, "config.yml"),
+		Logger:           log.NewNopLogger(),
+		Registerer:       r.reg,
+		Clock:            r.clock,
+		Webhook:          true,
+		StoragePath:      storage,
+		SnapshotInterval: time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.exp.Run(ctx)
+	}()
+	stopped := false
+	r.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-done
+		if err := r.exp.Save(); err != nil {
+			t.Errorf("last snapshot: %v", err)
+		}
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// feedLines renders the feed series and address states, as the issue's
+// done-when compares them across a restart.
+func feedLines(t *testing.T, r *run) []string {
+	t.Helper()
+	var out []string
+	for series, v := range testkit.Samples(t, r.exp.Gatherer(r.reg)) {
+		if strings.HasPrefix(series, "breach_source_") || strings.HasPrefix(series, "breach_address_state") ||
+			strings.HasPrefix(series, "breach_address_last_refresh") {
+			out = append(out, fmt.Sprintf("%s %v", series, v))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func signed(body string) *http.Request {
+	mac := hmac.New(sha256.New, []byte("hook-secret"))
+	mac.Write([]byte(body))
+	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader([]byte(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Service-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	return req
+}
+
+func alertFor(address string) string {
+	return `{"event":"alert.created","severity":"critical","address":"` + address + `","source":"combolist",
+		"summary":"s","delta":{"new_source_dbs":["y"],"has_new_plaintext":true},"observed_at":"2026-11-22T06:00:00Z"}`
+}
+
+// A restart with the API unreachable serves the same feed series and states
+// from the first scrape, with their real refresh times; the discovered
+// address and the duplicate memory come back; what the config no longer
+// allows does not.
+func TestRestartKeepsTheState(t *testing.T) {
+	api := &countingAPI{breaches: map[string]int{}, count: 4, plan: "pro"}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
+
+	first := start(t, dir, storage, srv.URL, "[alice@example.com, bob@example.com]", "")
+	body := alertFor("found@example.org")
+	if rec := httptest.NewRecorder(); func() int { first.exp.WebhookHandler().ServeHTTP(rec, signed(body)); return rec.Code }() != http.StatusNoContent {
+		t.Fatal("the alert was not accepted")
+	}
+	(&fixture{t: t, clock: first.clock}).advanceUntil("every address read", 100*time.Millisecond, func() bool {
+		return api.reads("alice@example.com") == 1 && api.reads("bob@example.com") == 1 && api.reads("found@example.org") == 1
+	})
+	testkit.Eventually(t, "the answers in the cache", func() bool {
+		samples := testkit.Samples(t, first.exp.Gatherer(first.reg))
+		for _, a := range []string{"alice@example.com", "bob@example.com", "found@example.org"} {
+			if samples[testkit.Series("breach_address_state", "address", a, "state", "verified")] != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	before := feedLines(t, first)
+	first.stop()
+
+	// Second life: the API is gone.
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	second := start(t, dir, storage, down.URL, "[alice@example.com, bob@example.com]", "")
+	if after := feedLines(t, second); !slices.Equal(before, after) {
+		t.Fatalf("after the restart the first scrape differs:\nbefore %q\n after %q", before, after)
+	}
+	if got := testkit.Samples(t, second.reg)["breach_exporter_state_restored_addresses{}"]; got != 3 {
+		t.Errorf("restored addresses = %v, want 3", got)
+	}
+	rec := httptest.NewRecorder()
+	second.exp.WebhookHandler().ServeHTTP(rec, signed(body))
+	if got := testkit.Samples(t, second.reg)[testkit.Series("breach_webhook_requests_total", "outcome", "duplicate")]; got != 1 {
+		t.Fatalf("a replay after the restart counted duplicate %v times, want 1", got)
+	}
+	second.stop()
+
+	// Third life: bob is no longer configured and discovery is off.
+	third := start(t, dir, storage, down.URL, "[alice@example.com]", "  discover_addresses: false\n")
+	lines := strings.Join(feedLines(t, third), "\n")
+	if strings.Contains(lines, "bob@") || strings.Contains(lines, "found@") || !strings.Contains(lines, "alice@") {
+		t.Errorf("after a restart with a smaller config:\n%s", lines)
+	}
+}
+
+// Nothing changed, nothing written: the snapshot's timestamp stays.
+func TestSnapshotOnlyWhenSomethingChanged(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	r := start(t, t.TempDir(), filepath.Join(t.TempDir(), "data"), down.URL, "[]", "")
+	written := func() float64 {
+		return testkit.Samples(t, r.reg)["breach_exporter_state_snapshot_last_success_timestamp_seconds{}"]
+	}
+	if err := r.exp.Save(); err != nil || written() != 0 {
+		t.Fatalf("an unchanged state was written (%v, at %v)", err, written())
+	}
+	rec := httptest.NewRecorder()
+	r.exp.WebhookHandler().ServeHTTP(rec, signed(alertFor("new@example.com")))
+	if err := r.exp.Save(); err != nil || written() == 0 {
+		t.Fatalf("a changed state was not written (%v)", err)
+	}
+}

@@ -1,0 +1,189 @@
+package persist
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/webhook"
+)
+
+var at = time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
+
+func sample() State {
+	return State{
+		Registry: registry.Saved{
+			Account: registry.Account{Plan: "pro"},
+			Entries: []registry.SavedEntry{
+				{Address: breach.Address{Email: "Alice@example.com"}, State: breach.Verified, LastRefresh: at, LastAttempt: at,
+					Sources: []breach.SourceState{{Source: "archive", BreachCount: 3, SourceDBs: []string{"db-1"},
+						FieldsExposed: []string{"password"}, HasPlaintextPassword: true,
+						LastScannedAt: at.Add(-time.Hour), LastChangedAt: at.Add(-2 * time.Hour)}}},
+				{Address: breach.Address{Email: "found@example.org", Discovered: true}, State: breach.Pending, Failures: 2,
+					LastAttempt: at.Add(time.Minute)},
+				{Address: breach.Address{Email: "new@example.com"}, State: breach.Unverified, LastRefresh: at},
+			},
+		},
+		Seen: []webhook.Remembered{{Digest: sha256.Sum256([]byte("body")), At: at}},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	data, err := Encode(sample(), at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sample(); !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// A file cut at any byte, or with any byte changed, is refused whole.
+func TestDamagedFilesAreRefused(t *testing.T) {
+	data, err := Encode(sample(), at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range len(data) {
+		if _, err := Decode(data[:n]); err == nil {
+			t.Fatalf("a file truncated to %d of %d bytes was accepted", n, len(data))
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		damaged := bytes.Clone(data)
+		i := rng.IntN(len(damaged))
+		damaged[i] ^= byte(1 + rng.IntN(255))
+		if _, err := Decode(damaged); err == nil {
+			t.Fatalf("a file with byte %d changed was accepted", i)
+		}
+	}
+	for _, garbage := range [][]byte{nil, []byte("\n"), []byte("{}"), bytes.Repeat([]byte{0}, 4096), []byte(strings.Repeat("a", 64) + "\n{}")} {
+		if _, err := Decode(garbage); err == nil {
+			t.Errorf("garbage %q accepted", garbage)
+		}
+	}
+}
+
+// withChecksum frames a JSON body as a snapshot file, so the tests below
+// reach the checks behind the checksum.
+func withChecksum(body string) []byte {
+	sum := sha256.Sum256([]byte(body))
+	return []byte(hex.EncodeToString(sum[:]) + "\n" + body)
+}
+
+func TestValuesOutsideWhatWeWriteAreRefused(t *testing.T) {
+	for name, body := range map[string]string{
+		"unknown version":   `{"version":2,"addresses":[],"seen":[]}`,
+		"unknown member":    `{"version":1,"addresses":[],"seen":[],"extra":1}`,
+		"not an email":      `{"version":1,"addresses":[{"email":"not an email","state":"pending"}],"seen":[]}`,
+		"unknown state":     `{"version":1,"addresses":[{"email":"a@example.com","state":"hacked"}],"seen":[]}`,
+		"sources, pending":  `{"version":1,"addresses":[{"email":"a@example.com","state":"pending","sources":[{"source":"index"}]}],"seen":[]}`,
+		"nameless source":   `{"version":1,"addresses":[{"email":"a@example.com","state":"verified","sources":[{"breach_count":1}]}],"seen":[]}`,
+		"negative count":    `{"version":1,"addresses":[{"email":"a@example.com","state":"verified","sources":[{"source":"index","breach_count":-1}]}],"seen":[]}`,
+		"twice":             `{"version":1,"addresses":[{"email":"a@example.com","state":"pending"},{"email":"A@example.com","state":"pending"}],"seen":[]}`,
+		"negative failures": `{"version":1,"addresses":[{"email":"a@example.com","state":"pending","failures":-1}],"seen":[]}`,
+		"short digest":      `{"version":1,"addresses":[],"seen":[{"digest":"abcd","at":"2026-01-01T00:00:00Z"}]}`,
+	} {
+		if _, err := Decode(withChecksum(body)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func newStore(t *testing.T, dir string) (*Store, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	s, err := Open(dir, reg, log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, reg
+}
+
+func TestSaveLoadAndMoveAside(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nested", "data")
+	s, reg := newStore(t, dir)
+	if _, ok := s.Load(); ok {
+		t.Fatal("a first start found a snapshot")
+	}
+	if err := s.Save(sample(), at); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(s.lastOK); got != 1 {
+		t.Errorf("last successful = %v", got)
+	}
+	if got := testutil.ToFloat64(s.size); got <= 0 {
+		t.Errorf("size = %v", got)
+	}
+	st, ok := s.Load()
+	if !ok || !reflect.DeepEqual(st, sample()) {
+		t.Fatalf("Load after Save: %v, %+v", ok, st)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("the folder holds %d files after a save, want only the snapshot (no temporary files)", len(entries))
+	}
+
+	// A damaged file is moved aside, counted, and the start goes on empty;
+	// the next start does not trip on it again.
+	path := filepath.Join(dir, FileName)
+	if err := os.WriteFile(path, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Load(); ok {
+		t.Fatal("a damaged snapshot was loaded")
+	}
+	if _, err := os.Stat(path + ".corrupt"); err != nil {
+		t.Errorf("the damaged file was not moved aside: %v", err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "breach_exporter_state_load_failures_total"); err != nil || n != 1 || testutil.ToFloat64(s.loadFailures) != 1 {
+		t.Errorf("load failures not counted: %v %v", n, err)
+	}
+	if _, ok := s.Load(); ok {
+		t.Error("the next start found a snapshot")
+	}
+}
+
+func TestWriteFailureIsCounted(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s, _ := newStore(t, dir)
+	// The folder vanishing (a volume unmounted) fails the write for any
+	// user, root included, where permissions would not.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(sample(), at); err == nil {
+		t.Fatal("Save into a missing folder succeeded")
+	}
+	if testutil.ToFloat64(s.lastOK) != 0 || testutil.ToFloat64(s.writeErrors) != 1 {
+		t.Error("the failed write is not visible in the metrics")
+	}
+}
+
+func TestOpenRefusesAFolderItCannotUse(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(file, prometheus.NewRegistry(), log.NewNopLogger()); err == nil {
+		t.Error("Open accepted a file as the folder")
+	}
+}

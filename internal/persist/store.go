@@ -1,0 +1,134 @@
+package persist
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Store is the snapshot file in one folder, with its metrics.
+type Store struct {
+	dir    string
+	logger log.Logger
+
+	lastOK       prometheus.Gauge
+	lastOKTime   prometheus.Gauge
+	duration     prometheus.Gauge
+	size         prometheus.Gauge
+	writeErrors  prometheus.Counter
+	loadFailures prometheus.Counter
+	restored     prometheus.Gauge
+}
+
+// Open makes dir (and its parents) if needed and checks that a file can be
+// created in it, so that a path that cannot hold a snapshot refuses the
+// start instead of failing every interval.
+func Open(dir string, reg prometheus.Registerer, logger log.Logger) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	probe, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		return nil, err
+	}
+	probe.Close()
+	if err := os.Remove(probe.Name()); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		dir:    dir,
+		logger: logger,
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "breach_exporter_state_snapshot_last_successful",
+			Help: "1 when the last write of the state snapshot succeeded, else 0.",
+		}),
+		lastOKTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "breach_exporter_state_snapshot_last_success_timestamp_seconds",
+			Help: "When the state snapshot was last written (Unix seconds); 0 before the first write.",
+		}),
+		duration: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "breach_exporter_state_snapshot_duration_seconds",
+			Help: "How long the last write of the state snapshot took.",
+		}),
+		size: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "breach_exporter_state_snapshot_size_bytes",
+			Help: "Size of the last state snapshot written.",
+		}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "breach_exporter_state_snapshot_failures_total",
+			Help: "Writes of the state snapshot that failed.",
+		}),
+		loadFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "breach_exporter_state_load_failures_total",
+			Help: "State snapshots found at start that could not be read (unreadable, truncated, damaged or of an unknown version); each was moved aside and the exporter started empty.",
+		}),
+		restored: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "breach_exporter_state_restored_addresses",
+			Help: "Addresses restored from the state snapshot at start.",
+		}),
+	}
+	// Until the first write, the last one did not fail.
+	s.lastOK.Set(1)
+	for _, c := range []prometheus.Collector{s.lastOK, s.lastOKTime, s.duration, s.size, s.writeErrors, s.loadFailures, s.restored} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Store) path() string { return filepath.Join(s.dir, FileName) }
+
+// Load reads the snapshot. No file is a first start. A file that cannot be
+// used is logged with the reason, counted, and moved aside (to *.corrupt,
+// for a human to look at) so the next start does not trip on it again; the
+// exporter then starts empty.
+func (s *Store) Load() (State, bool) {
+	data, err := os.ReadFile(s.path())
+	if errors.Is(err, fs.ErrNotExist) {
+		return State{}, false
+	}
+	if err == nil {
+		var st State
+		if st, err = Decode(data); err == nil {
+			return st, true
+		}
+	}
+	s.loadFailures.Inc()
+	aside := s.path() + ".corrupt"
+	if mvErr := os.Rename(s.path(), aside); mvErr != nil {
+		level.Error(s.logger).Log("msg", "The state snapshot cannot be read nor moved aside; starting empty", "file", s.path(), "err", err, "move_err", mvErr)
+		return State{}, false
+	}
+	level.Error(s.logger).Log("msg", "The state snapshot cannot be read; moved it aside and starting empty", "file", s.path(), "moved_to", aside, "err", err)
+	return State{}, false
+}
+
+// Restored records how many addresses the start took from the snapshot.
+func (s *Store) Restored(n int) { s.restored.Set(float64(n)) }
+
+// Save writes st atomically and records the outcome.
+func (s *Store) Save(st State, now time.Time) error {
+	start := time.Now()
+	data, err := Encode(st, now)
+	if err == nil {
+		err = Write(s.dir, data)
+	}
+	if err != nil {
+		s.lastOK.Set(0)
+		s.writeErrors.Inc()
+		return fmt.Errorf("writing the state snapshot to %s: %w", s.dir, err)
+	}
+	s.lastOK.Set(1)
+	s.lastOKTime.Set(float64(now.UnixMilli()) / 1000)
+	s.duration.Set(time.Since(start).Seconds())
+	s.size.Set(float64(len(data)))
+	return nil
+}
