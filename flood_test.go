@@ -205,7 +205,6 @@ func raiseFDLimit(t *testing.T, n uint64) {
 	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
 }
 
-
 // startBinary starts bin and stops it (SIGTERM, then SIGKILL) at the end of
 // the test; its log is shown when the test fails.
 func startBinary(t *testing.T, bin string, args ...string) *exec.Cmd {
