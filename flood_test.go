@@ -209,27 +209,51 @@ func raiseFDLimit(t *testing.T, n uint64) {
 // the test; its log is shown when the test fails.
 func startBinary(t *testing.T, bin string, args ...string) *exec.Cmd {
 	t.Helper()
-	var logs testkit.SyncBuffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
+	return startProcess(t, bin, args...).cmd
+}
+
+// process is a started binary that a test may stop itself.
+type process struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	logs   *testkit.SyncBuffer
+	exited chan error
+	done   bool
+}
+
+// startProcess starts bin; whatever is still running at the end of the test
+// is stopped (SIGTERM, then SIGKILL), and its log shown when the test failed.
+func startProcess(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{t: t, cmd: exec.Command(bin, args...), logs: &testkit.SyncBuffer{}, exited: make(chan error, 1)}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { p.exited <- p.cmd.Wait() }()
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
+		if !p.done {
+			p.stop(syscall.SIGTERM)
 		}
 		if t.Failed() {
-			t.Logf("exporter log:\n%s", tail(logs.String(), 4000))
+			t.Logf("%s log:\n%s", filepath.Base(bin), tail(p.logs.String(), 4000))
 		}
 	})
-	return cmd
+	return p
+}
+
+// stop sends sig and waits for the exit (SIGKILL after 10 s); it returns
+// the exit error.
+func (p *process) stop(sig syscall.Signal) error {
+	p.done = true
+	p.cmd.Process.Signal(sig)
+	select {
+	case err := <-p.exited:
+		return err
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		return <-p.exited
+	}
 }
 
 func tail(s string, n int) string {
