@@ -8,6 +8,7 @@ require (
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/go-kit/log v0.2.1
 	github.com/jonboulle/clockwork v0.5.0
+	github.com/klauspost/compress v1.20.1
 	github.com/mdlayher/vsock v1.3.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -6,10 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-kit/log"
-	"github.com/go-kit/log/level"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
 )
@@ -23,7 +19,7 @@ type reloader interface {
 // There is no pprof here: this listener is the one Prometheus scrapes.
 // Readiness needs no check of its own: the listener starts only after the
 // config has loaded.
-func newMux(r reloader, gatherer prometheus.Gatherer, telemetryPath string, logger log.Logger) (*http.ServeMux, error) {
+func newMux(r reloader, metrics http.Handler, telemetryPath string) (*http.ServeMux, error) {
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        name,
 		Description: "Prometheus exporter and alerting bridge for the breach monitoring service",
@@ -38,10 +34,7 @@ func newMux(r reloader, gatherer prometheus.Gatherer, telemetryPath string, logg
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle(telemetryPath, promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
-		ErrorLog:          promLogger{logger},
-		EnableOpenMetrics: true,
-	}))
+	mux.Handle(telemetryPath, metrics)
 	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "OK") }
 	mux.HandleFunc("/-/healthy", ok)
 	mux.HandleFunc("/-/ready", ok)
@@ -70,11 +63,4 @@ func reloadHandler(r reloader) http.Handler {
 		}
 		fmt.Fprintln(w, "Reloaded")
 	})
-}
-
-// promLogger lets promhttp report encoding errors into our log stream.
-type promLogger struct{ logger log.Logger }
-
-func (l promLogger) Println(v ...any) {
-	level.Error(l.logger).Log("msg", fmt.Sprint(v...))
 }

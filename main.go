@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	passAll := new(slog.LevelVar)
 	passAll.Set(slog.LevelDebug)
 	slogger := slog.New(sloggokit.NewGoKitHandler(base, passAll))
-	mux, err := newMux(exp, exp.Gatherer(reg), *telemetryPath, logger)
+	mux, err := newMux(exp, exp.MetricsHandler(reg), *telemetryPath)
 	if err != nil {
 		level.Error(logger).Log("msg", "Cannot build the landing page", "err", err)
 		return 1

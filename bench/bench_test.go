@@ -191,11 +191,10 @@ func BenchmarkScrape(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				reg, err := setup.registry(impl)
+				h, err := setup.handler(impl)
 				if err != nil {
 					b.Fatal(err)
 				}
-				h := scrapeHandler(reg)
 				var size int
 				b.ReportAllocs()
 				for b.Loop() {

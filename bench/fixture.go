@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
 )
@@ -119,10 +123,14 @@ func productionLogger() log.Logger {
 	return log.With(logger, "ts", log.DefaultTimestampUTC, "caller", log.DefaultCaller)
 }
 
-// sampleValue finds the value of the gauge or counter sample of family
-// name whose labels include all of want; ok is false when there is none.
-func sampleValue(g prometheus.Gatherer, name string, want map[string]string) (value float64, ok bool, err error) {
-	families, err := g.Gather()
+// sampleValue scrapes h and finds the value of the gauge or counter sample
+// of family name whose labels include all of want; ok is false when there
+// is none.
+func sampleValue(h http.Handler, name string, want map[string]string) (value float64, ok bool, err error) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, scrapeRequest())
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(rec.Body)
 	if err != nil {
 		return 0, false, err
 	}

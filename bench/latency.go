@@ -77,7 +77,7 @@ func MeasureAlertLatency(addresses, samples int) (LatencyResult, error) {
 	// The first round reads every address once.
 	for _, e := range emails {
 		if err := pollUntil(latencyTimeout, func() (bool, error) {
-			v, ok, err := sampleValue(r.exp.Gatherer(r.reg), "breach_address_state", map[string]string{"address": e, "state": "verified"})
+			v, ok, err := sampleValue(r.exp.MetricsHandler(r.reg), "breach_address_state", map[string]string{"address": e, "state": "verified"})
 			return ok && v == 1, err
 		}); err != nil {
 			return res, fmt.Errorf("first read of %s: %w", e, err)
@@ -102,7 +102,7 @@ func MeasureAlertLatency(addresses, samples int) (LatencyResult, error) {
 			return res, err
 		}
 		if err := pollUntil(latencyTimeout, func() (bool, error) {
-			v, ok, err := sampleValue(r.exp.Gatherer(r.reg), "breach_source_last_changed_timestamp_seconds", labels)
+			v, ok, err := sampleValue(r.exp.MetricsHandler(r.reg), "breach_source_last_changed_timestamp_seconds", labels)
 			return ok && v == want, err
 		}); err != nil {
 			return res, fmt.Errorf("waiting for the refreshed gauge of %s/%s: %w", alert.Address, alert.Source, err)

@@ -18,8 +18,13 @@ import (
 	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/breach-exporter/breach_exporter/collector"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
@@ -48,9 +53,9 @@ const (
 )
 
 // prometheusAccept is the Accept header Prometheus 3 sends by default
-// (without native histograms); with EnableOpenMetrics, as main sets it,
-// promhttp answers in OpenMetrics text. No Accept-Encoding: the figure is
-// the cost of rendering, not of gzip.
+// (without native histograms); both the exporter and the promhttp baseline
+// answer in the text format. No Accept-Encoding: the collector-only figure
+// is the cost of rendering, not of gzip.
 const prometheusAccept = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5," +
 	"application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3," +
 	"text/plain;version=0.0.4;q=0.2,*/*;q=0.1"
@@ -134,11 +139,11 @@ func sourcesFor(i int) []breach.SourceState {
 	return sources
 }
 
-// collectorRegistry is ours: the registry filled as the scheduler fills it,
-// and the collector served beside a registry as the exporter serves it
-// (exporter.Gatherer). The webhook receiver is off: these are the
+// collectorHandler is ours: the registry filled as the scheduler fills it,
+// and the collector's handler serving it as the exporter does
+// (exporter.MetricsHandler). The webhook receiver is off: these are the
 // collector's feed series alone.
-func (s *scrapeSetup) collectorRegistry() (prometheus.Gatherer, error) {
+func (s *scrapeSetup) collectorHandler() http.Handler {
 	reg := registry.New()
 	reg.Sync(s.cfg.Watched(), s.cfg.Labels.Address, 0)
 	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
@@ -149,18 +154,16 @@ func (s *scrapeSetup) collectorRegistry() (prometheus.Gatherer, error) {
 	reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
 	reg.SetCycle(15 * time.Minute)
 	cur := config.NewCurrent(&config.Snapshot{Config: s.cfg})
-	return collector.Merge{prometheus.NewRegistry(), collector.New(reg, cur, false)}, nil
+	return collector.NewHandler(collector.New(reg, cur, false), prometheus.NewRegistry(), log.NewNopLogger())
 }
 
-// gaugeVecRegistry is the baseline: the very series our collector renders,
-// copied into GaugeVecs with the same names, help texts and labels, so both
-// registries render byte-identical expositions.
-func (s *scrapeSetup) gaugeVecRegistry() (*prometheus.Registry, error) {
-	ours, err := s.collectorRegistry()
-	if err != nil {
-		return nil, err
-	}
-	families, err := ours.Gather()
+// baselineFrom is the baseline of an exposition: the very same series held
+// in plain client_golang GaugeVecs and CounterVecs, with the same names,
+// help texts and labels, served by promhttp; it renders a byte-identical
+// exposition.
+func baselineFrom(exposition []byte) (http.Handler, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(exposition))
 	if err != nil {
 		return nil, err
 	}
@@ -173,8 +176,18 @@ func (s *scrapeSetup) gaugeVecRegistry() (*prometheus.Registry, error) {
 		for _, lp := range mf.GetMetric()[0].GetLabel() {
 			labelNames = append(labelNames, lp.GetName())
 		}
-		vec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: mf.GetName(), Help: mf.GetHelp()}, labelNames)
-		if err := reg.Register(vec); err != nil {
+		var set func(value float64, labels ...string)
+		switch mf.GetType() {
+		case dto.MetricType_COUNTER:
+			vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: mf.GetName(), Help: mf.GetHelp()}, labelNames)
+			err, set = reg.Register(vec), func(v float64, l ...string) { vec.WithLabelValues(l...).Add(v) }
+		case dto.MetricType_GAUGE:
+			vec := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: mf.GetName(), Help: mf.GetHelp()}, labelNames)
+			err, set = reg.Register(vec), func(v float64, l ...string) { vec.WithLabelValues(l...).Set(v) }
+		default:
+			return nil, fmt.Errorf("%s: the baseline holds gauges and counters only", mf.GetName())
+		}
+		if err != nil {
 			return nil, err
 		}
 		values := make([]string, len(labelNames))
@@ -182,25 +195,22 @@ func (s *scrapeSetup) gaugeVecRegistry() (*prometheus.Registry, error) {
 			for i, lp := range m.GetLabel() {
 				values[i] = lp.GetValue()
 			}
-			vec.WithLabelValues(values...).Set(m.GetGauge().GetValue())
+			set(m.GetGauge().GetValue()+m.GetCounter().GetValue(), values...)
 		}
 	}
-	return reg, nil
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
 }
 
-func (s *scrapeSetup) registry(impl string) (prometheus.Gatherer, error) {
+func (s *scrapeSetup) handler(impl string) (http.Handler, error) {
 	switch impl {
 	case ImplCollector:
-		return s.collectorRegistry()
+		return s.collectorHandler(), nil
 	case ImplGaugeVec:
-		return s.gaugeVecRegistry()
+		rec := httptest.NewRecorder()
+		s.collectorHandler().ServeHTTP(rec, scrapeRequest())
+		return baselineFrom(rec.Body.Bytes())
 	}
 	return nil, fmt.Errorf("unknown implementation %q (want %s or %s)", impl, ImplCollector, ImplGaugeVec)
-}
-
-// scrapeHandler is /metrics as main serves it.
-func scrapeHandler(reg prometheus.Gatherer) http.Handler {
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
 
 func scrapeRequest() *http.Request {
@@ -215,12 +225,12 @@ func Render(impl string, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := setup.registry(impl)
+	h, err := setup.handler(impl)
 	if err != nil {
 		return nil, err
 	}
 	rec := httptest.NewRecorder()
-	scrapeHandler(reg).ServeHTTP(rec, scrapeRequest())
+	h.ServeHTTP(rec, scrapeRequest())
 	if rec.Code != http.StatusOK {
 		return nil, fmt.Errorf("scrape answered %d: %s", rec.Code, rec.Body)
 	}
@@ -239,14 +249,13 @@ func MeasureScrape(impl string, n, reps int) (ScrapeResult, error) {
 		return res, err
 	}
 	before := liveHeap()
-	reg, err := setup.registry(impl)
+	handler, err := setup.handler(impl)
 	if err != nil {
 		return res, err
 	}
 	res.StateBytes = int64(liveHeap()) - int64(before)
 	res.StateBytesPerAddress = float64(res.StateBytes) / float64(n)
 
-	handler := scrapeHandler(reg)
 	warm := &countingWriter{header: http.Header{}, countSamples: true}
 	handler.ServeHTTP(warm, scrapeRequest())
 	if warm.status != http.StatusOK {
@@ -270,7 +279,7 @@ func MeasureScrape(impl string, n, reps int) (ScrapeResult, error) {
 	}
 	cpu := cpuTime() - cpuBefore
 	runtime.ReadMemStats(&memAfter)
-	runtime.KeepAlive(reg)
+	runtime.KeepAlive(handler)
 	runtime.KeepAlive(setup)
 
 	res.SecondsPerScrape = median(walls).Seconds()

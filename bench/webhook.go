@@ -353,7 +353,7 @@ func startOurReceiver(apiBaseURL string, emails []string, creds credentials) (we
 		return webhookTarget{}, err
 	}
 	counted := func() (int, error) {
-		v, _, err := sampleValue(r.reg, "breach_webhook_requests_total", map[string]string{"outcome": "accepted"})
+		v, _, err := sampleValue(r.exp.MetricsHandler(r.reg), "breach_webhook_requests_total", map[string]string{"outcome": "accepted"})
 		return int(v), err
 	}
 	return webhookTarget{url: url + webhookPath, handler: srv.Handler, stop: stop, counted: counted}, nil

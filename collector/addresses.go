@@ -4,32 +4,27 @@ import (
 	"cmp"
 	"slices"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/registry"
 )
 
-// The per-address series are most of a scrape: about 70 per address, so
-// 700,000 at 10,000 addresses. Three things keep that cheap (bench/README.md
-// has the figures):
-//   - each series' label pairs are built once per scrape and shared, instead
-//     of MustNewConstMetric's copies per series;
-//   - series go out in exposition order (by label values, label names in
-//     alphabetical order), so neither a registry nor Gather sorts them;
-//   - Gather builds the metric families itself (sink.go).
+// block is one address's rendered lines: for each per-address family, its
+// lines in exposition order, data[ends[i-1]:ends[i]] for family index i.
+// A block is never modified once rendered.
+type block struct {
+	version uint64 // the registry entry's Version it renders
+	label   string
+	data    []byte
+	ends    []int
+}
 
-// pairs interns label pairs for one scrape.
-type pairs map[[2]string]*dto.LabelPair
-
-func (p pairs) get(name, value string) *dto.LabelPair {
-	k := [2]string{name, value}
-	lp, ok := p[k]
-	if !ok {
-		lp = &dto.LabelPair{Name: &k[0], Value: &k[1]}
-		p[k] = lp
+// lines returns the block's lines of f.
+func (b *block) lines(f *family) []byte {
+	start := 0
+	if f.index > 0 {
+		start = b.ends[f.index-1]
 	}
-	return lp
+	return b.data[start:b.ends[f.index]]
 }
 
 // sorted returns a sorted copy of values, for label values in order.
@@ -56,62 +51,44 @@ var (
 	}()
 )
 
-// emitAddresses emits every per-address series, addresses sorted by their
-// label value; with alerts, the alert series too.
-func emitAddresses(s *familySink, p pairs, entries []registry.Entry, alerts bool) {
-	slices.SortFunc(entries, func(a, b registry.Entry) int { return cmp.Compare(a.Label, b.Label) })
-	for i := range entries {
-		e := &entries[i]
-		addr := &dto.LabelPair{Name: p.get("address", "").Name, Value: &e.Label}
-		emitAddress(s, p, addr, e, alerts)
-	}
+// labelledValue is a series of a family whose labels are address, one more
+// label (first) and source, in that order.
+type labelledValue struct {
+	first, source string
+	value         float64
 }
 
-func emitAddress(s *familySink, p pairs, addr *dto.LabelPair, a *registry.Entry, withAlerts bool) {
-	sources := distinctSources(a.Sources)
-	// One allocation for all of the address's series.
-	n := len(statesInOrder) + 1
-	for _, src := range sources {
-		n += 5 + len(src.SourceDBs) + len(fieldsInOrder) + len(src.FieldsExposed)
-	}
-	counters := 0
-	if withAlerts {
-		counters = len(alertsFromStart)
-		if a.Alerts != nil {
-			counters += len(a.Alerts.Counts) + len(a.Alerts.NewDatabases) + len(a.Alerts.ExposedFields) + len(a.Alerts.NewPlaintext)
-			n += len(a.Alerts.LastObserved)
-		}
-	}
-	s.begin(n, counters)
-	n += counters
-	emit := s.add
-	// Label slices are cut from one array too; full slice expressions keep
-	// an append by anyone from writing into a neighbour.
-	buf := make([]*dto.LabelPair, 0, 3*n)
-	labelsOf := func(lp ...*dto.LabelPair) []*dto.LabelPair {
-		start := len(buf)
-		buf = append(buf, lp...)
-		return buf[start:len(buf):len(buf)]
+func (a labelledValue) compare(b labelledValue) int {
+	return cmp.Or(cmp.Compare(a.first, b.first), cmp.Compare(a.source, b.source))
+}
+
+// renderBlock renders every per-address series of e; with alerts, the alert
+// series too.
+func renderBlock(e *registry.Entry, withAlerts bool) *block {
+	lines := make([][]byte, len(perAddress))
+	addr := label{"address", e.Label}
+	add := func(f *family, v float64, more ...label) {
+		lines[f.index] = appendSeries(lines[f.index], f.name, v, append([]label{addr}, more...)...)
 	}
 
 	for _, st := range statesInOrder {
-		emit(addressState, boolValue(st == a.State), labelsOf(addr, p.get("state", st)))
+		add(addressState, boolValue(st == e.State), label{"state", st})
 	}
 	refreshed := 0.0
-	if !a.LastRefresh.IsZero() {
-		refreshed = unixSeconds(a.LastRefresh)
+	if !e.LastRefresh.IsZero() {
+		refreshed = unixSeconds(e.LastRefresh)
 	}
-	emit(addressLastRefresh, refreshed, labelsOf(addr))
+	add(addressLastRefresh, refreshed)
 
 	var dbs, fields []labelledValue
-	for _, src := range sources {
-		labels := labelsOf(addr, p.get("source", src.Source))
+	for _, src := range distinctSources(e.Sources) {
+		source := label{"source", src.Source}
 		names := distinct(src.SourceDBs)
-		emit(sourceBreaches, float64(src.BreachCount), labels)
-		emit(sourceDatabases, float64(len(names)), labels)
-		emit(sourcePlaintext, boolValue(src.HasPlaintextPassword), labels)
-		emit(sourceLastScanned, unixSeconds(src.LastScannedAt), labels)
-		emit(sourceLastChanged, unixSeconds(src.LastChangedAt), labels)
+		add(sourceBreaches, float64(src.BreachCount), source)
+		add(sourceDatabases, float64(len(names)), source)
+		add(sourcePlaintext, boolValue(src.HasPlaintextPassword), source)
+		add(sourceLastScanned, unixSeconds(src.LastScannedAt), source)
+		add(sourceLastChanged, unixSeconds(src.LastChangedAt), source)
 		for _, db := range names {
 			dbs = append(dbs, labelledValue{db, src.Source, 1})
 		}
@@ -133,32 +110,33 @@ func emitAddress(s *familySink, p pairs, addr *dto.LabelPair, a *registry.Entry,
 	}
 	slices.SortFunc(dbs, labelledValue.compare)
 	for _, t := range dbs {
-		emit(sourceDatabaseInfo, t.value, labelsOf(addr, p.get("database", t.first), p.get("source", t.source)))
+		add(sourceDatabaseInfo, t.value, label{"database", t.first}, label{"source", t.source})
 	}
 	slices.SortFunc(fields, labelledValue.compare)
 	for _, t := range fields {
-		emit(sourceFieldExposed, t.value, labelsOf(addr, p.get("field", t.first), p.get("source", t.source)))
+		add(sourceFieldExposed, t.value, label{"field", t.first}, label{"source", t.source})
 	}
 	if withAlerts {
-		emitAlerts(emit, p, addr, a.Alerts, labelsOf)
+		renderAlerts(add, e.Alerts)
 	}
+
+	b := &block{version: e.Version, label: e.Label, ends: make([]int, len(perAddress))}
+	n := 0
+	for _, l := range lines {
+		n += len(l)
+	}
+	b.data = make([]byte, 0, n)
+	for i, l := range lines {
+		b.data = append(b.data, l...)
+		b.ends[i] = len(b.data)
+	}
+	return b
 }
 
-// labelledValue is a series of a family whose labels are address, one more
-// label (first) and source, in that order.
-type labelledValue struct {
-	first, source string
-	value         float64
-}
-
-func (a labelledValue) compare(b labelledValue) int {
-	return cmp.Or(cmp.Compare(a.first, b.first), cmp.Compare(a.source, b.source))
-}
-
-// emitAlerts emits the address's alert series: breach_alerts_total for the
-// known severities and sources always, the rest once an alert created them.
-func emitAlerts(emit func(*family, float64, []*dto.LabelPair), p pairs, addr *dto.LabelPair, a *registry.Alerts,
-	labelsOf func(...*dto.LabelPair) []*dto.LabelPair) {
+// renderAlerts renders an address's alert series: breach_alerts_total for
+// the known severities and sources always, the rest once an alert created
+// them.
+func renderAlerts(add func(*family, float64, ...label), a *registry.Alerts) {
 	if a == nil {
 		a = &registry.Alerts{}
 	}
@@ -173,7 +151,7 @@ func emitAlerts(emit func(*family, float64, []*dto.LabelPair), p pairs, addr *dt
 	}
 	slices.SortFunc(counts, labelledValue.compare)
 	for _, t := range counts {
-		emit(alerts, t.value, labelsOf(addr, p.get("severity", t.first), p.get("source", t.source)))
+		add(alerts, t.value, label{"severity", t.first}, label{"source", t.source})
 	}
 
 	fields := make([]labelledValue, 0, len(a.ExposedFields))
@@ -182,16 +160,16 @@ func emitAlerts(emit func(*family, float64, []*dto.LabelPair), p pairs, addr *dt
 	}
 	slices.SortFunc(fields, labelledValue.compare)
 	for _, t := range fields {
-		emit(alertExposedFields, t.value, labelsOf(addr, p.get("field", t.first), p.get("source", t.source)))
+		add(alertExposedFields, t.value, label{"field", t.first}, label{"source", t.source})
 	}
 	for _, src := range sortedKeys(a.NewDatabases) {
-		emit(alertNewDatabases, a.NewDatabases[src], labelsOf(addr, p.get("source", src)))
+		add(alertNewDatabases, a.NewDatabases[src], label{"source", src})
 	}
 	for _, src := range sortedKeys(a.NewPlaintext) {
-		emit(alertNewPlaintext, a.NewPlaintext[src], labelsOf(addr, p.get("source", src)))
+		add(alertNewPlaintext, a.NewPlaintext[src], label{"source", src})
 	}
 	for _, src := range sortedKeys(a.LastObserved) {
-		emit(alertLastObserved, unixSeconds(a.LastObserved[src]), labelsOf(addr, p.get("source", src)))
+		add(alertLastObserved, unixSeconds(a.LastObserved[src]), label{"source", src})
 	}
 }
 

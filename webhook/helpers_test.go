@@ -126,7 +126,8 @@ type fixture struct {
 	reg      *prometheus.Registry // the receiver's own metrics
 	config   *config.Current
 	registry *registry.Registry
-	gatherer prometheus.Gatherer // reg and the collector: what /metrics serves
+	metrics  http.Handler         // reg and the collector: /metrics
+	gatherer prometheus.Gatherer // a scrape of metrics, parsed
 	clock    *clockwork.FakeClock
 }
 
@@ -146,7 +147,8 @@ func newFixture(t testing.TB, s settings) *fixture {
 		t.Fatalf("NewHandler: %v", err)
 	}
 	f.h = h
-	f.gatherer = collector.Merge{f.reg, collector.New(f.registry, f.config, true)}
+	f.metrics = collector.NewHandler(collector.New(f.registry, f.config, true), f.reg, log.NewNopLogger())
+	f.gatherer = testkit.ScrapeGatherer(t, f.metrics)
 	return f
 }
 
@@ -167,7 +169,7 @@ func (f *fixture) sync(snap *config.Snapshot) {
 // samples gathers what /metrics would serve.
 func (f *fixture) samples() map[string]float64 {
 	f.t.Helper()
-	return testkit.Samples(f.t, f.gatherer)
+	return testkit.Scrape(f.t, f.metrics)
 }
 
 // sample is one served sample; an absent series reads as -1, so that it

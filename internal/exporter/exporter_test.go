@@ -188,7 +188,7 @@ func TestAlertRefreshesWithinASecond(t *testing.T) {
 	// The fake clock stands still: the re-read needs no wait at all.
 	testkit.Eventually(t, "bob's re-read", func() bool { return f.api.reads("bob@example.com") == 2 })
 	testkit.Eventually(t, "bob's new count in the collector", func() bool {
-		return testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_source_breaches", "address", "bob@example.com", "source", "combolist")] == 7
+		return testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[testkit.Series("breach_source_breaches", "address", "bob@example.com", "source", "combolist")] == 7
 	})
 
 	// Right after a request the spacing applies: one second, not more.
@@ -230,7 +230,7 @@ func TestAlertDiscovery(t *testing.T) {
 					t.Errorf("carol was polled %d times with discovery off", n)
 				}
 			}
-			samples := testkit.Samples(t, f.exp.Gatherer(f.reg))
+			samples := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))
 			if discover {
 				if got := samples[testkit.Series("breach_alerts_total", "address", "carol@example.com", "severity", "critical", "source", "combolist")]; got != 1 {
 					t.Errorf("breach_alerts_total for carol = %v, want 1", got)
@@ -241,7 +241,7 @@ func TestAlertDiscovery(t *testing.T) {
 			if got := samples[testkit.Series("breach_webhook_alerts_untracked_total", "reason", "discovery_off")]; got != 1 {
 				t.Errorf("breach_webhook_alerts_untracked_total{reason=discovery_off} = %v, want 1", got)
 			}
-			if held := seriesWithLabel(t, f.exp.Gatherer(f.reg), "carol@example.com"); len(held) != 0 {
+			if held := seriesWithLabel(t, testkit.ScrapeGatherer(t, f.exp.MetricsHandler(f.reg)), "carol@example.com"); len(held) != 0 {
 				t.Errorf("carol's label is on %d series with discovery off, e.g. %v", len(held), held[:min(5, len(held))])
 			}
 		})
@@ -266,10 +266,10 @@ func TestReload(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "oops") {
 		t.Fatalf("reload of a broken file: %v, want an error naming the key", err)
 	}
-	if got := testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_exporter_config_last_reload_successful")]; got != 0 {
+	if got := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[testkit.Series("breach_exporter_config_last_reload_successful")]; got != 0 {
 		t.Errorf("reload gauge = %v after a failed reload", got)
 	}
-	if got := testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_address_state", "address", "dave@example.com", "state", "verified")]; got != 1 {
+	if got := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[testkit.Series("breach_address_state", "address", "dave@example.com", "state", "verified")]; got != 1 {
 		t.Errorf("dave's state after a failed reload = %v, want the old config's 1", got)
 	}
 }
@@ -283,7 +283,7 @@ func TestPlanWithoutWebhooksWarnsOnce(t *testing.T) {
 	if n := strings.Count(f.logs.String(), warning); n != 1 {
 		t.Errorf("the plan warning was logged %d times, want once", n)
 	}
-	if got := testkit.Samples(t, f.exp.Gatherer(f.reg))[testkit.Series("breach_account_info", "plan", "personal")]; got != 1 {
+	if got := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[testkit.Series("breach_account_info", "plan", "personal")]; got != 1 {
 		t.Errorf(`breach_account_info{plan="personal"} = %v, want 1`, got)
 	}
 }
@@ -348,7 +348,7 @@ func TestReloadRemovesEverySeriesOfARemovedAddress(t *testing.T) {
 		}
 		f.clock.Advance(time.Second) // a new observed_at: a new body, not a duplicate
 	}
-	g := f.exp.Gatherer(f.reg)
+	g := testkit.ScrapeGatherer(t, f.exp.MetricsHandler(f.reg))
 	f.advanceUntil("bob's alerts and API values", 100*time.Millisecond, func() bool {
 		s := testkit.Samples(t, g)
 		return s[testkit.Series("breach_source_breaches", "address", "bob@example.com", "source", "combolist")] == 1 &&
@@ -374,7 +374,7 @@ func TestReloadWithoutDiscoveryRemovesEverySeriesOfADiscoveredAddress(t *testing
 	if code := f.postAlert("carol@example.com"); code != http.StatusNoContent {
 		t.Fatalf("signed alert answered %d", code)
 	}
-	g := f.exp.Gatherer(f.reg)
+	g := testkit.ScrapeGatherer(t, f.exp.MetricsHandler(f.reg))
 	f.advanceUntil("carol to be discovered and polled", 100*time.Millisecond, func() bool {
 		return testkit.Samples(t, g)[testkit.Series("breach_source_breaches", "address", "carol@example.com", "source", "combolist")] == 1
 	})
@@ -414,7 +414,7 @@ func TestDiscoveredAddressNotMonitoredIsDropped(t *testing.T) {
 	if code := f.postAlert("erin@example.com"); code != http.StatusNoContent {
 		t.Fatalf("signed alert answered %d", code)
 	}
-	g := f.exp.Gatherer(f.reg)
+	g := testkit.ScrapeGatherer(t, f.exp.MetricsHandler(f.reg))
 	f.advanceUntil("erin to be polled", 100*time.Millisecond, func() bool { return f.api.reads("erin@example.com") == 1 })
 	testkit.Eventually(t, "erin's series to go", func() bool { return len(seriesWithLabel(t, g, "erin@example.com")) == 0 })
 	// A full round later, erin has not been read again.

@@ -86,7 +86,7 @@ webhook:
 func feedLines(t *testing.T, r *run) []string {
 	t.Helper()
 	var out []string
-	for series, v := range testkit.Samples(t, r.exp.Gatherer(r.reg)) {
+	for series, v := range testkit.Scrape(t, r.exp.MetricsHandler(r.reg)) {
 		if strings.HasPrefix(series, "breach_source_") || strings.HasPrefix(series, "breach_address_state") ||
 			strings.HasPrefix(series, "breach_address_last_refresh") {
 			out = append(out, fmt.Sprintf("%s %v", series, v))
@@ -129,7 +129,7 @@ func TestRestartKeepsTheState(t *testing.T) {
 		return api.reads("alice@example.com") == 1 && api.reads("bob@example.com") == 1 && api.reads("found@example.org") == 1
 	})
 	testkit.Eventually(t, "the answers in the cache", func() bool {
-		samples := testkit.Samples(t, first.exp.Gatherer(first.reg))
+		samples := testkit.Scrape(t, first.exp.MetricsHandler(first.reg))
 		for _, a := range []string{"alice@example.com", "bob@example.com", "found@example.org"} {
 			if samples[testkit.Series("breach_address_state", "address", a, "state", "verified")] != 1 {
 				return false

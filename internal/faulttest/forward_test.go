@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
@@ -78,7 +77,7 @@ func TestScrapeDoesNotWaitForTheAPI(t *testing.T) {
 		requestStillOpen bool
 	}
 	scraped := make(chan outcome, 1)
-	metrics := promhttp.HandlerFor(h.exp.Gatherer(h.reg), promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	metrics := h.exp.MetricsHandler(h.reg)
 	h.api.misbehave(func(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
 		metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))

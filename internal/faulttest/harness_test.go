@@ -14,7 +14,6 @@ import (
 	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -147,14 +146,16 @@ func (h *harness) advance(d time.Duration) {
 }
 
 // samples gathers the registry; gathering must never fail, fault or not.
-func (h *harness) samples() map[string]float64 { return testkit.Samples(h.t, h.exp.Gatherer(h.reg)) }
+func (h *harness) samples() map[string]float64 {
+	return testkit.Scrape(h.t, h.exp.MetricsHandler(h.reg))
+}
 
 // scrape serves /metrics through promhttp as Prometheus would fetch it,
 // fails the test unless it answers 200 with a parseable exposition, and
 // returns its samples.
 func (h *harness) scrape() map[string]float64 {
 	h.t.Helper()
-	handler := promhttp.HandlerFor(h.exp.Gatherer(h.reg), promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError})
+	handler := h.exp.MetricsHandler(h.reg)
 	rec := httptest.NewRecorder()
 	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {

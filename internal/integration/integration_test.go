@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
@@ -65,7 +64,7 @@ func TestSoak(t *testing.T) {
 		t.Skip("run with -soak=60s (make soak)")
 	}
 	p := startPipeline(t, clockwork.NewRealClock(), time.Second)
-	metrics := httptest.NewServer(promhttp.HandlerFor(p.exp.Gatherer(p.reg), promhttp.HandlerOpts{}))
+	metrics := httptest.NewServer(p.exp.MetricsHandler(p.reg))
 	defer metrics.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -124,7 +123,7 @@ func TestContractMetricsAreExported(t *testing.T) {
 	p.sweep()
 	exposition := func() string {
 		rec := httptest.NewRecorder()
-		promhttp.HandlerFor(p.exp.Gatherer(p.reg), promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+		p.exp.MetricsHandler(p.reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		return rec.Body.String()
 	}
 	missing := func() []string {

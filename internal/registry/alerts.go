@@ -63,6 +63,7 @@ func (r *Registry) RecordAlert(email string, d AlertDelta) AlertOutcome {
 		outcome = AlertDiscovered
 	}
 	e.Alerts = e.Alerts.add(d)
+	r.touch(e)
 	r.markUrgent(e)
 	return outcome
 }

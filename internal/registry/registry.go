@@ -41,6 +41,10 @@ type Entry struct {
 	LastRefresh time.Time // last 200/403/404; zero before the first
 	Schedule    Schedule
 	Alerts      *Alerts // nil until the first accepted alert
+	// Version changes whenever anything the collector exports of the entry
+	// changes (label, state, sources, refresh time, alert counts), so a
+	// rendering of it can be reused until then.
+	Version uint64
 }
 
 // Account is what /me last said.
@@ -70,6 +74,7 @@ type Registry struct {
 	// alert racing a reload cannot discover under the old limit.
 	discoveryLimit int
 	generation     uint64 // counts changes worth saving (Save)
+	versions       uint64 // source of Entry.Version
 	account        Account
 	rateLimit      breach.RateLimit
 	hasRate        bool
@@ -139,7 +144,10 @@ func (r *Registry) Sync(configured []breach.Address, mode breach.LabelMode, disc
 	}
 	r.discovered = len(discovered)
 	for _, e := range next {
-		e.Label = mode.Label(e.Address)
+		if label := mode.Label(e.Address); label != e.Label {
+			e.Label = label
+			r.touch(e)
+		}
 	}
 	r.entries = next
 	r.signal()
@@ -147,7 +155,15 @@ func (r *Registry) Sync(configured []breach.Address, mode breach.LabelMode, disc
 
 func (r *Registry) newEntry(a breach.Address) *Entry {
 	r.tickets++
-	return &Entry{Address: a, Label: r.mode.Label(a), State: breach.Pending, Schedule: Schedule{Order: r.tickets}}
+	e := &Entry{Address: a, Label: r.mode.Label(a), State: breach.Pending, Schedule: Schedule{Order: r.tickets}}
+	r.touch(e)
+	return e
+}
+
+// touch marks e's exported values as changed. Called with r.mu held.
+func (r *Registry) touch(e *Entry) {
+	r.versions++
+	e.Version = r.versions
 }
 
 // Len is the number of watched addresses.

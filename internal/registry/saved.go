@@ -79,6 +79,7 @@ func (r *Registry) Restore(s Saved) int {
 		}
 		e := r.newEntry(se.Address)
 		e.State, e.Sources, e.LastRefresh = se.State, se.Sources, se.LastRefresh
+		r.touch(e)
 		e.Schedule.LastAttempt, e.Schedule.Failures = se.LastAttempt, se.Failures
 		r.entries[k] = e
 		n++

@@ -70,6 +70,7 @@ func (r *Registry) Answered(key, state string, sources []breach.SourceState, at 
 	e.State, e.Sources, e.LastRefresh = state, sources, at
 	e.Schedule.Failures = 0
 	r.generation++
+	r.touch(e)
 	return failedBefore
 }
 

@@ -1,0 +1,82 @@
+package collector
+
+import (
+	"math"
+	"strconv"
+	"strings"
+)
+
+// The text exposition format (version 0.0.4), written by hand so that an
+// address's lines can be rendered once and copied into every scrape. Every
+// function here produces exactly what expfmt's text encoder produces for
+// the same series; TestRenderingIsExpfmts proves it.
+
+// familyHeader is a family's HELP and TYPE lines.
+func familyHeader(name, help, typ string) []byte {
+	var b []byte
+	b = append(b, "# HELP "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, helpEscaper.Replace(help)...)
+	b = append(b, "\n# TYPE "...)
+	b = append(b, name...)
+	b = append(b, ' ')
+	b = append(b, typ...)
+	return append(b, '\n')
+}
+
+var (
+	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+	valueEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+)
+
+// label is one label pair; value is unescaped.
+type label struct{ name, value string }
+
+// appendSeries appends one series line: name{labels} value. Labels must be
+// in the exposition's order (by name).
+func appendSeries(b []byte, name string, v float64, labels ...label) []byte {
+	b = append(b, name...)
+	if len(labels) > 0 {
+		b = append(b, '{')
+		for i, l := range labels {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, l.name...)
+			b = append(b, `="`...)
+			b = appendEscaped(b, l.value)
+			b = append(b, '"')
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ' ')
+	b = appendFloat(b, v)
+	return append(b, '\n')
+}
+
+func appendEscaped(b []byte, s string) []byte {
+	if !strings.ContainsAny(s, "\\\n\"") {
+		return append(b, s...)
+	}
+	return append(b, valueEscaper.Replace(s)...)
+}
+
+// appendFloat formats v as expfmt's text encoder does.
+func appendFloat(b []byte, v float64) []byte {
+	switch {
+	case v == 1:
+		return append(b, '1')
+	case v == 0:
+		return append(b, '0')
+	case v == -1:
+		return append(b, "-1"...)
+	case math.IsNaN(v):
+		return append(b, "NaN"...)
+	case math.IsInf(v, +1):
+		return append(b, "+Inf"...)
+	case math.IsInf(v, -1):
+		return append(b, "-Inf"...)
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
