@@ -126,7 +126,7 @@ type fixture struct {
 	reg      *prometheus.Registry // the receiver's own metrics
 	config   *config.Current
 	registry *registry.Registry
-	metrics  http.Handler         // reg and the collector: /metrics
+	metrics  http.Handler        // reg and the collector: /metrics
 	gatherer prometheus.Gatherer // a scrape of metrics, parsed
 	clock    *clockwork.FakeClock
 }

@@ -119,7 +119,9 @@ func (p *pipeline) sweep() []sim.Alert {
 	return alerts
 }
 
-func (p *pipeline) samples() map[string]float64 { return testkit.Scrape(p.t, p.exp.MetricsHandler(p.reg)) }
+func (p *pipeline) samples() map[string]float64 {
+	return testkit.Scrape(p.t, p.exp.MetricsHandler(p.reg))
+}
 
 // mismatches lists every way the exporter's samples differ from the
 // simulator's state and the alerts it delivered; empty means they agree.
