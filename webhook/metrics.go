@@ -181,18 +181,15 @@ func (m *metrics) deleteAddress(label string) {
 	}
 }
 
-// initialise creates the zero series of a configured address, so that
-// increase() sees its first alert. The timestamp gauge is left out: 0 would
-// read as an alert in 1970.
+// initialise creates the zero series of breach_alerts_total for a
+// configured address, so that increase() sees its first alert. The other
+// per-address alert series (new databases, exposed fields, plaintext, the
+// timestamp gauge) are created with the address's first alert: the feed
+// gauges carry that information from the first scrape.
 func (m *metrics) initialise(label string) {
 	for _, source := range api.KnownSources {
 		for _, severity := range knownSeverities {
 			m.alerts.WithLabelValues(label, source, severity)
-		}
-		m.newDatabases.WithLabelValues(label, source)
-		m.newPlaintext.WithLabelValues(label, source)
-		for _, field := range api.KnownFields {
-			m.exposedFields.WithLabelValues(label, source, field)
 		}
 	}
 }

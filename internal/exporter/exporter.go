@@ -133,10 +133,13 @@ func New(o Options) (*Exporter, error) {
 			return nil, err
 		}
 	}
-	// Zero series from the start, so that increase() sees the first failure.
+	// Zero series from the start, so that increase() sees the first failure,
+	// the first 401 and the first 429.
 	for _, ep := range []string{api.EndpointMe, api.EndpointBreaches} {
 		e.requestDuration.WithLabelValues(ep)
-		e.requests.WithLabelValues(ep, "200")
+		for _, code := range []string{"200", "401", "429"} {
+			e.requests.WithLabelValues(ep, code)
+		}
 		for _, k := range []api.Kind{api.KindTransport, api.KindBadBody, api.KindServer, api.KindRateLimited,
 			api.KindUnauthorized, api.KindBadRequest, api.KindUnexpected} {
 			e.failures.WithLabelValues(ep, k.String())
