@@ -95,6 +95,7 @@ type record struct {
 	start                      time.Time
 	fired, delivered, resolved time.Duration
 	cleared                    time.Time
+	webhooked                  []wantAlert // notified to the webhook receiver
 }
 
 const (
@@ -177,7 +178,7 @@ func (s *stack) everyAlertFiresAndResolves(ctx context.Context, t *testing.T) {
 					go func() {
 						defer resolving.Done()
 						defer close(done)
-						if err := s.resolve(ctx, sc, rec, severity); err != nil {
+						if err := s.resolve(ctx, sc, rec); err != nil {
 							fail("%s: %v", sc.name, err)
 						}
 					}()
@@ -265,6 +266,15 @@ func (s *stack) fire(ctx context.Context, sc scenario, severity map[string]strin
 		}
 		return nil
 	})
+	if err == nil {
+		received, _ := s.am.alerts(ctx)
+		for _, w := range sc.want {
+			if i := slices.IndexFunc(received, func(a amAlert) bool { return s.matches(w, a.Labels) }); i >= 0 &&
+				severity[w.name] != "info" && received[i].Status.State == "active" {
+				rec.webhooked = append(rec.webhooked, w)
+			}
+		}
+	}
 	if err != nil {
 		return rec, fmt.Errorf("delivery: %v", err)
 	}
@@ -272,8 +282,9 @@ func (s *stack) fire(ctx context.Context, sc scenario, severity map[string]strin
 	return rec, nil
 }
 
-// resolve waits until no wanted alert is pending or firing any more.
-func (s *stack) resolve(ctx context.Context, sc scenario, rec *record, _ map[string]string) error {
+// resolve waits until no wanted alert is pending or firing any more, and
+// until the webhook receiver has the resolution of those it was notified.
+func (s *stack) resolve(ctx context.Context, sc scenario, rec *record) error {
 	err := s.poll(ctx, resolveTimeout, func(ctx context.Context) error {
 		active, err := s.prom.alerts(ctx)
 		if err != nil {
@@ -290,7 +301,15 @@ func (s *stack) resolve(ctx context.Context, sc scenario, rec *record, _ map[str
 		return fmt.Errorf("resolving: %v", err)
 	}
 	rec.resolved = time.Since(rec.cleared)
-	return nil
+	return s.poll(ctx, deliveryTimeout, func(context.Context) error {
+		notified, _ := s.receiver.notifications()
+		for _, w := range rec.webhooked {
+			if !slices.ContainsFunc(withStatus(notified, w.name, "resolved"), func(d delivery) bool { return s.matches(w, d.labels) }) {
+				return fmt.Errorf("the webhook receiver has no resolved %s yet", w)
+			}
+		}
+		return nil
+	})
 }
 
 // matches reports whether labels are w's alert from this exporter.
