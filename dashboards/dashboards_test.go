@@ -46,6 +46,9 @@ type variable struct {
 	Query      json.RawMessage `json:"query"`
 	Definition string          `json:"definition"`
 	Datasource json.RawMessage `json:"datasource"`
+	Multi      bool            `json:"multi"`
+	IncludeAll bool            `json:"includeAll"`
+	AllValue   string          `json:"allValue"`
 }
 
 type gridPos struct{ X, Y, W, H int }
@@ -139,6 +142,15 @@ func TestVariables(t *testing.T) {
 			if !isDatasourceVariable(v.Datasource) {
 				t.Errorf("%s: variable %s uses datasource %s", f.name, name, v.Datasource)
 			}
+			// Every query variable offers several values and All, which
+			// the queries use with =~ (so All must be a regular expression).
+			if !v.Multi || !v.IncludeAll || v.AllValue != ".+" {
+				t.Errorf("%s: variable %s: multi %v, includeAll %v, allValue %q; want a multi-value variable with All = \".+\"",
+					f.name, name, v.Multi, v.IncludeAll, v.AllValue)
+			}
+			if name != "job" && !strings.Contains(v.Definition, `job=~"$job"`) {
+				t.Errorf("%s: variable %s: %q does not follow job=~\"$job\"", f.name, name, v.Definition)
+			}
 		}
 	}
 }
@@ -197,7 +209,9 @@ func TestPanels(t *testing.T) {
 					if !isDatasourceVariable(tg.Datasource) {
 						t.Errorf("%s/%s: datasource %s, want ${datasource}", where, tg.RefID, tg.Datasource)
 					}
-					checkExpr(t, where+"/"+tg.RefID, tg.Expr, defined)
+					for _, problem := range exprProblems(tg.Expr, defined) {
+						t.Errorf("%s/%s: %s", where, tg.RefID, problem)
+					}
 				}
 			}
 		}
@@ -205,25 +219,45 @@ func TestPanels(t *testing.T) {
 	}
 }
 
-// checkExpr rejects unknown variables and metrics, and selectors that ignore
-// the dashboard's job and instance.
-func checkExpr(t *testing.T, where, expr string, defined map[string]bool) {
-	t.Helper()
+// exprProblems lists unknown variables and metrics, and selectors that
+// ignore the dashboard's job and instance.
+func exprProblems(expr string, defined map[string]bool) []string {
+	var problems []string
 	for _, m := range variableRef.FindAllStringSubmatch(expr, -1) {
 		if !defined[m[1]] && !builtins[m[1]] {
-			t.Errorf("%s: unknown variable $%s", where, m[1])
+			problems = append(problems, fmt.Sprintf("unknown variable $%s", m[1]))
 		}
 	}
 	for _, m := range metricRef.FindAllStringSubmatch(expr, -1) {
 		if !testkit.IsContractMetric(m[1]) {
-			t.Errorf("%s: %s is not a metric of the exporter's contract", where, m[1])
+			problems = append(problems, fmt.Sprintf("%s is not a metric of the exporter's contract", m[1]))
 		}
-		if strings.Contains(m[1], ":") {
-			continue // a recorded threshold has no job
+		// Every selector, the recorded thresholds included (they carry the
+		// job and instance of each target), follows both variables; a
+		// multi-value job needs =~.
+		if !strings.Contains(m[2], `job=~"$job"`) || !strings.Contains(m[2], `instance=~"$instance"`) {
+			problems = append(problems, fmt.Sprintf("%s does not select job=~\"$job\" and instance=~\"$instance\"", m[0]))
 		}
-		if !strings.Contains(m[2], `job="$job"`) || !strings.Contains(m[2], `instance=~"$instance"`) {
-			t.Errorf("%s: %s does not select job=\"$job\" and instance=~\"$instance\"", where, m[0])
+	}
+	return problems
+}
+
+// The check itself must catch what the dashboard linter caught.
+func TestExprProblemsCatchesMissingSelectors(t *testing.T) {
+	defined := map[string]bool{"job": true, "instance": true}
+	for _, expr := range []string{
+		`max(breach_refresh_cycle_seconds{job="$job", instance=~"$instance"})`, // single-value job
+		`max(breach_refresh_cycle_seconds{job=~"$job"})`,                       // no instance
+		`sum(rate(breach_api_requests_total[5m]))`,                             // no selector at all
+		`max(breach_refresh_cycle_seconds{job=~"$job", instance=~"$instance"}) * scalar(breach:stale_refresh_rounds:threshold)`,
+		`up{job=~"$job", instance=~"$instance", address=~"$address"}`, // undefined variable
+	} {
+		if len(exprProblems(expr, defined)) == 0 {
+			t.Errorf("no problem found in %s", expr)
 		}
+	}
+	if p := exprProblems(`max(breach_refresh_cycle_seconds{job=~"$job", instance=~"$instance"} * on (job, instance) breach:stale_refresh_rounds:threshold{job=~"$job", instance=~"$instance"})`, defined); len(p) > 0 {
+		t.Errorf("problems in a good query: %v", p)
 	}
 }
 

@@ -41,6 +41,7 @@ type config struct {
 	seed              int64
 	webhookURL        string
 	webhookSecretFile string
+	adminAddress      string
 	logLevel          string
 }
 
@@ -58,6 +59,7 @@ func main() {
 	app.Flag("seed", "Seed of the initial state and of every sweep's changes.").Default("1").Int64Var(&c.seed)
 	app.Flag("webhook.url", "URL to POST alert.created webhooks to; empty: no deliveries.").StringVar(&c.webhookURL)
 	app.Flag("webhook.secret-file", "File holding the webhook HMAC secret (trailing whitespace is trimmed); required with --webhook.url.").StringVar(&c.webhookSecretFile)
+	app.Flag("admin.listen-address", "Loopback address for the test controls (faults, token, plan, addresses, feeds; see README.md); empty: off.").Default("").StringVar(&c.adminAddress)
 	app.Flag("log.level", "Only log messages with the given severity or above.").Default("info").EnumVar(&c.logLevel, "debug", "info", "warn", "error")
 	kingpin.MustParse(app.Parse(os.Args[1:]))
 
@@ -79,9 +81,19 @@ func run(c config, logger log.Logger) error {
 	if c.sweepInterval <= 0 {
 		return fmt.Errorf("--sweep.interval must be positive, got %s", c.sweepInterval)
 	}
+	if err := loopbackOnly(c.adminAddress); err != nil {
+		return err
+	}
 	listener, err := net.Listen("tcp", c.listenAddress)
 	if err != nil {
 		return err
+	}
+	var adminListener net.Listener
+	if c.adminAddress != "" {
+		if adminListener, err = net.Listen("tcp", c.adminAddress); err != nil {
+			listener.Close()
+			return err
+		}
 	}
 	base := "http://" + listener.Addr().String()
 	// The simulator has no dashboard; alert links point at where it would be.
@@ -89,6 +101,9 @@ func run(c config, logger log.Logger) error {
 	s, err := sim.New(opts)
 	if err != nil {
 		listener.Close()
+		if adminListener != nil {
+			adminListener.Close()
+		}
 		return err
 	}
 
@@ -96,8 +111,14 @@ func run(c config, logger log.Logger) error {
 	defer stop()
 
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(listener) }()
+	var admin *http.Server
+	if adminListener != nil {
+		admin = &http.Server{Handler: s.AdminHandler(ctx), ReadHeaderTimeout: 10 * time.Second}
+		go func() { served <- admin.Serve(adminListener) }()
+		level.Info(logger).Log("msg", "test controls listening", "admin", "http://"+adminListener.Addr().String()+"/admin/")
+	}
 	sweeps := make(chan struct{})
 	go func() {
 		defer close(sweeps)
@@ -122,6 +143,11 @@ func run(c config, logger log.Logger) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
+	if admin != nil {
+		if adminErr := admin.Shutdown(shutdownCtx); err == nil {
+			err = adminErr
+		}
+	}
 	<-sweeps
 	// Run's context is done, so pending retries give up at once.
 	s.Flush(shutdownCtx)
@@ -129,6 +155,22 @@ func run(c config, logger log.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// loopbackOnly refuses to serve the test controls beyond this machine:
+// anyone who reaches them can change the token and every feed.
+func loopbackOnly(address string) error {
+	if address == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("--admin.listen-address: %w", err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("--admin.listen-address %q: the test controls listen on loopback only (127.0.0.1, ::1 or localhost)", address)
+	}
+	return nil
 }
 
 func options(c config, logger log.Logger) (sim.Options, error) {

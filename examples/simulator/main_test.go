@@ -59,3 +59,16 @@ func TestOptionsRejectBadFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestAdminListensOnLoopbackOnly(t *testing.T) {
+	for _, ok := range []string{"", "127.0.0.1:0", "[::1]:8100", "localhost:8100"} {
+		if err := loopbackOnly(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{":8100", "0.0.0.0:8100", "192.0.2.1:8100", "example.com:8100", "127.0.0.1"} {
+		if err := loopbackOnly(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -126,10 +126,15 @@ type delivery struct {
 }
 
 func firing(got []notification, alertname string) []delivery {
+	return withStatus(got, alertname, "firing")
+}
+
+// withStatus lists the deliveries of alertname as firing or resolved.
+func withStatus(got []notification, alertname, status string) []delivery {
 	var out []delivery
 	for _, n := range got {
 		for _, a := range n.Alerts {
-			if a.Status == "firing" && a.Labels["alertname"] == alertname {
+			if a.Status == status && a.Labels["alertname"] == alertname {
 				out = append(out, delivery{n.Receiver, n.Path, n.GroupLabels, a.Labels, a.Annotations})
 			}
 		}

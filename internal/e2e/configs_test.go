@@ -101,13 +101,19 @@ func withHost(t *testing.T, file, raw, host string) string {
 // configuration.
 type exporterSetup struct {
 	apiBase    string   // base_url, pointed at the simulator
-	tokenFile  string   // the API token the simulator must accept
+	tokenFile  string   // the API token the simulator must accept (a copy the test may rotate)
 	secretFile string   // the webhook secret the simulator must sign with
 	addresses  []string // configured emails
 }
 
+// subjectAddress is added to the demo's addresses for the alert scenarios:
+// the test sets its feeds through the simulator's controls, and sweeps leave
+// it alone.
+const subjectAddress = "subject@example.com"
+
 // exporterConfig derives the exporter's configuration: the API of the
-// simulator at simAddr, absolute secret paths, and refresh intervals short
+// simulator at simAddr, a copy of the token next to out (the test rotates
+// it), absolute secret paths, subjectAddress, and refresh intervals short
 // enough to re-read within the test.
 func exporterConfig(t *testing.T, examples, out, simAddr string) exporterSetup {
 	t.Helper()
@@ -116,7 +122,14 @@ func exporterConfig(t *testing.T, examples, out, simAddr string) exporterSetup {
 	var setup exporterSetup
 	api := mapAt(t, file, cfg, "api")
 	setup.apiBase = withHost(t, file, stringAt(t, file, api, "base_url"), simAddr)
-	setup.tokenFile = absolute(examples, stringAt(t, file, api, "token_file"))
+	token, err := os.ReadFile(absolute(examples, stringAt(t, file, api, "token_file")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	setup.tokenFile = filepath.Join(filepath.Dir(out), "api_token")
+	if err := os.WriteFile(setup.tokenFile, token, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	api["base_url"], api["token_file"] = setup.apiBase, setup.tokenFile
 
 	hook := mapAt(t, file, cfg, "webhook")
@@ -147,18 +160,23 @@ func exporterConfig(t *testing.T, examples, out, simAddr string) exporterSetup {
 			t.Fatalf("%s: addresses[%d] is neither an email nor a mapping", file, i)
 		}
 	}
+	cfg["addresses"] = append(list, subjectAddress)
+	setup.addresses = append(setup.addresses, subjectAddress)
 
+	// /me every 5s: plan and API-up changes show within seconds; the
+	// addresses still fit in a 15s round at 55 requests a minute.
 	refresh := mapAt(t, file, cfg, "refresh")
 	refresh["interval"] = "15s"
-	refresh["me_interval"] = "15s"
+	refresh["me_interval"] = "5s"
 	writeYAML(t, out, cfg)
 	return setup
 }
 
 // prometheusConfig derives Prometheus's configuration: 1s scrape and rule
 // evaluation, the exporter at exporterAddr for the job the rules select,
-// Alertmanager at amAddr and absolute rule paths. It returns the rule files.
-func prometheusConfig(t *testing.T, examples, out, exporterAddr, amAddr string) []string {
+// Alertmanager at amAddr and absolute rule paths. It returns the rule files
+// of the example; the written file loads ruleCopy in their place.
+func prometheusConfig(t *testing.T, examples, out, exporterAddr, amAddr, ruleCopy string) []string {
 	t.Helper()
 	file := filepath.Join(examples, "prometheus.yml")
 	cfg := readYAML(t, file)
@@ -176,9 +194,9 @@ func prometheusConfig(t *testing.T, examples, out, exporterAddr, amAddr string) 
 		if !ok {
 			t.Fatalf("%s: rule_files[%d] is not a string", file, i)
 		}
-		ruleFiles[i] = absolute(examples, path)
-		rules = append(rules, ruleFiles[i].(string))
+		rules = append(rules, absolute(examples, path))
 	}
+	cfg["rule_files"] = []any{ruleCopy}
 
 	alertmanagers := mapsAt(t, file, mapAt(t, file, cfg, "alerting"), "alertmanagers")
 	if len(alertmanagers) != 1 {

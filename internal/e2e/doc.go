@@ -8,4 +8,8 @@
 //
 // It needs the prometheus and prometheus-alertmanager (or alertmanager)
 // programs on PATH: Debian's packages of the same names provide them.
+//
+// One test here has no build tag and runs in `make test`:
+// firstscrape_test.go checks, against a fresh exporter's first scrape, that
+// every counter the rules and dashboards take increase() or rate() of exists.
 package e2e

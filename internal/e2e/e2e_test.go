@@ -4,10 +4,10 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -22,7 +22,7 @@ const (
 	// runTimeout bounds everything after the builds. cleanupMargin is kept
 	// before go test's own -timeout so that processes are always stopped.
 	buildTimeout  = 4 * time.Minute
-	runTimeout    = 2 * time.Minute
+	runTimeout    = 6 * time.Minute
 	cleanupMargin = 30 * time.Second
 	pollInterval  = 250 * time.Millisecond
 
@@ -42,11 +42,19 @@ var feeds = []string{"archive", "combolist", "index", "enriched"}
 
 // stack is the running system under test.
 type stack struct {
+	dir      string
+	mu       sync.Mutex // guards procs: the exporter is restarted
 	procs    []*process
 	prom     promAPI
+	am       amAPI
 	receiver *receiver
 	exporter exporterSetup
 	webAddr  string // the exporter's metrics listener, its instance label
+	hookAddr string // the exporter's webhook listener
+	admin    string // the simulator's test controls, http://host:port
+
+	exporterBin, exporterFile string
+	prometheusFile            string
 }
 
 // TestEndToEnd runs the simulator, the exporter, Prometheus and Alertmanager
@@ -68,14 +76,22 @@ func TestEndToEnd(t *testing.T) {
 
 	ctx := testContext(t, runTimeout)
 
-	addrs := freeAddrs(t, 6)
-	simAddr, webAddr, hookAddr, promAddr, amAddr, smtpAddr := addrs[0], addrs[1], addrs[2], addrs[3], addrs[4], addrs[5]
+	addrs := freeAddrs(t, 7)
+	simAddr, webAddr, hookAddr, promAddr, amAddr, smtpAddr, adminAddr := addrs[0], addrs[1], addrs[2], addrs[3], addrs[4], addrs[5], addrs[6]
 
-	s := &stack{prom: promAPI{base: "http://" + promAddr}, receiver: newReceiver(t), webAddr: webAddr}
+	s := &stack{
+		dir: dir, prom: promAPI{base: "http://" + promAddr}, am: amAPI{base: "http://" + amAddr},
+		receiver: newReceiver(t), webAddr: webAddr, hookAddr: hookAddr, admin: "http://" + adminAddr,
+		exporterBin: exporterBin,
+	}
 	exporterFile := filepath.Join(dir, "breach_exporter.yml")
+	s.exporterFile = exporterFile
 	s.exporter = exporterConfig(t, examples, exporterFile, simAddr)
+	ruleCopy := filepath.Join(dir, "breach_exporter.test-rules.yml")
+	writeTestRules(t, filepath.Join(root, "alerts", "breach_exporter.rules.yml"), ruleCopy)
 	prometheusFile := filepath.Join(dir, "prometheus.yml")
-	ruleFiles := prometheusConfig(t, examples, prometheusFile, webAddr, amAddr)
+	s.prometheusFile = prometheusFile
+	ruleFiles := prometheusConfig(t, examples, prometheusFile, webAddr, amAddr, ruleCopy)
 	if want := filepath.Join(root, "alerts", "breach_exporter.rules.yml"); !slices.Equal(ruleFiles, []string{want}) {
 		t.Fatalf("examples/prometheus.yml loads rule files %v, want only %s", ruleFiles, want)
 	}
@@ -99,15 +115,11 @@ func TestEndToEnd(t *testing.T) {
 		"--sweep.interval="+sweepInterval,
 		"--seed="+simulatorSeed,
 		"--webhook.url=http://"+hookAddr+"/webhook",
-		"--webhook.secret-file="+s.exporter.secretFile)
+		"--webhook.secret-file="+s.exporter.secretFile,
+		"--admin.listen-address="+adminAddr)
 	s.waitReady(ctx, t, "simulator", "http://"+simAddr+"/openapi.json")
-	s.start(t, dir, "exporter", exporterBin,
-		"--config.file="+exporterFile,
-		"--web.listen-address="+webAddr,
-		"--webhook.listen-address="+hookAddr,
-		"--storage.path="+filepath.Join(dir, "exporter-data"))
-	s.waitReady(ctx, t, "exporter", "http://"+webAddr+"/-/ready")
-	s.waitReady(ctx, t, "exporter webhook listener", "http://"+hookAddr+"/-/healthy")
+	s.setUpSubject(ctx, t)
+	s.startExporter(ctx, t, "exporter")
 	s.waitReady(ctx, t, "alertmanager", "http://"+amAddr+"/-/ready")
 	s.waitReady(ctx, t, "prometheus", s.prom.base+"/-/ready")
 
@@ -121,6 +133,19 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("every dashboard query evaluates", func(t *testing.T) { s.dashboardQueriesEvaluate(ctx, t) })
 	t.Run("every dashboard variable lists values", func(t *testing.T) { s.dashboardVariablesList(ctx, t, root) })
 	t.Run("every rule expression evaluates", func(t *testing.T) { s.ruleExpressionsEvaluate(ctx, t) })
+	t.Run("every alert fires and resolves", func(t *testing.T) { s.everyAlertFiresAndResolves(ctx, t) })
+}
+
+// startExporter starts the exporter (again, after a stop) on its ports.
+func (s *stack) startExporter(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	s.start(t, s.dir, name, s.exporterBin,
+		"--config.file="+s.exporterFile,
+		"--web.listen-address="+s.webAddr,
+		"--webhook.listen-address="+s.hookAddr,
+		"--storage.path="+filepath.Join(s.dir, "exporter-data"))
+	s.waitReady(ctx, t, name, "http://"+s.webAddr+"/-/ready")
+	s.waitReady(ctx, t, name+" webhook listener", "http://"+s.hookAddr+"/-/healthy")
 }
 
 // testContext ends after timeout, or earlier when go test's -timeout would
@@ -137,7 +162,35 @@ func testContext(t *testing.T, timeout time.Duration) context.Context {
 
 func (s *stack) start(t *testing.T, dir, name, bin string, args ...string) {
 	t.Helper()
-	s.procs = append(s.procs, startProcess(t, dir, name, bin, args...))
+	p := startProcess(t, dir, name, bin, args...)
+	s.mu.Lock()
+	s.procs = append(s.procs, p)
+	s.mu.Unlock()
+}
+
+// process returns the running process started under name.
+func (s *stack) process(name string) *process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// procsExited reports the first process that ended without the test
+// stopping it.
+func (s *stack) procsExited() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.procs {
+		if err := p.exited(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *stack) waitReady(ctx context.Context, t *testing.T, name, url string) {
@@ -152,32 +205,8 @@ type permanent struct{ error }
 // timeout passes, check fails permanently, or a process has died.
 func (s *stack) eventually(ctx context.Context, t *testing.T, what string, timeout time.Duration, check func(context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ticker := time.NewTicker(pollInterval)
-	defer ticker.Stop()
-	var last error
-	for {
-		for _, p := range s.procs {
-			if err := p.exited(); err != nil {
-				t.Fatalf("%s: %v", what, err)
-			}
-		}
-		err := check(ctx)
-		if err == nil {
-			return
-		}
-		if p := (permanent{}); errors.As(err, &p) {
-			t.Fatalf("%s: %v", what, p.error)
-		}
-		if ctx.Err() == nil || last == nil {
-			last = err // a check cut short by the deadline says less than the previous one
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not within %s: %v", what, timeout, last)
-		case <-ticker.C:
-		}
+	if err := s.poll(ctx, timeout, check); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -94,6 +95,7 @@ type process struct {
 	logPath string
 	done    chan struct{} // closed once the process has exited
 	err     error         // Wait's result, valid once done is closed
+	stopped atomic.Bool   // the test stopped it on purpose (stopNow)
 }
 
 // startProcess starts bin and registers its shutdown: SIGTERM, then SIGKILL
@@ -127,8 +129,12 @@ func startProcess(t *testing.T, dir, name, bin string, args ...string) *process 
 	return p
 }
 
-// exited reports an error when the process is no longer running.
+// exited reports an error when the process is no longer running, unless
+// the test stopped it.
 func (p *process) exited() error {
+	if p.stopped.Load() {
+		return nil
+	}
 	select {
 	case <-p.done:
 		return fmt.Errorf("%s exited early (%v); its log is %s", p.name, p.err, p.logPath)
@@ -140,6 +146,9 @@ func (p *process) exited() error {
 // stop ends the process and waits for it. Every program here shuts down
 // cleanly on SIGTERM, so anything else is a failure.
 func (p *process) stop(t *testing.T) {
+	if p.stopped.Load() {
+		return // stopNow reported its outcome
+	}
 	if err := p.exited(); err != nil {
 		t.Error(err)
 		return
@@ -158,6 +167,31 @@ func (p *process) stop(t *testing.T) {
 		t.Errorf("%s still running %s after SIGTERM: killed", p.name, stopTimeout)
 		p.cmd.Process.Kill()
 		<-p.done
+	}
+}
+
+// stopNow stops the process as a scenario's fault (SIGTERM, then SIGKILL)
+// and reports how it went; exited and stop then leave it alone.
+func (p *process) stopNow() error {
+	if err := p.exited(); err != nil {
+		return err
+	}
+	p.stopped.Store(true)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("signal %s: %v", p.name, err)
+	}
+	timeout := time.NewTimer(stopTimeout)
+	defer timeout.Stop()
+	select {
+	case <-p.done:
+		if p.err != nil {
+			return fmt.Errorf("%s did not exit cleanly on SIGTERM: %v", p.name, p.err)
+		}
+		return nil
+	case <-timeout.C:
+		p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s still running %s after SIGTERM: killed", p.name, stopTimeout)
 	}
 }
 

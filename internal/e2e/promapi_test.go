@@ -242,3 +242,38 @@ func (p promAPI) alerts(ctx context.Context) ([]activeAlert, error) {
 	err := p.get(ctx, "/api/v1/alerts", nil, &data)
 	return data.Alerts, err
 }
+
+// amAPI is the part of Alertmanager's API v2 the test reads.
+type amAPI struct {
+	base string // http://host:port
+}
+
+// amAlert is an alert as Alertmanager holds it.
+type amAlert struct {
+	Labels map[string]string `json:"labels"`
+	Status struct {
+		State string `json:"state"` // active, suppressed (silenced or inhibited), unprocessed
+	} `json:"status"`
+}
+
+// alerts lists every alert Alertmanager has received and not yet resolved.
+func (a amAPI) alerts(ctx context.Context) ([]amAlert, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/api/v2/alerts", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("Alertmanager /api/v2/alerts: %s %.200q", resp.Status, body)
+	}
+	var out []amAlert
+	return out, json.Unmarshal(body, &out)
+}

@@ -62,6 +62,9 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusUnauthorized, CodeUnauthorized)
 		return
 	}
+	if s.injectFault(w, r, now) {
+		return
+	}
 	v := s.window.take(now)
 	setRateHeaders(w, v)
 	if !v.allowed {
@@ -92,7 +95,10 @@ func (s *Simulator) authorized(r *http.Request) bool {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.token)) == 1
+	s.ctlMu.Lock()
+	want := s.token
+	s.ctlMu.Unlock()
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(want)) == 1
 }
 
 func setRateHeaders(w http.ResponseWriter, v verdict) {
@@ -103,7 +109,10 @@ func setRateHeaders(w http.ResponseWriter, v verdict) {
 }
 
 func (s *Simulator) serveMe(w http.ResponseWriter, _ *http.Request) {
-	s.writeJSON(w, http.StatusOK, s.me)
+	s.ctlMu.Lock()
+	me := s.me
+	s.ctlMu.Unlock()
+	s.writeJSON(w, http.StatusOK, me)
 }
 
 func (s *Simulator) serveBreaches(w http.ResponseWriter, r *http.Request) {

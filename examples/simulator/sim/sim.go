@@ -61,17 +61,21 @@ type Options struct {
 
 // Simulator is safe for concurrent use.
 type Simulator struct {
-	token         string
-	me            Me
 	clock         clockwork.Clock
 	logger        log.Logger
 	window        *fixedWindow
-	deliveries    bool
 	webhookURL    string
 	webhookSecret []byte
 	httpClient    *http.Client
 	dashboardBase string
 	pending       *inflight
+
+	// ctlMu guards what the admin controls change (admin.go): the accepted
+	// token, /me (its plan decides deliveries) and the injected faults.
+	ctlMu  sync.Mutex
+	token  string
+	me     Me
+	faults faults
 
 	mu       sync.Mutex // guards accounts' feeds and gen
 	accounts []*account
@@ -87,6 +91,9 @@ type Simulator struct {
 type account struct {
 	Address
 	feeds []*feed
+	// pinned accounts were set up through the admin controls: sweeps leave
+	// them alone, so a test decides every change of their state.
+	pinned bool
 }
 
 func (a *account) breaches() Breaches {
@@ -150,7 +157,6 @@ func New(o Options) (*Simulator, error) {
 		clock:         o.Clock,
 		logger:        o.Logger,
 		window:        &fixedWindow{limit: o.RateLimit},
-		deliveries:    o.WebhookURL != "" && (o.Plan == "pro" || o.Plan == "business"),
 		webhookURL:    o.WebhookURL,
 		webhookSecret: slices.Clone(o.WebhookSecret),
 		httpClient:    o.HTTPClient,
@@ -161,7 +167,7 @@ func New(o Options) (*Simulator, error) {
 		stats:         newStats(),
 	}
 	s.seedAccounts(o.Addresses)
-	if o.WebhookURL != "" && !s.deliveries {
+	if o.WebhookURL != "" && !s.delivering() {
 		level.Info(s.logger).Log("msg", "webhook configured but not delivered: the plan has no webhooks", "plan", o.Plan)
 	}
 	return s, nil
@@ -249,6 +255,9 @@ func (s *Simulator) Sweep(ctx context.Context) []Alert {
 	now := s.clock.Now().UTC().Truncate(time.Millisecond)
 	var alerts []Alert
 	for _, a := range s.accounts {
+		if a.pinned {
+			continue
+		}
 		for _, f := range a.feeds {
 			before := f.clone()
 			switch {
@@ -270,7 +279,7 @@ func (s *Simulator) Sweep(ctx context.Context) []Alert {
 	s.mu.Unlock()
 
 	s.countProduced(alerts)
-	if s.deliveries && len(alerts) > 0 {
+	if s.delivering() && len(alerts) > 0 {
 		s.deliverAll(ctx, alerts)
 	}
 	return alerts

@@ -1,0 +1,643 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/breach-exporter/breach_exporter/alerts"
+)
+
+// The test copy of the rules: the shipped file with every `for:` at
+// testFor and every look-back (range windows and offsets) at testLookBack,
+// so that each alert fires and resolves within the test. Thresholds are
+// kept. The shipped file stays the source: the copy is made from it at
+// every run.
+const (
+	testFor      = "5s"
+	testLookBack = "40s"
+)
+
+var (
+	forLine    = regexp.MustCompile(`(?m)^(\s+for:\s*)(\S+)\s*$`)
+	rangeWin   = regexp.MustCompile(`\[(\d+[smhdwy])\]`)
+	offsetWord = regexp.MustCompile(`\boffset\s+(\d+[smhdwy])`)
+)
+
+func writeTestRules(t *testing.T, src, out string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	fors, windows, offsets := len(forLine.FindAllString(text, -1)), len(rangeWin.FindAllString(text, -1)), len(offsetWord.FindAllString(text, -1))
+	if fors == 0 || windows == 0 || offsets == 0 {
+		t.Fatalf("%s: %d for:, %d range windows, %d offsets; the test copy expects all three", src, fors, windows, offsets)
+	}
+	text = forLine.ReplaceAllString(text, "${1}"+testFor)
+	text = rangeWin.ReplaceAllString(text, "["+testLookBack+"]")
+	text = offsetWord.ReplaceAllString(text, "offset "+testLookBack)
+	header := fmt.Sprintf("# TEST COPY made by internal/e2e from %s: every for: is %s and every\n"+
+		"# range window and offset is %s, so that each alert fires and resolves within\n"+
+		"# the test; thresholds are unchanged. Do not use it anywhere else.\n", src, testFor, testLookBack)
+	if err := os.WriteFile(out, []byte(header+text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantAlert is one alert a scenario must raise: its name and the labels
+// that identify it besides job and instance (which must be the exporter's).
+type wantAlert struct {
+	name       string
+	labels     map[string]string
+	noInstance bool // absent(up{job="breach"}) has no instance
+}
+
+func (w wantAlert) String() string {
+	return fmt.Sprintf("%s%v", w.name, w.labels)
+}
+
+// scenario drives the real exporter into the condition of its alerts and
+// out again.
+type scenario struct {
+	name        string
+	want        []wantAlert
+	notFiring   []string // alerts that must not fire while the condition holds
+	fireTimeout time.Duration
+	trigger     func(ctx context.Context) error // nil: the condition holds from the start
+	clear       func(ctx context.Context) error // nil: it clears by itself (a look-back passes)
+	// awaitResolved holds the group's next scenario until this one has
+	// resolved, when its alerts would overlap with the next one's.
+	awaitResolved bool
+}
+
+// record is what a scenario measured, from its trigger.
+type record struct {
+	name                       string
+	start                      time.Time
+	fired, delivered, resolved time.Duration
+	cleared                    time.Time
+	webhooked                  []wantAlert // notified to the webhook receiver
+}
+
+const (
+	defaultFireTimeout = 60 * time.Second
+	deliveryTimeout    = 30 * time.Second
+	resolveTimeout     = 90 * time.Second
+)
+
+// everyAlertFiresAndResolves runs one scenario per condition: each alert of
+// the rules file must fire from the exporter's series, reach Alertmanager
+// (and the test's webhook receiver where the example routes it to one)
+// with its labels, and resolve once the condition clears.
+func (s *stack) everyAlertFiresAndResolves(ctx context.Context, t *testing.T) {
+	rules, err := alerts.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	severity := map[string]string{}
+	for _, r := range rules {
+		if r.Alert != "" {
+			severity[r.Alert] = r.Labels["severity"]
+		}
+	}
+	covered := map[string]bool{}
+	phases := s.scenarios(t)
+	for _, phase := range phases {
+		for _, group := range phase {
+			for _, sc := range group {
+				for _, w := range sc.want {
+					if severity[w.name] == "" {
+						t.Fatalf("scenario %s wants %s, which is no alert of the rules file", sc.name, w.name)
+					}
+					covered[w.name] = true
+				}
+			}
+		}
+	}
+	for name := range severity {
+		if !covered[name] {
+			t.Errorf("no scenario makes %s fire", name)
+		}
+	}
+
+	var (
+		mu      sync.Mutex
+		records []*record
+		errs    []string
+	)
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		errs = append(errs, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	// The groups of a phase run at once; the scenarios of a group one
+	// after another, each starting once the previous one's condition is
+	// cleared (its resolution is awaited alongside).
+	for i, phase := range phases {
+		var resolving sync.WaitGroup
+		var groups sync.WaitGroup
+		for _, group := range phase {
+			groups.Add(1)
+			go func() {
+				defer groups.Done()
+				for _, sc := range group {
+					rec, err := s.fire(ctx, sc, severity)
+					if err != nil {
+						fail("%s: %v", sc.name, err)
+					}
+					if sc.clear != nil {
+						if err := sc.clear(ctx); err != nil {
+							fail("%s: clearing the condition: %v", sc.name, err)
+						}
+					}
+					rec.cleared = time.Now()
+					mu.Lock()
+					records = append(records, rec)
+					mu.Unlock()
+					resolving.Add(1)
+					done := make(chan struct{})
+					go func() {
+						defer resolving.Done()
+						defer close(done)
+						if err := s.resolve(ctx, sc, rec); err != nil {
+							fail("%s: %v", sc.name, err)
+						}
+					}()
+					if sc.awaitResolved {
+						<-done
+					}
+				}
+			}()
+		}
+		groups.Wait()
+		resolving.Wait()
+		if len(errs) > 0 {
+			for _, e := range errs {
+				t.Error(e)
+			}
+			t.Fatalf("phase %d failed; later phases not run", i+1)
+		}
+	}
+
+	t.Logf("%-28s %8s %10s %9s  (seconds from the trigger; resolved from the clear)", "scenario", "fired", "delivered", "resolved")
+	for _, r := range records {
+		t.Logf("%-28s %8.1f %10.1f %9.1f", r.name, r.fired.Seconds(), r.delivered.Seconds(), r.resolved.Seconds())
+	}
+}
+
+// fire triggers sc and waits until every wanted alert fires in Prometheus
+// and has reached Alertmanager with its labels.
+func (s *stack) fire(ctx context.Context, sc scenario, severity map[string]string) (*record, error) {
+	rec := &record{name: sc.name, start: time.Now()}
+	if sc.trigger != nil {
+		if err := sc.trigger(ctx); err != nil {
+			return rec, fmt.Errorf("trigger: %v", err)
+		}
+	}
+	timeout := sc.fireTimeout
+	if timeout == 0 {
+		timeout = defaultFireTimeout
+	}
+	err := s.poll(ctx, timeout, func(ctx context.Context) error {
+		active, err := s.prom.alerts(ctx)
+		if err != nil {
+			return err
+		}
+		for _, name := range sc.notFiring {
+			for _, a := range active {
+				if a.Labels["alertname"] == name && a.State == "firing" {
+					return permanent{fmt.Errorf("%s fires too: %v", name, a.Labels)}
+				}
+			}
+		}
+		for _, w := range sc.want {
+			if !slices.ContainsFunc(active, func(a activeAlert) bool { return a.State == "firing" && s.matches(w, a.Labels) }) {
+				return fmt.Errorf("%s not firing yet", w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return rec, fmt.Errorf("firing: %v", err)
+	}
+	rec.fired = time.Since(rec.start)
+
+	err = s.poll(ctx, deliveryTimeout, func(ctx context.Context) error {
+		received, err := s.am.alerts(ctx)
+		if err != nil {
+			return err
+		}
+		notified, _ := s.receiver.notifications()
+		for _, w := range sc.want {
+			i := slices.IndexFunc(received, func(a amAlert) bool { return s.matches(w, a.Labels) })
+			if i < 0 {
+				return fmt.Errorf("Alertmanager has no %s yet", w)
+			}
+			if got := received[i].Labels["severity"]; got != severity[w.name] {
+				return permanent{fmt.Errorf("%s reached Alertmanager with severity %q, want %q", w, got, severity[w.name])}
+			}
+			// The example routes info to mail only; inhibited alerts are
+			// not notified. Every other one reaches the webhook receiver.
+			if severity[w.name] == "info" || received[i].Status.State != "active" {
+				continue
+			}
+			if !slices.ContainsFunc(firing(notified, w.name), func(d delivery) bool { return s.matches(w, d.labels) }) {
+				return fmt.Errorf("the webhook receiver has no firing %s yet", w)
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		received, _ := s.am.alerts(ctx)
+		for _, w := range sc.want {
+			if i := slices.IndexFunc(received, func(a amAlert) bool { return s.matches(w, a.Labels) }); i >= 0 &&
+				severity[w.name] != "info" && received[i].Status.State == "active" {
+				rec.webhooked = append(rec.webhooked, w)
+			}
+		}
+	}
+	if err != nil {
+		return rec, fmt.Errorf("delivery: %v", err)
+	}
+	rec.delivered = time.Since(rec.start)
+	return rec, nil
+}
+
+// resolve waits until no wanted alert is pending or firing any more, and
+// until the webhook receiver has the resolution of those it was notified.
+func (s *stack) resolve(ctx context.Context, sc scenario, rec *record) error {
+	err := s.poll(ctx, resolveTimeout, func(ctx context.Context) error {
+		active, err := s.prom.alerts(ctx)
+		if err != nil {
+			return err
+		}
+		for _, w := range sc.want {
+			if slices.ContainsFunc(active, func(a activeAlert) bool { return s.matches(w, a.Labels) }) {
+				return fmt.Errorf("%s still active", w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("resolving: %v", err)
+	}
+	rec.resolved = time.Since(rec.cleared)
+	return s.poll(ctx, deliveryTimeout, func(context.Context) error {
+		notified, _ := s.receiver.notifications()
+		for _, w := range rec.webhooked {
+			if !slices.ContainsFunc(withStatus(notified, w.name, "resolved"), func(d delivery) bool { return s.matches(w, d.labels) }) {
+				return fmt.Errorf("the webhook receiver has no resolved %s yet", w)
+			}
+		}
+		return nil
+	})
+}
+
+// matches reports whether labels are w's alert from this exporter.
+func (s *stack) matches(w wantAlert, labels map[string]string) bool {
+	if labels["alertname"] != w.name || labels["job"] != jobName {
+		return false
+	}
+	if w.noInstance {
+		if _, ok := labels["instance"]; ok {
+			return false
+		}
+	} else if labels["instance"] != s.webAddr {
+		return false
+	}
+	for k, v := range w.labels {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// poll calls check until it returns nil, and returns an error when the
+// timeout passes, check fails permanently, or a process has died. Unlike
+// eventually it does not fail the test, so goroutines may use it.
+func (s *stack) poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	var last error
+	for {
+		if err := s.procsExited(); err != nil {
+			return err
+		}
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		if p := (permanent{}); errors.As(err, &p) {
+			return p.error
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not within %s: %v", timeout, last)
+		case <-ticker.C:
+		}
+	}
+}
+
+// scenarios lists the phases: the groups of a phase run at once, the
+// scenarios of a group in order.
+func (s *stack) scenarios(t *testing.T) [][][]scenario {
+	const source = "index"
+	subject := func(name string, labels map[string]string) wantAlert {
+		l := map[string]string{"address": subjectAddress, "source": source}
+		for k, v := range labels {
+			l[k] = v
+		}
+		return wantAlert{name: name, labels: l}
+	}
+	exposure := scenario{
+		name: "exposure (subject)",
+		want: []wantAlert{
+			subject("BreachPlaintextPasswordExposed", nil),
+			subject("BreachNewDatabase", map[string]string{"database": "e2e-new-2026"}),
+			subject("BreachSensitiveFieldExposed", map[string]string{"field": "password"}),
+			subject("BreachSensitiveFieldExposed", map[string]string{"field": "phone"}),
+			subject("BreachCriticalAlertReceived", nil),
+		},
+		trigger: func(ctx context.Context) error {
+			// The exposure alerts compare with the state a look-back ago,
+			// when the address must already have been verified and read.
+			err := s.poll(ctx, 2*time.Minute, func(ctx context.Context) error {
+				got, err := s.prom.query(ctx, fmt.Sprintf(`breach_source_field_exposed{job=%q, address=%q, source=%q, field="phone"} offset %s == 0 and on (address) breach_address_state{job=%q, state="verified"} offset %s == 1`,
+					jobName, subjectAddress, source, testLookBack, jobName, testLookBack))
+				if err == nil && len(got) == 0 {
+					err = fmt.Errorf("%s not verified and read %s ago yet", subjectAddress, testLookBack)
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			// A sweep finds a new database with a plaintext password and
+			// the phone number: the simulator sends a critical alert.
+			return s.adminPost(ctx, "/admin/feed", map[string]any{
+				"email": subjectAddress, "source": source,
+				"databases": []string{"e2e-base-2019", "e2e-new-2026"},
+				"fields":    []string{"username", "password", "phone"},
+				"plaintext": true,
+			}, http.StatusOK)
+		},
+		// The password is rotated and the feed stops reporting it; the
+		// new database, fields and webhook age out of the look-back.
+		clear: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/feed", map[string]any{
+				"email": subjectAddress, "source": source,
+				"databases": []string{"e2e-base-2019", "e2e-new-2026"},
+				"fields":    []string{"username", "password", "phone"},
+				"plaintext": false,
+			}, http.StatusOK)
+		},
+	}
+	addresses := scenario{
+		name: "unverified, not monitored",
+		want: []wantAlert{
+			{name: "BreachAddressUnverified", labels: map[string]string{"address": "newhire@example.com", "state": "unverified"}},
+			{name: "BreachAddressNotMonitored", labels: map[string]string{"address": "departed@example.net", "state": "not_monitored"}},
+		},
+		// The demo config has both from the start; the owner verifies
+		// one and adds the other to the account.
+		clear: func(ctx context.Context) error {
+			if err := s.adminPost(ctx, "/admin/address", map[string]string{"email": "newhire@example.com", "state": "verified"}, http.StatusNoContent); err != nil {
+				return err
+			}
+			return s.adminPost(ctx, "/admin/address", map[string]string{"email": "departed@example.net", "state": "verified"}, http.StatusNoContent)
+		},
+	}
+	var goodConfig []byte
+	reload := scenario{
+		name: "failed reload",
+		want: []wantAlert{{name: "BreachExporterConfigReloadFailed"}},
+		trigger: func(ctx context.Context) error {
+			var err error
+			if goodConfig, err = os.ReadFile(s.exporterFile); err != nil {
+				return err
+			}
+			bad := append(bytes.Clone(goodConfig), "\nnot_a_key: true\n"...)
+			if err := os.WriteFile(s.exporterFile, bad, 0o600); err != nil {
+				return err
+			}
+			return s.reloadExporter(ctx, http.StatusInternalServerError)
+		},
+		clear: func(ctx context.Context) error {
+			if err := os.WriteFile(s.exporterFile, goodConfig, 0o600); err != nil {
+				return err
+			}
+			return s.reloadExporter(ctx, http.StatusOK)
+		},
+	}
+	signatures := scenario{
+		name: "invalid signatures",
+		want: []wantAlert{{name: "BreachWebhookInvalidSignatures"}},
+		trigger: func(ctx context.Context) error {
+			for i := range 3 {
+				body := fmt.Sprintf(`{"event":"alert.created","severity":"critical","address":%q,"source":"index","observed_at":"2026-01-01T00:00:00Z","delta":{},"n":%d}`, subjectAddress, i)
+				if err := s.postWebhook(ctx, body, "wrong-secret", http.StatusUnauthorized); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	const staleAddress = "frank@example.com"
+	stale := scenario{
+		name:        "stale data (one address)",
+		want:        []wantAlert{{name: "BreachDataStale", labels: map[string]string{"address": staleAddress}}},
+		fireTimeout: 2 * time.Minute, // three rounds of about 15s, then for:
+		trigger: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/fault", map[string]string{"kind": "server_error", "email": staleAddress}, http.StatusNoContent)
+		},
+		clear: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/fault", map[string]string{"kind": "", "email": staleAddress}, http.StatusNoContent)
+		},
+	}
+
+	plan := scenario{
+		name: "plan without webhooks",
+		want: []wantAlert{{name: "BreachWebhookPlanWithoutDelivery", labels: map[string]string{"plan": "free"}}},
+		trigger: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/plan", map[string]string{"plan": "free"}, http.StatusNoContent)
+		},
+		clear: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/plan", map[string]string{"plan": "pro"}, http.StatusNoContent)
+		},
+	}
+	rateLimited := scenario{
+		name:      "429s",
+		want:      []wantAlert{{name: "BreachAPIRateLimited"}},
+		notFiring: []string{"BreachAPIUnreachable"}, // a 429 says nothing about the API being down
+		trigger: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/fault", map[string]string{"kind": "rate_limited"}, http.StatusNoContent)
+		},
+		clear: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/fault", map[string]string{"kind": ""}, http.StatusNoContent)
+		},
+	}
+	const rotated = "svc_ak_e2e_rotated_0123456789"
+	token := scenario{
+		name:        "token revoked, rotated",
+		want:        []wantAlert{{name: "BreachAPITokenRejected"}},
+		notFiring:   []string{"BreachAPIUnreachable"},
+		fireTimeout: 90 * time.Second,
+		// The token is rotated in the dashboard: the exporter's one is
+		// revoked at once.
+		trigger: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/token", map[string]string{"token": rotated}, http.StatusNoContent)
+		},
+		// The operator writes the new token to the token file; the
+		// exporter re-reads it after a 401.
+		clear: func(context.Context) error {
+			return os.WriteFile(s.exporter.tokenFile, []byte(rotated+"\n"), 0o600)
+		},
+	}
+	// Before the token scenario: within the look-back of a 401, a down API
+	// is taken for a rejected token, as the rules intend.
+	apiDown := scenario{
+		name:          "API down (connections closed)",
+		want:          []wantAlert{{name: "BreachAPIUnreachable"}},
+		notFiring:     []string{"BreachAPITokenRejected"},
+		awaitResolved: true, // the 429 scenario checks that this alert stays silent
+		trigger: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/fault", map[string]string{"kind": "close"}, http.StatusNoContent)
+		},
+		clear: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/fault", map[string]string{"kind": ""}, http.StatusNoContent)
+		},
+	}
+
+	var goodPrometheus []byte
+	targetMissing := scenario{
+		name: "target missing",
+		want: []wantAlert{{name: "BreachExporterTargetMissing", noInstance: true}},
+		// The scrape configuration loses the exporter's target.
+		trigger: func(context.Context) error {
+			var err error
+			if goodPrometheus, err = os.ReadFile(s.prometheusFile); err != nil {
+				return err
+			}
+			target := []byte("\n    - " + s.webAddr + "\n")
+			lost := bytes.Replace(goodPrometheus, []byte("- targets:"+string(target)), []byte("- targets: []\n"), 1)
+			if bytes.Equal(lost, goodPrometheus) {
+				return fmt.Errorf("no target %s in %s", s.webAddr, s.prometheusFile)
+			}
+			if err := os.WriteFile(s.prometheusFile, lost, 0o600); err != nil {
+				return err
+			}
+			return s.process("prometheus").cmd.Process.Signal(syscall.SIGHUP)
+		},
+		clear: func(context.Context) error {
+			if err := os.WriteFile(s.prometheusFile, goodPrometheus, 0o600); err != nil {
+				return err
+			}
+			return s.process("prometheus").cmd.Process.Signal(syscall.SIGHUP)
+		},
+	}
+	exporterDown := scenario{
+		name: "exporter down",
+		want: []wantAlert{{name: "BreachExporterDown"}},
+		trigger: func(context.Context) error {
+			return s.process("exporter").stopNow()
+		},
+		clear: func(ctx context.Context) error {
+			s.startExporter(ctx, t, "exporter-restarted") // in the test's goroutine: may fail it
+			return nil
+		},
+	}
+
+	return [][][]scenario{
+		{{exposure}, {addresses}, {reload}, {signatures}, {stale}},
+		{{plan, apiDown, rateLimited, token}},
+		{{targetMissing}},
+		{{exporterDown}},
+	}
+}
+
+// setUpSubject puts subjectAddress on the simulated account, verified, with
+// one feed already read, before the exporter starts.
+func (s *stack) setUpSubject(ctx context.Context, t *testing.T) {
+	t.Helper()
+	if err := s.adminPost(ctx, "/admin/address", map[string]string{"email": subjectAddress, "state": "verified"}, http.StatusNoContent); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.adminPost(ctx, "/admin/feed", map[string]any{
+		"email": subjectAddress, "source": "index",
+		"databases": []string{"e2e-base-2019"}, "fields": []string{"username"},
+	}, http.StatusOK); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// adminPost sends a control to the simulator.
+func (s *stack) adminPost(ctx context.Context, path string, body any, want int) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return post(ctx, s.admin+path, data, nil, want)
+}
+
+// reloadExporter POSTs /-/reload and checks the answer.
+func (s *stack) reloadExporter(ctx context.Context, want int) error {
+	return post(ctx, "http://"+s.webAddr+"/-/reload", nil, nil, want)
+}
+
+// postWebhook posts body to the exporter's webhook listener, signed with secret.
+func (s *stack) postWebhook(ctx context.Context, body, secret string, want int) error {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	return post(ctx, "http://"+s.hookAddr+"/webhook", []byte(body), map[string]string{
+		"Content-Type":        "application/json",
+		"X-Service-Signature": "sha256=" + hex.EncodeToString(mac.Sum(nil)),
+	}, want)
+}
+
+func post(ctx context.Context, url string, body []byte, headers map[string]string, want int) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if body != nil && headers == nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != want {
+		return fmt.Errorf("POST %s: %s %s, want %d", url, resp.Status, strings.TrimSpace(string(answer)), want)
+	}
+	return nil
+}
