@@ -1,4 +1,5 @@
 // Package deploytest runs the deployment files on real engines: the
-// Dockerfile under podman (build tag container, `make container-test`).
-// Without a build tag this package has no tests.
+// Dockerfile under podman (build tag container, `make container-test`) and
+// the systemd unit under systemd-analyze (build tag systemd,
+// `make systemd-test`). Without a build tag this package has no tests.
 package deploytest
