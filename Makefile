@@ -15,7 +15,7 @@ LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
 .PHONY: all build test fmt-check vet unit rules-check promtool demo e2e e2e-deps soak bench prometheusrule clean \
-        container container-deps container-test systemd-test
+        container container-deps container-test systemd-test kubernetes-test deploy-test
 
 all: build
 
@@ -125,3 +125,14 @@ systemd-test:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; }
 	@systemd-analyze --version | head -1
 	$(GO) test -tags systemd -count=1 -v ./internal/deploytest/
+
+# Builds examples/kubernetes with kustomize's library and decodes every object
+# strictly into its k8s.io/api or Prometheus Operator type, then checks the
+# image reference, resources, NetworkPolicy and ServiceMonitor labels. Its own
+# module keeps those dependencies out of go.mod. A few seconds once the
+# modules are downloaded.
+kubernetes-test:
+	cd examples/kubernetes/test && $(GO) test -count=1 -v ./...
+
+# The deployment files on real engines (CI runs it after make test).
+deploy-test: systemd-test kubernetes-test container-test
