@@ -64,6 +64,9 @@ func TestContainerImage(t *testing.T) {
 			t.Errorf("Dockerfile: FROM %s has no registry; podman without unqualified-search registries cannot resolve it (write %s)", ref, qualify(ref))
 		}
 	}
+	if t.Failed() {
+		t.FailNow()
+	}
 	buildRef, runtimeRef := qualify(bases.build), qualify(bases.runtime)
 	goroot, err := goCmd(root, "env", "GOROOT", "GOVERSION")
 	if err != nil {
