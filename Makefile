@@ -116,13 +116,15 @@ container-test: container-deps
 	$(GO) test -tags container -count=1 -v -timeout 10m ./internal/deploytest/
 
 # systemd-analyze verify and security --offline on examples/breach_exporter.service
-# (exposure at most 2.0), its ExecStart pointed at a fresh build; installs
-# Debian's systemd package with apt-get (as root) when systemd-analyze is
-# missing, and says so. A few seconds.
+# (exposure at most 2.0), its ExecStart pointed at a fresh build, then the unit
+# started under a real systemd booted with systemd-nspawn (needs root).
+# Installs Debian's systemd and systemd-container packages with apt-get (as
+# root) when systemd-analyze or systemd-nspawn is missing, and says so.
+# A few seconds.
 systemd-test:
-	@command -v systemd-analyze >/dev/null 2>&1 || { \
-	  echo ">> systemd-analyze not found: installing Debian's systemd package (apt-get, needs root)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null; }
+	@{ command -v systemd-analyze && command -v systemd-nspawn; } >/dev/null 2>&1 || { \
+	  echo ">> systemd-analyze or systemd-nspawn not found: installing Debian's systemd and systemd-container packages (apt-get, needs root)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd systemd-container >/dev/null; }
 	@systemd-analyze --version | head -1
 	$(GO) test -tags systemd -count=1 -v ./internal/deploytest/
 

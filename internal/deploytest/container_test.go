@@ -3,25 +3,16 @@
 package deploytest
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 )
 
 const (
@@ -118,12 +109,7 @@ func TestContainerImage(t *testing.T) {
 	// The API: the repository's simulator on the host's loopback.
 	token := "svc_ak_" + randomHex(t, 16)
 	secret := randomHex(t, 32)
-	simulator, err := sim.New(sim.Options{Token: token, Plan: "pro", Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(simulator.Handler())
-	defer api.Close()
+	api := startAPI(t, token)
 	_, apiPort, _ := net.SplitHostPort(api.Listener.Addr().String())
 
 	// Configuration and secrets, mounted read-only. The container's nonroot
@@ -193,34 +179,9 @@ webhook:
 		t.Errorf("root filesystem read-only: %s", ro)
 	}
 
-	// /metrics: the exporter read the API from inside the container.
-	verified := `breach_address_state{address="alice@example.com",state="verified"} 1`
-	unverified := `breach_address_state{address="newhire@example.com",state="unverified"} 1`
-	stamped := fmt.Sprintf(`version="%s"`, testVersion)
-	eventually(t, 60*time.Second, "the API's state in /metrics", func() (bool, string) {
-		body, code := get(metricsURL + "/metrics")
-		return code == http.StatusOK && strings.Contains(body, verified) && strings.Contains(body, unverified) &&
-			strings.Contains(body, stamped), fmt.Sprintf("%d, %d bytes", code, len(body))
-	})
-
-	// A signed webhook: 204, and counted; a bad signature: 401.
-	body := []byte(`{"event":"alert.created","severity":"critical","address":"alice@example.com","source":"index",` +
-		`"summary":"container test","delta":{"previous_count":1,"new_count":2,"new_source_dbs":["test-db"],` +
-		`"newly_exposed_fields":["password"],"has_new_plaintext":true,"is_first_scan":false},` +
-		`"observed_at":"` + time.Now().UTC().Format("2006-01-02T15:04:05Z") + `","dashboard_url":"https://example.invalid/a"}`)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	if code := post(t, webhookURL, body, "sha256="+strings.Repeat("0", 64)); code != http.StatusUnauthorized {
-		t.Errorf("webhook with a wrong signature: %d, want 401", code)
-	}
-	if code := post(t, webhookURL, body, "sha256="+hex.EncodeToString(mac.Sum(nil))); code != http.StatusNoContent {
-		t.Fatalf("signed webhook: %d, want 204", code)
-	}
-	counted := `breach_alerts_total{address="alice@example.com",severity="critical",source="index"} 1`
-	eventually(t, 10*time.Second, "the alert in /metrics", func() (bool, string) {
-		b, code := get(metricsURL + "/metrics")
-		return strings.Contains(b, counted), fmt.Sprint(code)
-	})
+	// /metrics: the exporter read the API from inside the container; then
+	// a signed webhook.
+	checkScrapeAndWebhook(t, metricsURL, webhookURL, secret, fmt.Sprintf(`version="%s"`, testVersion))
 }
 
 func envChanges(env []string) []string {
@@ -240,42 +201,4 @@ func hostPort(t *testing.T, p *podman, name, port string) string {
 		t.Fatalf("podman port %s %s: %q", name, port, out)
 	}
 	return addr
-}
-
-var client = &http.Client{Timeout: 5 * time.Second}
-
-func get(url string) (string, int) {
-	resp, err := client.Get(url)
-	if err != nil {
-		return err.Error(), 0
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b), resp.StatusCode
-}
-
-func post(t *testing.T, url string, body []byte, signature string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Service-Signature", signature)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
-}
-
-func randomHex(t *testing.T, n int) string {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }
