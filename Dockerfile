@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # breach_exporter image: a static binary on distroless (CA certificates, no
 # shell), running as nonroot. Configuration and secrets are mounted files:
 #
@@ -19,12 +17,15 @@
 # with api.token_file and webhook.secret_files pointing under /run/secrets.
 # Arguments replace the default command, so repeat --config.file when giving
 # others. The last stage is the default target; `--target simulator` builds
-# the stand-in API used by examples/compose.yaml.
+# the stand-in API used by examples/compose.yaml. `make container` builds it
+# with docker or podman. No `# syntax=` line on purpose: with one, BuildKit
+# fetches a frontend image from Docker Hub before every build, which fails
+# where no registry is reachable (`make container-test` checks this).
 
 ARG GO_VERSION=1.26.8
 ARG RUNTIME_IMAGE=gcr.io/distroless/static-debian12:nonroot
 
-FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS source
+FROM --platform=$BUILDPLATFORM docker.io/library/golang:${GO_VERSION} AS source
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
@@ -48,7 +49,8 @@ RUN --mount=type=cache,target=/go/pkg/mod \
         -X 'github.com/prometheus/common/version.Branch=${BRANCH}' \
         -X 'github.com/prometheus/common/version.BuildUser=${BUILD_USER}' \
         -X 'github.com/prometheus/common/version.BuildDate=${BUILD_DATE}'" \
-      .
+      . && \
+    mkdir -p /out/data
 
 FROM source AS build-simulator
 ARG TARGETOS

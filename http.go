@@ -24,6 +24,9 @@ func newMux(r reloader, metrics http.Handler, telemetryPath string) (*http.Serve
 		Name:        name,
 		Description: "Prometheus exporter and alerting bridge for the breach monitoring service",
 		Version:     version.Info(),
+		// exporter-toolkit links /debug/pprof/ by default; nothing serves
+		// it here, so the links would answer 404.
+		Profiling: "false",
 		Links: []web.LandingLinks{
 			{Address: telemetryPath, Text: "Metrics"},
 			{Address: "/-/healthy", Text: "Health"},

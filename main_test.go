@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -240,5 +241,54 @@ func TestConfigProblems(t *testing.T) {
 				t.Error("the output echoes the token")
 			}
 		})
+	}
+}
+
+// The landing page links only what this listener serves: exporter-toolkit
+// adds pprof links by default, and with no pprof handler they answer 404.
+func TestLandingPageHasNoProfilingLinks(t *testing.T) {
+	mux, err := newMux(fakeReloader{}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	code, page := get("/")
+	if code != http.StatusOK {
+		t.Fatalf("GET /: %d", code)
+	}
+	// The toolkit's stylesheet styles a #pprof block whether or not it is
+	// shown; look at the markup alone.
+	markup := regexp.MustCompile(`(?s)<style>.*</style>`).ReplaceAllString(page, "")
+	for _, bad := range []string{"pprof", "debug/", "profile"} {
+		if strings.Contains(markup, bad) {
+			t.Errorf("landing page mentions %q:\n%s", bad, markup)
+		}
+	}
+	links := regexp.MustCompile(`href="([^"]*)"`).FindAllStringSubmatch(markup, -1)
+	if len(links) == 0 {
+		t.Fatalf("landing page has no links:\n%s", markup)
+	}
+	for _, l := range links {
+		if !strings.HasPrefix(l[1], "/") {
+			t.Errorf("landing page links off the listener: %s", l[1])
+			continue
+		}
+		if code, _ := get(l[1]); code != http.StatusOK {
+			t.Errorf("landing page link %s answers %d", l[1], code)
+		}
 	}
 }
