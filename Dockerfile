@@ -76,9 +76,16 @@ LABEL org.opencontainers.image.title="breach_exporter" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"
 COPY --from=build-exporter /out/breach_exporter /bin/breach_exporter
-# Relative paths in a configuration mounted here resolve the same way
-# whether the exporter reads them from the working directory or the file's.
-WORKDIR /etc/breach_exporter
+# The state snapshot's folder, owned by the non-root user. A volume, so the
+# state outlives the container and a read-only root file system leaves it
+# writable; distroless has no shell, so the empty folder comes from the
+# build stage. It is the working directory, as in Alertmanager's image, so
+# the default --storage.path (data/) lands in it even when arguments replace
+# the default command. (Relative paths in the config resolve against the
+# config file's folder, not the working directory.)
+COPY --from=build-exporter --chown=65532:65532 /out/data /var/lib/breach_exporter
+VOLUME /var/lib/breach_exporter
+WORKDIR /var/lib/breach_exporter
 USER nonroot:nonroot
 # 9799: /metrics and the /-/ endpoints; 9800: the webhook listener, off
 # unless --webhook.listen-address is given.

@@ -137,7 +137,7 @@ webhook:
 
 	name := "breach-exporter-test-" + randomHex(t, 4)
 	runArgs := append([]string{"run", "--detach", "--name", name,
-		"--read-only", "--read-only-tmpfs=false", // no writable path at all
+		"--read-only", "--read-only-tmpfs=false", // no writable path but the state volume
 		"--cap-drop=ALL",
 		"--security-opt=no-new-privileges",
 		"--user", fmt.Sprintf("%d:%d", runtimeUser, runtimeUser),
@@ -146,6 +146,9 @@ webhook:
 		"--volume", filepath.Join(conf, "breach_exporter.yml") + ":/etc/breach_exporter/breach_exporter.yml:ro",
 		"--volume", filepath.Join(conf, "breach_api_token") + ":/run/secrets/breach_api_token:ro",
 		"--volume", filepath.Join(conf, "breach_webhook_secret") + ":/run/secrets/breach_webhook_secret:ro",
+		// A named volume, as the README runs it: podman fills it from the
+		// image's empty state folder, owned by the runtime user.
+		"--volume", name + "-data:/var/lib/breach_exporter",
 	}, p.limits...)
 	runArgs = append(runArgs, imageTag,
 		"--config.file=/etc/breach_exporter/breach_exporter.yml", "--webhook.listen-address=:9800")
@@ -182,6 +185,15 @@ webhook:
 	// /metrics: the exporter read the API from inside the container; then
 	// a signed webhook.
 	checkScrapeAndWebhook(t, metricsURL, webhookURL, secret, fmt.Sprintf(`version="%s"`, testVersion))
+
+	// Stopped, the exporter writes its state snapshot into the volume, the
+	// one place a read-only container can keep it.
+	p.must("stop", "--time", "10", name)
+	volume := strings.TrimSpace(p.must("volume", "inspect", "--format", "{{.Mountpoint}}", name+"-data"))
+	snapshot := filepath.Join(volume, "data", "breach_exporter.snapshot")
+	if info, err := os.Stat(snapshot); err != nil || info.Size() == 0 {
+		t.Errorf("no state snapshot in the volume after a stop: %v", err)
+	}
 }
 
 func envChanges(env []string) []string {

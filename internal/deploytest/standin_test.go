@@ -8,7 +8,7 @@ package deploytest
 // tags them exactly as the Dockerfile names them:
 //
 //   - the build image (golang:<version>): the machine's Go toolchain at
-//     /usr/local/go, a /bin/sh with its shared libraries, and a file-based
+//     /usr/local/go, /bin/sh and mkdir with their shared libraries, and a file-based
 //     Go module proxy holding exactly the modules of this module's graph,
 //     taken from the machine's module cache (GOPROXY=file:///goproxy), so the
 //     build runs with no network at all;
@@ -148,7 +148,8 @@ var toolchainEnv = []string{
 }
 
 // writeToolchainRootfs writes the stand-in build image: the machine's
-// GOROOT at /usr/local/go, /bin/sh and its libraries, and /goproxy.
+// GOROOT at /usr/local/go, /bin/sh and mkdir with their libraries, and
+// /goproxy.
 func writeToolchainRootfs(w io.Writer, goroot, modRoot string) error {
 	r := newRootfs(w)
 	for _, d := range []struct {
@@ -165,17 +166,25 @@ func writeToolchainRootfs(w io.Writer, goroot, modRoot string) error {
 	if err := r.file("/etc/group", 0o644, 0, []byte("root:x:0:\n")); err != nil {
 		return err
 	}
-	// The Dockerfile's RUN lines are shell form: /bin/sh and what it links.
-	shell, libs, err := sharedObjects("/bin/sh")
-	if err != nil {
-		return err
-	}
-	if err := r.copyFile("/bin/sh", shell); err != nil {
-		return err
-	}
-	for _, lib := range libs {
-		if err := r.copyFile(lib, lib); err != nil {
+	// The Dockerfile's RUN lines are shell form: /bin/sh, the tools they
+	// call that the real golang image has (Debian's coreutils), and what
+	// they link.
+	copied := map[string]bool{}
+	for _, tool := range []string{"/bin/sh", "/bin/mkdir"} {
+		real, libs, err := sharedObjects(tool)
+		if err != nil {
 			return err
+		}
+		if err := r.copyFile(tool, real); err != nil {
+			return err
+		}
+		for _, lib := range libs {
+			if !copied[lib] {
+				copied[lib] = true
+				if err := r.copyFile(lib, lib); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	// The toolchain's own regression tests are the one large part a build
