@@ -48,8 +48,8 @@ const (
 	// last changed; per address four states and the last refresh.
 	SeriesPerAddress = 4*(2+databasesPerFeed+8+3) + 4 + 1
 	// globalSeries: api_up, account_info, the three rate-limit gauges,
-	// budget and refresh cycle.
-	globalSeries = 7
+	// budget, refresh cycle and the five bounded labels' drop counters.
+	globalSeries = 12
 )
 
 // prometheusAccept is the Accept header Prometheus 3 sends by default

@@ -83,9 +83,16 @@ func renderBlock(e *registry.Entry, withAlerts bool) *block {
 	var dbs, fields []labelledValue
 	for _, src := range distinctSources(e.Sources) {
 		source := label{"source", src.Source}
-		names := distinct(src.SourceDBs)
+		names := breach.Distinct(src.SourceDBs)
 		add(sourceBreaches, float64(src.BreachCount), source)
 		add(sourceDatabases, float64(len(names)), source)
+		// The first MaxDatabasesPerFeed in name order; the registry counted
+		// the rest as dropped when the answer came.
+		if len(names) > registry.MaxDatabasesPerFeed {
+			names = slices.Clone(names)
+			slices.Sort(names)
+			names = names[:registry.MaxDatabasesPerFeed]
+		}
 		add(sourcePlaintext, boolValue(src.HasPlaintextPassword), source)
 		add(sourceLastScanned, unixSeconds(src.LastScannedAt), source)
 		add(sourceLastChanged, unixSeconds(src.LastChangedAt), source)
@@ -102,7 +109,7 @@ func renderBlock(e *registry.Entry, withAlerts bool) *block {
 			fields = append(fields, labelledValue{f, src.Source, boolValue(exposed[f])})
 			delete(exposed, f)
 		}
-		for _, f := range distinct(src.FieldsExposed) {
+		for _, f := range breach.Distinct(src.FieldsExposed) {
 			if exposed[f] {
 				fields = append(fields, labelledValue{f, src.Source, 1})
 			}
@@ -195,17 +202,5 @@ func distinctSources(sources []breach.SourceState) []breach.SourceState {
 		}
 	}
 	slices.SortStableFunc(out, func(a, b breach.SourceState) int { return cmp.Compare(a.Source, b.Source) })
-	return out
-}
-
-func distinct(values []string) []string {
-	seen := make(map[string]bool, len(values))
-	out := make([]string, 0, len(values))
-	for _, v := range values {
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
-		}
-	}
 	return out
 }

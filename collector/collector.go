@@ -97,6 +97,8 @@ var (
 		"The request budget the exporter allows itself (api.requests_per_minute).")
 	refreshCycle = gauge("breach_refresh_cycle_seconds",
 		"How long one full round of all addresses takes at the current budget.")
+	labelValuesDropped = newFamily("breach_label_values_dropped_total",
+		"Values from the API or signed alerts kept out of the exposition by a bound, by label: a source, field, severity or plan past the 16 values outside the spec a label may take, or a database name past 1,000 per address and feed.", "counter", false)
 )
 
 // Collector renders the state of every watched address.
@@ -149,6 +151,9 @@ func (c *Collector) render() rendering {
 	}
 	add(budget, float64(rpm))
 	add(refreshCycle, snap.Cycle.Seconds())
+	for _, l := range registry.BoundedLabels {
+		add(labelValuesDropped, snap.Dropped[l], label{"label", l})
+	}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"fmt"
+
 	"github.com/go-kit/log"
 
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
@@ -66,6 +68,13 @@ const header = `
 breach_api_budget_requests_per_minute 55
 # HELP breach_api_up 1 when the last /me call answered 200; 0 after a failed /me or any 401 (token rejected). Served from the exporter's cache; a scrape never calls the API.
 # TYPE breach_api_up gauge
+# HELP breach_label_values_dropped_total Values from the API or signed alerts kept out of the exposition by a bound, by label: a source, field, severity or plan past the 16 values outside the spec a label may take, or a database name past 1,000 per address and feed.
+# TYPE breach_label_values_dropped_total counter
+breach_label_values_dropped_total{label="database"} 0
+breach_label_values_dropped_total{label="field"} 0
+breach_label_values_dropped_total{label="plan"} 0
+breach_label_values_dropped_total{label="severity"} 0
+breach_label_values_dropped_total{label="source"} 0
 # HELP breach_refresh_cycle_seconds How long one full round of all addresses takes at the current budget.
 # TYPE breach_refresh_cycle_seconds gauge
 breach_refresh_cycle_seconds 900
@@ -389,5 +398,35 @@ breach_alert_last_observed_timestamp_seconds{address="b@example.com",source="ind
 	off := newFixture(breach.LabelEmail, false, emails("a@example.com")...)
 	if n, err := testutil.GatherAndCount(off.scraped(t), names...); err != nil || n != 0 {
 		t.Errorf("receiver off: %d alert series (%v), want none", n, err)
+	}
+}
+
+// Past 1,000 database names a feed exports the first 1,000 in name order;
+// breach_source_databases still tells the true number.
+func TestDatabaseInfoIsCapped(t *testing.T) {
+	f := newFixture(breach.LabelEmail, false, emails("a@example.com")...)
+	dbs := make([]string, registry.MaxDatabasesPerFeed+5)
+	for i := range dbs {
+		dbs[i] = fmt.Sprintf("db-%05d", len(dbs)-i) // reverse order: the cap keeps the sorted first
+	}
+	f.answer("a@example.com", breach.Verified, []breach.SourceState{{Source: "combolist", SourceDBs: dbs}}, polled)
+	samples := testkit.Scrape(t, f.h)
+	info := 0
+	for series := range samples {
+		if strings.HasPrefix(series, "breach_source_database_info{") {
+			info++
+		}
+	}
+	if info != registry.MaxDatabasesPerFeed {
+		t.Errorf("%d database info series, want %d", info, registry.MaxDatabasesPerFeed)
+	}
+	if _, ok := samples[testkit.Series("breach_source_database_info", "address", "a@example.com", "database", "db-00001", "source", "combolist")]; !ok {
+		t.Error("the cap did not keep the first names in order")
+	}
+	if got := samples[testkit.Series("breach_source_databases", "address", "a@example.com", "source", "combolist")]; got != float64(len(dbs)) {
+		t.Errorf("breach_source_databases = %v, want the true %d", got, len(dbs))
+	}
+	if got := samples[testkit.Series("breach_label_values_dropped_total", "label", "database")]; got != 5 {
+		t.Errorf("dropped databases = %v, want 5", got)
 	}
 }

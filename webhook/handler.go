@@ -137,16 +137,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 // queues the address for a re-read), or without an address label when the
 // address is not watched and may not be discovered.
 func (h *Handler) record(a Alert, now time.Time) {
+	// The registry bounds the values (length, number of distinct ones).
 	d := registry.AlertDelta{
-		Source:        breach.LabelValue(a.Source, breach.MaxSourceBytes),
-		Severity:      breach.LabelValue(a.Severity, breach.MaxValueBytes),
+		Source:        a.Source,
+		Severity:      a.Severity,
 		NewDatabases:  len(a.Delta.NewSourceDBs),
-		ExposedFields: make([]string, len(a.Delta.NewlyExposedFields)),
+		ExposedFields: a.Delta.NewlyExposedFields,
 		NewPlaintext:  a.Delta.HasNewPlaintext,
 		ObservedAt:    a.ObservedAt,
-	}
-	for i, f := range a.Delta.NewlyExposedFields {
-		d.ExposedFields[i] = breach.LabelValue(f, breach.MaxFieldBytes)
 	}
 	if inFuture(a.ObservedAt, now) {
 		d.ObservedAt = time.Time{}

@@ -96,3 +96,16 @@ func ValidEmail(s string) bool {
 	parsed, err := mail.ParseAddress(s)
 	return err == nil && parsed.Address == s
 }
+
+// Distinct returns values without repeats, in order of first appearance.
+func Distinct(values []string) []string {
+	seen := make(map[string]bool, len(values))
+	out := make([]string, 0, len(values))
+	for _, v := range values {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -17,8 +17,8 @@ type Alerts struct {
 	LastObserved  map[string]time.Time  // by source: the newest observed_at
 }
 
-// AlertDelta is what one accepted alert adds. Its values are label-safe
-// already: the receiver bounds them before they get here.
+// AlertDelta is what one accepted alert adds. Its values are bounded here
+// (bounds.go) before they become label values.
 type AlertDelta struct {
 	Source, Severity string
 	NewDatabases     int
@@ -42,7 +42,8 @@ const (
 // RecordAlert counts an accepted alert under its address and queues the
 // address for a re-read. An address not watched yet is added as discovered
 // while the discovery limit Sync set allows; otherwise the alert is not
-// counted here and the caller counts it without a label.
+// counted here and the caller counts it without a label. Values past their
+// bounds are counted as dropped and left out of the address's counts.
 func (r *Registry) RecordAlert(email string, d AlertDelta) AlertOutcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -62,8 +63,10 @@ func (r *Registry) RecordAlert(email string, d AlertDelta) AlertOutcome {
 		r.generation++
 		outcome = AlertDiscovered
 	}
-	e.Alerts = e.Alerts.add(d)
-	r.touch(e)
+	if d, ok, noSeverity := r.bounds.boundAlert(d); ok {
+		e.Alerts = e.Alerts.add(d, noSeverity)
+		r.touch(e)
+	}
 	r.markUrgent(e)
 	return outcome
 }
@@ -92,8 +95,9 @@ func (r *Registry) Drop(key string) bool {
 	return true
 }
 
-// add returns a's counts plus d, leaving a as it was.
-func (a *Alerts) add(d AlertDelta) *Alerts {
+// add returns a's counts plus d, leaving a as it was; with noSeverity the
+// alert is not counted by severity.
+func (a *Alerts) add(d AlertDelta, noSeverity bool) *Alerts {
 	n := &Alerts{}
 	if a != nil {
 		n.Counts = maps.Clone(a.Counts)
@@ -108,7 +112,9 @@ func (a *Alerts) add(d AlertDelta) *Alerts {
 		n.NewPlaintext = map[string]float64{}
 		n.LastObserved = map[string]time.Time{}
 	}
-	n.Counts[[2]string{d.Source, d.Severity}]++
+	if !noSeverity {
+		n.Counts[[2]string{d.Source, d.Severity}]++
+	}
 	// Both series exist from the feed's first alert on, so that increase()
 	// sees their next change.
 	n.NewDatabases[d.Source] += float64(d.NewDatabases)

@@ -13,6 +13,7 @@ package registry
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -60,6 +61,9 @@ type Snapshot struct {
 	RateLimit    breach.RateLimit
 	HasRateLimit bool
 	Cycle        time.Duration // one full round of all addresses at the budget
+	// Dropped counts, by label (BoundedLabels), the values the bounds kept
+	// out of the exposition.
+	Dropped map[string]float64
 }
 
 // Registry is safe for concurrent use.
@@ -80,6 +84,8 @@ type Registry struct {
 	hasRate        bool
 	cycle          time.Duration
 
+	bounds bounds // on values from outside; see bounds.go
+
 	changed chan struct{} // see Changed
 }
 
@@ -88,6 +94,7 @@ func New() *Registry {
 	return &Registry{
 		entries: map[string]*Entry{},
 		mode:    breach.LabelEmail,
+		bounds:  newBounds(),
 		changed: make(chan struct{}, 1),
 	}
 }
@@ -183,6 +190,7 @@ func (r *Registry) Snapshot() Snapshot {
 		RateLimit:    r.rateLimit,
 		HasRateLimit: r.hasRate,
 		Cycle:        r.cycle,
+		Dropped:      maps.Clone(r.bounds.dropped),
 	}
 	for _, e := range r.entries {
 		s.Entries = append(s.Entries, *e)
@@ -195,9 +203,11 @@ func (r *Registry) Snapshot() Snapshot {
 func (r *Registry) SetAccount(plan string, up bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if up && plan != r.account.Plan {
-		r.account.Plan = plan
-		r.generation++
+	if up {
+		if plan = r.bounds.boundPlan(plan); plan != r.account.Plan {
+			r.account.Plan = plan
+			r.generation++
+		}
 	}
 	r.account.Up = up
 }

@@ -55,10 +55,10 @@ func (r *Registry) Started(key string, at time.Time) {
 	}
 }
 
-// Answered records a 200 (Verified, with its sources) or a 403/404
-// (Unverified/NotMonitored: the feed series go, since the service no longer
-// vouches for them) and ends any backoff. It returns how many attempts had
-// failed before.
+// Answered records a 200 (Verified, with its sources, bounded as in
+// bounds.go) or a 403/404 (Unverified/NotMonitored: the feed series go,
+// since the service no longer vouches for them) and ends any backoff. It
+// returns how many attempts had failed before.
 func (r *Registry) Answered(key, state string, sources []breach.SourceState, at time.Time) (failedBefore int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -67,6 +67,9 @@ func (r *Registry) Answered(key, state string, sources []breach.SourceState, at 
 		return 0
 	}
 	failedBefore = e.Schedule.Failures
+	if sources != nil {
+		sources = r.bounds.boundSources(sources)
+	}
 	e.State, e.Sources, e.LastRefresh = state, sources, at
 	e.Schedule.Failures = 0
 	r.generation++
