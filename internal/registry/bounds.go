@@ -85,16 +85,7 @@ func (b *bounds) boundSources(in []breach.SourceState) []breach.SourceState {
 			b.dropped[LabelSource]++
 			continue
 		}
-		fields := make([]string, 0, len(s.FieldsExposed))
-		for _, f := range s.FieldsExposed {
-			f = breach.LabelValue(f, breach.MaxFieldBytes)
-			if !b.fields.admit(f) {
-				b.dropped[LabelField]++
-				continue
-			}
-			fields = append(fields, f)
-		}
-		s.FieldsExposed = fields
+		s.FieldsExposed = b.boundFields(s.FieldsExposed)
 		dbs := make([]string, len(s.SourceDBs))
 		for i, db := range s.SourceDBs {
 			dbs[i] = breach.LabelValue(db, breach.MaxDatabaseBytes)
@@ -122,17 +113,23 @@ func (b *bounds) boundAlert(d AlertDelta) (bounded AlertDelta, ok, noSeverity bo
 		b.dropped[LabelSeverity]++
 		noSeverity = true
 	}
-	fields := make([]string, 0, len(d.ExposedFields))
-	for _, f := range d.ExposedFields {
+	d.ExposedFields = b.boundFields(d.ExposedFields)
+	return d, true, noSeverity
+}
+
+// boundFields cuts field names to their cap and leaves out those past the
+// vocabulary; the input is not modified.
+func (b *bounds) boundFields(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, f := range in {
 		f = breach.LabelValue(f, breach.MaxFieldBytes)
 		if !b.fields.admit(f) {
 			b.dropped[LabelField]++
 			continue
 		}
-		fields = append(fields, f)
+		out = append(out, f)
 	}
-	d.ExposedFields = fields
-	return d, true, noSeverity
+	return out
 }
 
 // boundPlan returns the plan to export, "" when it is past its vocabulary.
