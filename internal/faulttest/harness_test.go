@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -32,9 +33,6 @@ const (
 	// step is how far the fake clock moves at a time: the scheduler's
 	// spacing at 60 requests a minute, so no wake-up is much overshot.
 	step = time.Second
-	// realLimit turns a scheduler that never parks, or a condition that
-	// never holds, into a failure rather than a hung test.
-	realLimit = 30 * time.Second
 )
 
 var addresses = []string{"alice@example.com", "bob@example.com"}
@@ -43,11 +41,14 @@ var addresses = []string{"alice@example.com", "bob@example.com"}
 // and the scheduler's start do not line up.
 var start = time.Date(2031, 5, 6, 7, 8, 9, 500_000_000, time.UTC)
 
-// harness runs the real exporter against the stand-in on a fake clock.
+// harness runs the real exporter against the API stand-in on a fake clock.
+// The stand-in stamps every request with the fake clock's time: the clock
+// only moves while the scheduler waits, so that is the instant the request
+// was sent.
 type harness struct {
 	t     *testing.T
 	clock *clockwork.FakeClock
-	api   *standIn
+	api   *testkit.API
 	reg   *prometheus.Registry
 	dir   string
 	exp   *exporter.Exporter
@@ -58,9 +59,10 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clockwork.NewFakeClockAt(start), reg: prometheus.NewRegistry(), dir: t.TempDir()}
-	h.api = newStandIn(t, h.clock)
+	h.api = testkit.NewAPI(t, h.clock)
+	h.setCount(3)
 
-	h.writeToken(initialToken)
+	h.writeToken(testkit.APIToken)
 	config := fmt.Sprintf(`api:
   base_url: %s
   token_file: token
@@ -70,7 +72,7 @@ refresh:
   interval: %s
   me_interval: %s
 addresses: [%s]
-`, h.api.baseURL(), model.Duration(apiTimeout), model.Duration(interval), model.Duration(meInterval), strings.Join(addresses, ", "))
+`, h.api.BaseURL(), model.Duration(apiTimeout), model.Duration(interval), model.Duration(meInterval), strings.Join(addresses, ", "))
 	configFile := filepath.Join(h.dir, "config.yml")
 	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -120,22 +122,7 @@ func (h *harness) writeToken(token string) {
 // of fake time.
 func (h *harness) advanceUntil(what string, limit time.Duration, cond func() bool) time.Duration {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), realLimit)
-	defer cancel()
-	begin := h.clock.Now()
-	for {
-		if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
-			h.t.Fatalf("waiting for %s: the scheduler did not park within %s of real time", what, realLimit)
-		}
-		took := h.clock.Since(begin)
-		if cond() {
-			return took
-		}
-		if took >= limit {
-			h.t.Fatalf("%s did not happen within %s of fake time", what, limit)
-		}
-		h.clock.Advance(step)
-	}
+	return testkit.AdvanceParked(h.t, h.clock, what, step, limit, cond)
 }
 
 // advance lets d of fake time pass.
@@ -143,6 +130,22 @@ func (h *harness) advance(d time.Duration) {
 	h.t.Helper()
 	end := h.clock.Now().Add(d)
 	h.advanceUntil(fmt.Sprintf("%s to pass", d), d, func() bool { return !h.clock.Now().Before(end) })
+}
+
+// setCount makes every address verified, with breach_count n in both of
+// its sources, from now on.
+func (h *harness) setCount(n int64) {
+	h.api.AnswerOthers(testkit.Verified(sources(n)...))
+}
+
+// sources are the two feeds the stand-in serves with breach_count n.
+func sources(n int64) []breach.SourceState {
+	return []breach.SourceState{
+		{Source: "archive", BreachCount: n, SourceDBs: []string{"db-a", "db-b"}, FieldsExposed: []string{"password", "hash"},
+			HasPlaintextPassword: true, LastScannedAt: time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC), LastChangedAt: time.Date(2031, 5, 1, 0, 0, 0, 0, time.UTC)},
+		{Source: "combolist", BreachCount: n, SourceDBs: []string{"combo-1"}, FieldsExposed: []string{"username"},
+			LastScannedAt: time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC), LastChangedAt: time.Date(2031, 5, 2, 0, 0, 0, 0, time.UTC)},
+	}
 }
 
 // samples gathers the registry; gathering must never fail, fault or not.
