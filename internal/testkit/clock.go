@@ -70,17 +70,19 @@ func BlockUntilWaiting(t testing.TB, clock *clockwork.FakeClock) {
 	}
 }
 
-// Go runs f in a goroutine until the test ends: its context is cancelled
-// at cleanup, which waits for f to return.
-func Go(t testing.TB, f func(ctx context.Context)) {
+// Go runs f in a goroutine until the test ends, or until the function it
+// returns is called: either cancels f's context and waits for f to return.
+func Go(t testing.TB, f func(ctx context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		f(ctx)
 	}()
-	t.Cleanup(func() {
+	stop = func() {
 		cancel()
 		<-done
-	})
+	}
+	t.Cleanup(stop)
+	return stop
 }
