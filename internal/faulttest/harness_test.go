@@ -1,7 +1,6 @@
 package faulttest
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -94,16 +93,7 @@ addresses: [%s]
 
 // start runs the exporter until the test ends.
 func (h *harness) start() *harness {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.exp.Run(ctx)
-	}()
-	h.t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	testkit.Go(h.t, h.exp.Run)
 	return h
 }
 
