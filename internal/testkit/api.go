@@ -265,28 +265,19 @@ func (a *API) reply(path, email string, authorized bool) (int, []byte) {
 
 // BreachesBody is a Breaches object (spec section 2) for email.
 func BreachesBody(email string, sources ...breach.SourceState) []byte {
-	type sourceState struct {
-		Source               string   `json:"source"`
-		BreachCount          int64    `json:"breach_count"`
-		SourceDBs            []string `json:"source_dbs"`
-		FieldsExposed        []string `json:"fields_exposed"`
-		HasPlaintextPassword bool     `json:"has_plaintext_password"`
-		LastScannedAt        string   `json:"last_scanned_at"`
-		LastChangedAt        string   `json:"last_changed_at"`
-	}
-	out := struct {
-		Email   string        `json:"email"`
-		Sources []sourceState `json:"sources"`
-	}{Email: email, Sources: []sourceState{}}
+	out := make([]map[string]any, 0, len(sources))
 	for _, s := range sources {
-		out.Sources = append(out.Sources, sourceState{
-			Source: s.Source, BreachCount: s.BreachCount,
-			SourceDBs: nonNil(s.SourceDBs), FieldsExposed: nonNil(s.FieldsExposed),
-			HasPlaintextPassword: s.HasPlaintextPassword,
-			LastScannedAt:        SpecTime(s.LastScannedAt), LastChangedAt: SpecTime(s.LastChangedAt),
+		out = append(out, map[string]any{
+			"source":                 s.Source,
+			"breach_count":           s.BreachCount,
+			"source_dbs":             nonNil(s.SourceDBs),
+			"fields_exposed":         nonNil(s.FieldsExposed),
+			"has_plaintext_password": s.HasPlaintextPassword,
+			"last_scanned_at":        SpecTime(s.LastScannedAt),
+			"last_changed_at":        SpecTime(s.LastChangedAt),
 		})
 	}
-	return mustJSON(out)
+	return mustJSON(map[string]any{"email": email, "sources": out})
 }
 
 // SpecTime formats t as the API's date-time: UTC with milliseconds.
