@@ -2,8 +2,6 @@ package faulttest
 
 import (
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +11,6 @@ import (
 	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
@@ -143,27 +139,12 @@ func (h *harness) samples() map[string]float64 {
 	return testkit.Scrape(h.t, h.exp.MetricsHandler(h.reg))
 }
 
-// scrape serves /metrics through promhttp as Prometheus would fetch it,
-// fails the test unless it answers 200 with a parseable exposition, and
-// returns its samples.
+// scrape serves /metrics as Prometheus would fetch it, fails the test
+// unless it answers 200 with a parseable exposition, and returns its
+// samples.
 func (h *harness) scrape() map[string]float64 {
 	h.t.Helper()
-	handler := h.exp.MetricsHandler(h.reg)
-	rec := httptest.NewRecorder()
-	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if rec.Code != http.StatusOK {
-		h.t.Fatalf("scrape answered %d: %s", rec.Code, rec.Body)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	byName, err := parser.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		h.t.Fatalf("scrape is not a valid exposition: %v", err)
-	}
-	families := make([]*dto.MetricFamily, 0, len(byName))
-	for _, mf := range byName {
-		families = append(families, mf)
-	}
-	return testkit.Flatten(families)
+	return h.samples()
 }
 
 // value is one sample; absent series read as -1 so that a missing series
