@@ -222,22 +222,9 @@ func TestLandingPageHasNoProfilingLinks(t *testing.T) {
 	}
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(body)
-	}
-	code, page := get("/")
+	code, page := get(t, srv.URL+"/")
 	if code != http.StatusOK {
-		t.Fatalf("GET /: %d", code)
+		t.Fatalf("GET /: %d %s", code, page)
 	}
 	// The toolkit's stylesheet styles a #pprof block whether or not it is
 	// shown; look at the markup alone.
@@ -256,7 +243,7 @@ func TestLandingPageHasNoProfilingLinks(t *testing.T) {
 			t.Errorf("landing page links off the listener: %s", l[1])
 			continue
 		}
-		if code, _ := get(l[1]); code != http.StatusOK {
+		if code, _ := get(t, srv.URL+l[1]); code != http.StatusOK {
 			t.Errorf("landing page link %s answers %d", l[1], code)
 		}
 	}
