@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,14 +51,13 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 	raiseFDLimit(t, floodRlimit)
 
 	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
-	api := httptest.NewServer(&standInAPI{})
-	defer api.Close()
+	api := newStandInAPI(t)
 	dir := t.TempDir()
-	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test\n")
+	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
 	testkit.WriteFile(t, filepath.Join(dir, "secret"), "flood-test-secret\n")
 	cfg := filepath.Join(dir, "breach_exporter.yml")
-	testkit.WriteFile(t, cfg, fmt.Sprintf("api:\n  base_url: %s/api/v1\n  token_file: token\n"+
-		"addresses: [alice@example.com]\nwebhook:\n  secret_files: [secret]\n", api.URL))
+	testkit.WriteFile(t, cfg, fmt.Sprintf("api:\n  base_url: %s\n  token_file: token\n"+
+		"addresses: [alice@example.com]\nwebhook:\n  secret_files: [secret]\n", api.BaseURL()))
 	webAddr, hookAddr := freeAddress(t), freeAddress(t)
 
 	child := startBinary(t, bin, "--config.file", cfg, "--web.listen-address", webAddr,

@@ -13,10 +13,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -43,44 +43,17 @@ func TestReloadHandler(t *testing.T) {
 	}
 }
 
-// standInAPI answers like the service for one verified and one unverified
-// address, and can be switched to fail.
-type standInAPI struct {
-	mu   sync.Mutex
-	down bool
-}
-
-func (s *standInAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	down := s.down
-	s.mu.Unlock()
-	w.Header().Set("X-RateLimit-Limit", "60")
-	w.Header().Set("X-RateLimit-Remaining", "59")
-	w.Header().Set("X-RateLimit-Reset", fmt.Sprint(time.Now().Add(time.Minute).Truncate(time.Minute).Unix()))
-	if down {
-		http.Error(w, `{"error":"unavailable"}`, http.StatusServiceUnavailable)
-		return
-	}
-	if r.Header.Get("Authorization") != "Bearer svc_ak_test" {
-		w.WriteHeader(http.StatusUnauthorized)
-		io.WriteString(w, `{"error":"unauthorized"}`)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	switch r.URL.Path + "?" + r.URL.Query().Get("email") {
-	case "/api/v1/me?":
-		io.WriteString(w, `{"id":"u1","email":"owner@example.com","plan":"pro"}`)
-	case "/api/v1/breaches?alice@example.com":
-		io.WriteString(w, `{"email":"alice@example.com","sources":[{"source":"archive","breach_count":2,
-			"source_dbs":["LinkedIn 2012","Adobe 2013"],"fields_exposed":["password","username"],
-			"has_plaintext_password":true,"last_scanned_at":"2026-11-21T10:00:00.000Z","last_changed_at":"2026-11-20T10:00:00.000Z"}]}`)
-	case "/api/v1/breaches?bob@example.com":
-		w.WriteHeader(http.StatusForbidden)
-		io.WriteString(w, `{"error":"unverified"}`)
-	default:
-		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, `{"error":"not_found"}`)
-	}
+// newStandInAPI is the API stand-in with one verified address (alice) and
+// one unverified (bob); every other address is not monitored.
+func newStandInAPI(t *testing.T) *testkit.API {
+	api := testkit.NewAPI(t, nil)
+	api.Answer("alice@example.com", testkit.Verified(breach.SourceState{
+		Source: "archive", BreachCount: 2, SourceDBs: []string{"LinkedIn 2012", "Adobe 2013"},
+		FieldsExposed: []string{"password", "username"}, HasPlaintextPassword: true,
+		LastScannedAt: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), LastChangedAt: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC),
+	}))
+	api.Answer("bob@example.com", testkit.Unverified())
+	return api
 }
 
 func freeAddress(t *testing.T) string {
@@ -102,15 +75,13 @@ func get(t *testing.T, url string) (int, string) {
 // scrape shows the values, passes promtool, survives the API going down, and
 // a reload with a broken file answers 500 and keeps serving.
 func TestRun(t *testing.T) {
-	api := &standInAPI{}
-	srv := httptest.NewServer(api)
-	defer srv.Close()
+	api := newStandInAPI(t)
 
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "breach_exporter.yml")
-	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test\n")
-	good := fmt.Sprintf("api:\n  base_url: %s/api/v1\n  token_file: token\n  requests_per_minute: 60\n"+
-		"refresh: {interval: 1s, me_interval: 1s}\naddresses: [alice@example.com, bob@example.com]\n", srv.URL)
+	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
+	good := fmt.Sprintf("api:\n  base_url: %s\n  token_file: token\n  requests_per_minute: 60\n"+
+		"refresh: {interval: 1s, me_interval: 1s}\naddresses: [alice@example.com, bob@example.com]\n", api.BaseURL())
 	testkit.WriteFile(t, cfgFile, good)
 
 	addr := freeAddress(t)
@@ -171,9 +142,7 @@ func TestRun(t *testing.T) {
 	}
 
 	// The API goes down: the last good values stay.
-	api.mu.Lock()
-	api.down = true
-	api.mu.Unlock()
+	api.Misbehave(testkit.Status(http.StatusServiceUnavailable))
 	testkit.Eventually(t, "a 503 to be counted", func() bool {
 		_, metrics = get(t, base+"/metrics")
 		return strings.Contains(metrics, `breach_api_requests_total{code="503"`)
@@ -253,22 +222,9 @@ func TestLandingPageHasNoProfilingLinks(t *testing.T) {
 	}
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(body)
-	}
-	code, page := get("/")
+	code, page := get(t, srv.URL+"/")
 	if code != http.StatusOK {
-		t.Fatalf("GET /: %d", code)
+		t.Fatalf("GET /: %d %s", code, page)
 	}
 	// The toolkit's stylesheet styles a #pprof block whether or not it is
 	// shown; look at the markup alone.
@@ -287,7 +243,7 @@ func TestLandingPageHasNoProfilingLinks(t *testing.T) {
 			t.Errorf("landing page links off the listener: %s", l[1])
 			continue
 		}
-		if code, _ := get(l[1]); code != http.StatusOK {
+		if code, _ := get(t, srv.URL+l[1]); code != http.StatusOK {
 			t.Errorf("landing page link %s answers %d", l[1], code)
 		}
 	}

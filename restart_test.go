@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,16 +34,15 @@ func TestRestartOfTheBinary(t *testing.T) {
 	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
-			api := httptest.NewServer(&standInAPI{})
-			t.Cleanup(api.Close)
+			api := newStandInAPI(t)
 			dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
-			testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test\n")
+			testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
 			cfg := filepath.Join(dir, "breach_exporter.yml")
 			writeConfig := func(baseURL string) {
-				testkit.WriteFile(t, cfg, fmt.Sprintf("api:\n  base_url: %s/api/v1\n  token_file: token\n  requests_per_minute: 60\n"+
+				testkit.WriteFile(t, cfg, fmt.Sprintf("api:\n  base_url: %s\n  token_file: token\n  requests_per_minute: 60\n"+
 					"addresses: [alice@example.com, bob@example.com]\n", baseURL))
 			}
-			writeConfig(api.URL)
+			writeConfig(api.BaseURL())
 			addr := testkit.FreeAddress(t)
 			args := []string{"--config.file", cfg, "--web.listen-address", addr, "--storage.path", storage, "--storage.snapshot-interval", "100ms"}
 
@@ -68,8 +66,8 @@ func TestRestartOfTheBinary(t *testing.T) {
 				t.Fatalf("exit after SIGTERM: %v", err)
 			}
 
-			api.Close() // the second run finds no API
-			writeConfig(api.URL)
+			api.Refuse() // the second run finds no API
+			writeConfig(api.BaseURL())
 			startProcess(t, bin, args...)
 			var after string
 			testkit.Eventually(t, "the restarted exporter to serve", func() bool {

@@ -3,17 +3,13 @@ package e2e
 // This file has no build tag: it runs in `make test`. It needs no Prometheus.
 
 import (
-	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -106,33 +102,21 @@ func TestRangeSelectorsParse(t *testing.T) {
 // returns every series of its first scrape once the first request is out.
 func freshExporterSeries(t *testing.T) []sample {
 	t.Helper()
-	requested := make(chan struct{}, 1)
-	release := make(chan struct{})
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case requested <- struct{}{}:
-		default:
-		}
-		select { // hold the request: no answer before the scrape
-		case <-release:
-		case <-r.Context().Done():
-		}
-		http.Error(w, `{"error":"unavailable"}`, http.StatusServiceUnavailable)
-	}))
-	t.Cleanup(api.Close) // runs last: after release and the exporter's stop
+	api := testkit.NewAPI(t, nil)
+	api.Misbehave(testkit.Hang) // hold every request: no answer before the scrape
 
 	dir := t.TempDir()
-	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_firstscrape")
+	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken)
 	testkit.WriteFile(t, filepath.Join(dir, "secret"), "first-scrape-secret")
 	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
-  base_url: %s/api/v1
+  base_url: %s
   token_file: token
 addresses:
   - alice@example.com
   - {email: bob@example.com, alias: bob}
 webhook:
   secret_files: [secret]
-`, api.URL))
+`, api.BaseURL()))
 	reg := prometheus.NewRegistry()
 	exp, err := exporter.New(exporter.Options{
 		ConfigFile: filepath.Join(dir, "config.yml"),
@@ -143,22 +127,8 @@ webhook:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		exp.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		close(release)
-		cancel()
-		<-done
-	})
-	select {
-	case <-requested:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the exporter sent no request within 10s")
-	}
+	testkit.Go(t, exp.Run)
+	testkit.Eventually(t, "the exporter's first request", func() bool { return len(api.Requests()) > 0 })
 	series := flattenSeries(testkit.ParseText(t, testkit.ScrapeText(t, exp.MetricsHandler(reg))))
 	if len(series) == 0 {
 		t.Fatal("a fresh exporter serves no series")

@@ -7,13 +7,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,56 +21,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// countingAPI answers like the service for any address and counts the
-// /breaches requests per address.
-type countingAPI struct {
-	mu       sync.Mutex
-	breaches map[string]int
-	count    int64  // breach_count it reports
-	plan     string // what /me reports
-	me       int    // /me calls
-	// notMonitored are the addresses answered 404, as the service does for
-	// one the account does not monitor.
-	notMonitored map[string]bool
-}
-
-func (a *countingAPI) meCalls() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.me
-}
-
-func (a *countingAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	if r.URL.Path == "/api/v1/me" {
-		a.me++
-		fmt.Fprintf(w, `{"id":"u1","email":"owner@example.com","plan":%q}`, a.plan)
-		return
-	}
-	email := r.URL.Query().Get("email")
-	a.breaches[email]++
-	if a.notMonitored[email] {
-		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, `{"error":"not_found"}`)
-		return
-	}
-
-	fmt.Fprintf(w, `{"email":%q,"sources":[{"source":"combolist","breach_count":%d,"source_dbs":["x"],
-		"fields_exposed":["password"],"has_plaintext_password":true,
-		"last_scanned_at":"2026-11-22T06:00:00.000Z","last_changed_at":"2026-11-22T06:00:00.000Z"}]}`, email, a.count)
-}
-
-func (a *countingAPI) reads(email string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.breaches[email]
+// combolist is the one feed the stand-in serves for every address.
+func combolist(count int64) testkit.Answer {
+	at := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
+	return testkit.Verified(breach.SourceState{Source: "combolist", BreachCount: count, SourceDBs: []string{"x"},
+		FieldsExposed: []string{"password"}, HasPlaintextPassword: true, LastScannedAt: at, LastChangedAt: at})
 }
 
 type fixture struct {
@@ -81,7 +40,7 @@ type fixture struct {
 	exp   *Exporter
 	reg   *prometheus.Registry
 	clock *clockwork.FakeClock
-	api   *countingAPI
+	api   *testkit.API
 	dir   string
 }
 
@@ -89,30 +48,20 @@ func newFixture(t *testing.T, configTail string) *fixture {
 	return newFixtureWith(t, configTail, nil)
 }
 
-func newFixtureWith(t *testing.T, configTail string, setup func(*countingAPI)) *fixture {
+// newFixtureWith runs an exporter against the API stand-in, which answers
+// every address verified with combolist(1) unless setup says otherwise.
+func newFixtureWith(t *testing.T, configTail string, setup func(*testkit.API)) *fixture {
 	t.Helper()
-	api := &countingAPI{breaches: map[string]int{}, count: 1, plan: "pro"}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
-
-	dir := t.TempDir()
-	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test")
-	testkit.WriteFile(t, filepath.Join(dir, "secret"), "hook-secret")
-	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
-  base_url: %s/api/v1
-  token_file: token
-  requests_per_minute: 60
-webhook:
-  secret_files: [secret]
-`, srv.URL)+configTail)
-
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock(), api: api, dir: dir, logs: &testkit.SyncBuffer{}}
+	f := &fixture{t: t, reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock(), dir: t.TempDir(), logs: &testkit.SyncBuffer{}}
+	f.api = testkit.NewAPI(t, f.clock)
+	f.api.AnswerOthers(combolist(1))
 	if setup != nil {
-		setup(api)
+		setup(f.api)
 	}
+	writeConfig(t, f.dir, f.api.BaseURL(), configTail)
 	var err error
 	f.exp, err = New(Options{
-		ConfigFile: filepath.Join(dir, "config.yml"),
+		ConfigFile: filepath.Join(f.dir, "config.yml"),
 		UserAgent:  "breach_exporter/test",
 		Logger:     log.NewLogfmtLogger(f.logs),
 		Registerer: f.reg,
@@ -122,36 +71,23 @@ webhook:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f.exp.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		srv.CloseClientConnections()
-	})
+	testkit.Go(t, f.exp.Run)
 	return f
 }
 
-// advanceUntil moves the fake clock in small steps until cond holds, and
-// returns how much fake time that took.
-func (f *fixture) advanceUntil(what string, step time.Duration, cond func() bool) time.Duration {
-	f.t.Helper()
-	start := f.clock.Now()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.t.Fatalf("timed out waiting for %s", what)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		_ = f.clock.BlockUntilContext(ctx, 1) // the scheduler is waiting on the clock, or busy on the network
-		cancel()
-		f.clock.Advance(step)
-	}
-	return f.clock.Since(start)
+// writeConfig writes the token, the webhook secret and a config for an API
+// at baseURL, followed by tail, into dir.
+func writeConfig(t *testing.T, dir, baseURL, tail string) {
+	t.Helper()
+	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken)
+	testkit.WriteFile(t, filepath.Join(dir, "secret"), "hook-secret")
+	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
+  base_url: %s
+  token_file: token
+  requests_per_minute: 60
+webhook:
+  secret_files: [secret]
+`, baseURL)+tail)
 }
 
 func (f *fixture) postAlert(address string) int {
@@ -174,19 +110,17 @@ func (f *fixture) postAlert(address string) int {
 // one-second spacing of 60 requests a minute when a request just went out.
 func TestAlertRefreshesWithinASecond(t *testing.T) {
 	f := newFixture(t, "addresses: [alice@example.com, bob@example.com]\n")
-	f.advanceUntil("the first round", 100*time.Millisecond, func() bool {
-		return f.api.reads("alice@example.com") == 1 && f.api.reads("bob@example.com") == 1
+	testkit.AdvanceUntil(t, f.clock, "the first round", 100*time.Millisecond, func() bool {
+		return f.api.Reads("alice@example.com") == 1 && f.api.Reads("bob@example.com") == 1
 	})
 	f.clock.Advance(time.Minute) // the budget is idle again; the next round is 14 minutes away
 
-	f.api.mu.Lock()
-	f.api.count = 7
-	f.api.mu.Unlock()
+	f.api.AnswerOthers(combolist(7))
 	if code := f.postAlert("bob@example.com"); code != http.StatusNoContent {
 		t.Fatalf("signed alert answered %d", code)
 	}
 	// The fake clock stands still: the re-read needs no wait at all.
-	testkit.Eventually(t, "bob's re-read", func() bool { return f.api.reads("bob@example.com") == 2 })
+	testkit.Eventually(t, "bob's re-read", func() bool { return f.api.Reads("bob@example.com") == 2 })
 	testkit.Eventually(t, "bob's new count in the collector", func() bool {
 		return testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[testkit.Series("breach_source_breaches", "address", "bob@example.com", "source", "combolist")] == 7
 	})
@@ -195,21 +129,12 @@ func TestAlertRefreshesWithinASecond(t *testing.T) {
 	if code := f.postAlert("alice@example.com"); code != http.StatusNoContent {
 		t.Fatalf("signed alert answered %d", code)
 	}
-	blockUntilWaiting(t, f.clock)
-	if n := f.api.reads("alice@example.com"); n != 1 {
+	testkit.BlockUntilWaiting(t, f.clock)
+	if n := f.api.Reads("alice@example.com"); n != 1 {
 		t.Fatalf("alice was re-read before the spacing allowed it (%d reads)", n)
 	}
 	f.clock.Advance(time.Second)
-	testkit.Eventually(t, "alice's re-read one second later", func() bool { return f.api.reads("alice@example.com") == 2 })
-}
-
-func blockUntilWaiting(t *testing.T, clock *clockwork.FakeClock) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := clock.BlockUntilContext(ctx, 1); err != nil {
-		t.Fatal("the scheduler never waited on the clock")
-	}
+	testkit.Eventually(t, "alice's re-read one second later", func() bool { return f.api.Reads("alice@example.com") == 2 })
 }
 
 // An alert for an address not in the config starts polling it when
@@ -218,15 +143,15 @@ func TestAlertDiscovery(t *testing.T) {
 	for _, discover := range []bool{true, false} {
 		t.Run(fmt.Sprint("discover=", discover), func(t *testing.T) {
 			f := newFixture(t, fmt.Sprintf("  discover_addresses: %v\naddresses: [alice@example.com]\n", discover))
-			f.advanceUntil("the first round", 100*time.Millisecond, func() bool { return f.api.reads("alice@example.com") == 1 })
+			testkit.AdvanceUntil(t, f.clock, "the first round", 100*time.Millisecond, func() bool { return f.api.Reads("alice@example.com") == 1 })
 			if code := f.postAlert("carol@example.com"); code != http.StatusNoContent {
 				t.Fatalf("signed alert answered %d", code)
 			}
 			if discover {
-				f.advanceUntil("carol to be polled", 50*time.Millisecond, func() bool { return f.api.reads("carol@example.com") == 1 })
+				testkit.AdvanceUntil(t, f.clock, "carol to be polled", 50*time.Millisecond, func() bool { return f.api.Reads("carol@example.com") == 1 })
 			} else {
 				f.clock.Advance(time.Minute)
-				if n := f.api.reads("carol@example.com"); n != 0 {
+				if n := f.api.Reads("carol@example.com"); n != 0 {
 					t.Errorf("carol was polled %d times with discovery off", n)
 				}
 			}
@@ -259,7 +184,7 @@ func TestReload(t *testing.T) {
 	if err := f.exp.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	f.advanceUntil("dave to be polled", 100*time.Millisecond, func() bool { return f.api.reads("dave@example.com") == 1 })
+	testkit.AdvanceUntil(t, f.clock, "dave to be polled", 100*time.Millisecond, func() bool { return f.api.Reads("dave@example.com") == 1 })
 
 	testkit.WriteFile(t, cfg, string(original)+"oops: true\n")
 	err := f.exp.Reload(context.Background())
@@ -277,9 +202,9 @@ func TestReload(t *testing.T) {
 // Webhooks are configured but the plan gets none: one warning, however
 // often /me says so.
 func TestPlanWithoutWebhooksWarnsOnce(t *testing.T) {
-	f := newFixtureWith(t, "refresh: {me_interval: 1m}\naddresses: [alice@example.com]\n", func(a *countingAPI) { a.plan = "personal" })
+	f := newFixtureWith(t, "refresh: {me_interval: 1m}\naddresses: [alice@example.com]\n", func(a *testkit.API) { a.SetPlan("personal") })
 	const warning = "delivers webhooks only to the pro and business plans"
-	f.advanceUntil("three /me calls", time.Second, func() bool { return f.api.meCalls() >= 3 })
+	testkit.AdvanceUntil(t, f.clock, "three /me calls", time.Second, func() bool { return f.api.MeCalls() >= 3 })
 	if n := strings.Count(f.logs.String(), warning); n != 1 {
 		t.Errorf("the plan warning was logged %d times, want once", n)
 	}
@@ -349,7 +274,7 @@ func TestReloadRemovesEverySeriesOfARemovedAddress(t *testing.T) {
 		f.clock.Advance(time.Second) // a new observed_at: a new body, not a duplicate
 	}
 	g := testkit.ScrapeGatherer(t, f.exp.MetricsHandler(f.reg))
-	f.advanceUntil("bob's alerts and API values", 100*time.Millisecond, func() bool {
+	testkit.AdvanceUntil(t, f.clock, "bob's alerts and API values", 100*time.Millisecond, func() bool {
 		s := testkit.Samples(t, g)
 		return s[testkit.Series("breach_source_breaches", "address", "bob@example.com", "source", "combolist")] == 1 &&
 			s[testkit.Series("breach_alerts_total", "address", "bob@example.com", "severity", "critical", "source", "combolist")] == 3
@@ -375,7 +300,7 @@ func TestReloadWithoutDiscoveryRemovesEverySeriesOfADiscoveredAddress(t *testing
 		t.Fatalf("signed alert answered %d", code)
 	}
 	g := testkit.ScrapeGatherer(t, f.exp.MetricsHandler(f.reg))
-	f.advanceUntil("carol to be discovered and polled", 100*time.Millisecond, func() bool {
+	testkit.AdvanceUntil(t, f.clock, "carol to be discovered and polled", 100*time.Millisecond, func() bool {
 		return testkit.Samples(t, g)[testkit.Series("breach_source_breaches", "address", "carol@example.com", "source", "combolist")] == 1
 	})
 	if held := seriesWithLabel(t, g, "carol@example.com"); len(held) == 0 {
@@ -387,7 +312,7 @@ func TestReloadWithoutDiscoveryRemovesEverySeriesOfADiscoveredAddress(t *testing
 		t.Fatalf("after discovery was turned off %d series still carry carol's label:\n%s", len(held), strings.Join(held, "\n"))
 	}
 	// Her next alert is counted without her label, and she is not polled.
-	reads := f.api.reads("carol@example.com")
+	reads := f.api.Reads("carol@example.com")
 	f.clock.Advance(time.Second)
 	if code := f.postAlert("carol@example.com"); code != http.StatusNoContent {
 		t.Fatalf("signed alert answered %d", code)
@@ -399,8 +324,8 @@ func TestReloadWithoutDiscoveryRemovesEverySeriesOfADiscoveredAddress(t *testing
 		t.Fatalf("an alert after the reload brought back %v", held)
 	}
 	end := f.clock.Now().Add(time.Minute)
-	f.advanceUntil("a minute to pass", time.Second, func() bool { return !f.clock.Now().Before(end) })
-	if n := f.api.reads("carol@example.com"); n != reads {
+	testkit.AdvanceUntil(t, f.clock, "a minute to pass", time.Second, func() bool { return !f.clock.Now().Before(end) })
+	if n := f.api.Reads("carol@example.com"); n != reads {
 		t.Errorf("carol was read %d more times after discovery was turned off", n-reads)
 	}
 }
@@ -408,18 +333,18 @@ func TestReloadWithoutDiscoveryRemovesEverySeriesOfADiscoveredAddress(t *testing
 // A discovered address the API does not monitor (404) was never one of the
 // account's: it is dropped at once, with every series, and not polled again.
 func TestDiscoveredAddressNotMonitoredIsDropped(t *testing.T) {
-	f := newFixtureWith(t, "refresh: {interval: 1m}\naddresses: [alice@example.com]\n", func(a *countingAPI) {
-		a.notMonitored = map[string]bool{"erin@example.com": true}
+	f := newFixtureWith(t, "refresh: {interval: 1m}\naddresses: [alice@example.com]\n", func(a *testkit.API) {
+		a.Answer("erin@example.com", testkit.NotMonitored())
 	})
 	if code := f.postAlert("erin@example.com"); code != http.StatusNoContent {
 		t.Fatalf("signed alert answered %d", code)
 	}
 	g := testkit.ScrapeGatherer(t, f.exp.MetricsHandler(f.reg))
-	f.advanceUntil("erin to be polled", 100*time.Millisecond, func() bool { return f.api.reads("erin@example.com") == 1 })
+	testkit.AdvanceUntil(t, f.clock, "erin to be polled", 100*time.Millisecond, func() bool { return f.api.Reads("erin@example.com") == 1 })
 	testkit.Eventually(t, "erin's series to go", func() bool { return len(seriesWithLabel(t, g, "erin@example.com")) == 0 })
 	// A full round later, erin has not been read again.
-	f.advanceUntil("alice's second read", time.Second, func() bool { return f.api.reads("alice@example.com") >= 2 })
-	if n := f.api.reads("erin@example.com"); n != 1 {
+	testkit.AdvanceUntil(t, f.clock, "alice's second read", time.Second, func() bool { return f.api.Reads("alice@example.com") >= 2 })
+	if n := f.api.Reads("erin@example.com"); n != 1 {
 		t.Errorf("erin was read %d times, want once", n)
 	}
 }

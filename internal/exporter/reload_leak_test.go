@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 // Every reload builds a new API client; the one it replaces must not keep
@@ -15,7 +17,7 @@ import (
 func TestReloadsDoNotLeakConnections(t *testing.T) {
 	const reloads = 40
 	f := newFixture(t, "addresses: [alice@example.com]\n")
-	f.advanceUntil("the first round", 100*time.Millisecond, func() bool { return f.api.reads("alice@example.com") == 1 })
+	testkit.AdvanceUntil(t, f.clock, "the first round", 100*time.Millisecond, func() bool { return f.api.Reads("alice@example.com") == 1 })
 	before := settledGoroutines(t, -1)
 
 	for i := range reloads {
@@ -27,7 +29,7 @@ func TestReloadsDoNotLeakConnections(t *testing.T) {
 		if code := f.postAlert("alice@example.com"); code != http.StatusNoContent {
 			t.Fatalf("signed alert answered %d", code)
 		}
-		f.advanceUntil("alice's re-read", 100*time.Millisecond, func() bool { return f.api.reads("alice@example.com") == i+2 })
+		testkit.AdvanceUntil(t, f.clock, "alice's re-read", 100*time.Millisecond, func() bool { return f.api.Reads("alice@example.com") == i+2 })
 	}
 	// One client's connection (two transport goroutines and the server's)
 	// may stay; 40 would add about 120.

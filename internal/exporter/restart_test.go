@@ -2,7 +2,6 @@ package exporter
 
 import (
 	"bytes"
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,20 +30,11 @@ type run struct {
 	stop  func()
 }
 
-// start runs an exporter watching addresses (a YAML list); webhookTail adds
-// settings under webhook.
+// start runs an exporter watching addresses (a YAML list) against the API
+// at baseURL; webhookTail adds settings under webhook.
 func start(t *testing.T, dir, storage, baseURL, addresses, webhookTail string) *run {
 	t.Helper()
-	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test")
-	testkit.WriteFile(t, filepath.Join(dir, "secret"), "hook-secret")
-	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
-  base_url: %s/api/v1
-  token_file: token
-  requests_per_minute: 60
-addresses: %s
-webhook:
-  secret_files: [secret]
-`, baseURL, addresses)+webhookTail)
+	writeConfig(t, dir, baseURL, webhookTail+"addresses: "+addresses+"\n")
 	r := &run{reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock()}
 	var err error
 	r.exp, err = New(Options{
@@ -59,20 +49,14 @@ webhook:
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		r.exp.Run(ctx)
-	}()
+	stopRun := testkit.Go(t, r.exp.Run)
 	stopped := false
 	r.stop = func() {
 		if stopped {
 			return
 		}
 		stopped = true
-		cancel()
-		<-done
+		stopRun()
 		if err := r.exp.Save(); err != nil {
 			t.Errorf("last snapshot: %v", err)
 		}
@@ -115,18 +99,17 @@ func alertFor(address string) string {
 // address and the duplicate memory come back; what the config no longer
 // allows does not.
 func TestRestartKeepsTheState(t *testing.T) {
-	api := &countingAPI{breaches: map[string]int{}, count: 4, plan: "pro"}
-	srv := httptest.NewServer(api)
-	t.Cleanup(srv.Close)
+	api := testkit.NewAPI(t, nil)
+	api.AnswerOthers(combolist(4))
 	dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
 
-	first := start(t, dir, storage, srv.URL, "[alice@example.com, bob@example.com]", "")
+	first := start(t, dir, storage, api.BaseURL(), "[alice@example.com, bob@example.com]", "")
 	body := alertFor("found@example.org")
 	if rec := httptest.NewRecorder(); func() int { first.exp.WebhookHandler().ServeHTTP(rec, signed(body)); return rec.Code }() != http.StatusNoContent {
 		t.Fatal("the alert was not accepted")
 	}
-	(&fixture{t: t, clock: first.clock}).advanceUntil("every address read", 100*time.Millisecond, func() bool {
-		return api.reads("alice@example.com") == 1 && api.reads("bob@example.com") == 1 && api.reads("found@example.org") == 1
+	testkit.AdvanceUntil(t, first.clock, "every address read", 100*time.Millisecond, func() bool {
+		return api.Reads("alice@example.com") == 1 && api.Reads("bob@example.com") == 1 && api.Reads("found@example.org") == 1
 	})
 	testkit.Eventually(t, "the answers in the cache", func() bool {
 		samples := testkit.Scrape(t, first.exp.MetricsHandler(first.reg))
@@ -141,9 +124,8 @@ func TestRestartKeepsTheState(t *testing.T) {
 	first.stop()
 
 	// Second life: the API is gone.
-	down := httptest.NewServer(http.NotFoundHandler())
-	down.Close()
-	second := start(t, dir, storage, down.URL, "[alice@example.com, bob@example.com]", "")
+	api.Refuse()
+	second := start(t, dir, storage, api.BaseURL(), "[alice@example.com, bob@example.com]", "")
 	if after := feedLines(t, second); !slices.Equal(before, after) {
 		t.Fatalf("after the restart the first scrape differs:\nbefore %q\n after %q", before, after)
 	}
@@ -158,7 +140,7 @@ func TestRestartKeepsTheState(t *testing.T) {
 	second.stop()
 
 	// Third life: bob is no longer configured and discovery is off.
-	third := start(t, dir, storage, down.URL, "[alice@example.com]", "  discover_addresses: false\n")
+	third := start(t, dir, storage, api.BaseURL(), "[alice@example.com]", "  discover_addresses: false\n")
 	lines := strings.Join(feedLines(t, third), "\n")
 	if strings.Contains(lines, "bob@") || strings.Contains(lines, "found@") || !strings.Contains(lines, "alice@") {
 		t.Errorf("after a restart with a smaller config:\n%s", lines)
@@ -167,9 +149,9 @@ func TestRestartKeepsTheState(t *testing.T) {
 
 // Nothing changed, nothing written: the snapshot's timestamp stays.
 func TestSnapshotOnlyWhenSomethingChanged(t *testing.T) {
-	down := httptest.NewServer(http.NotFoundHandler())
-	down.Close()
-	r := start(t, t.TempDir(), filepath.Join(t.TempDir(), "data"), down.URL, "[]", "")
+	down := testkit.NewAPI(t, nil)
+	down.Refuse()
+	r := start(t, t.TempDir(), filepath.Join(t.TempDir(), "data"), down.BaseURL(), "[]", "")
 	written := func() float64 {
 		return testkit.Samples(t, r.reg)["breach_exporter_state_snapshot_last_success_timestamp_seconds{}"]
 	}

@@ -7,17 +7,14 @@
 package faulttest
 
 import (
-	"bufio"
-	"fmt"
-	"io"
 	"maps"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -64,7 +61,12 @@ type fault struct {
 // Every fault hits both endpoints, the way a broken API or network would.
 func faults() []fault {
 	misbehave := func(f http.HandlerFunc) func(*harness) {
-		return func(h *harness) { h.api.misbehave(f) }
+		return func(h *harness) { h.api.Misbehave(f) }
+	}
+	// misbehaveAPI is misbehave for a fault that answers from the
+	// stand-in's own reply.
+	misbehaveAPI := func(f func(*testkit.API) http.HandlerFunc) func(*harness) {
+		return func(h *harness) { h.api.Misbehave(f(h.api)) }
 	}
 	// /me is not backed off, so a good answer comes at the latest with the
 	// next /me.
@@ -74,21 +76,21 @@ func faults() []fault {
 	return []fault{
 		{
 			name: "connection refused",
-			on:   func(h *harness) { h.api.refuse() },
-			off:  func(h *harness) { h.api.listen() },
+			on:   func(h *harness) { h.api.Refuse() },
+			off:  func(h *harness) { h.api.Listen() },
 			code: "error", kind: "transport", unseen: true, maxRequests: perAddressBound, firstSuccess: afterMe,
 		},
-		{name: "hangs past the timeout", on: misbehave(hang), code: "error", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "slow body", on: misbehave(slowBody), code: "200", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "500", on: misbehave(status(500)), code: "500", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "502", on: misbehave(status(502)), code: "502", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "503", on: misbehave(status(503)), code: "503", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "hangs past the timeout", on: misbehave(testkit.Hang), code: "error", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "slow body", on: misbehaveAPI(func(a *testkit.API) http.HandlerFunc { return a.SlowBody }), code: "200", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "500", on: misbehave(testkit.Status(500)), code: "500", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "502", on: misbehave(testkit.Status(502)), code: "502", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "503", on: misbehave(testkit.Status(503)), code: "503", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
 		{
 			name: "429 storm without rate-limit headers", on: tooMany(nil),
 			code: "429", kind: "rate_limited", maxRequests: rateLimitedBound, apiUp: 1, firstSuccess: afterPause,
 		},
 		{
-			name: "429 storm with Reset at the window's end", on: tooMany(nextMinute),
+			name: "429 storm with Reset at the window's end", on: tooMany(testkit.NextMinute),
 			code: "429", kind: "rate_limited", maxRequests: rateLimitedBound, apiUp: 1, firstSuccess: afterPause,
 		},
 		{
@@ -99,14 +101,14 @@ func faults() []fault {
 			name: "429 storm with Reset a day ahead", on: tooMany(func(now time.Time) time.Time { return now.Add(24 * time.Hour) }),
 			code: "429", kind: "rate_limited", maxRequests: rateLimitedBound, apiUp: 1, firstSuccess: afterPause,
 		},
-		{name: "bad JSON", on: misbehave(htmlPage), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "JSON of the wrong shape", on: misbehave(wrongShape), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "truncated JSON", on: misbehave(truncatedJSON), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "connection cut mid-body", on: misbehave(cutMidBody), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "10 MiB body", on: misbehave(hugeBody), code: "200", kind: "bad_body|transport", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "bad JSON", on: misbehave(testkit.HTMLPage), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "JSON of the wrong shape", on: misbehave(testkit.WrongShape), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "truncated JSON", on: misbehaveAPI(func(a *testkit.API) http.HandlerFunc { return a.Truncated }), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "connection cut mid-body", on: misbehaveAPI(func(a *testkit.API) http.HandlerFunc { return a.CutMidBody }), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "10 MiB body", on: misbehave(testkit.HugeBody), code: "200", kind: "bad_body|transport", maxRequests: perAddressBound, firstSuccess: afterMe},
 		{
 			name: "token revoked, then rotated in the token file",
-			on:   func(h *harness) { h.api.acceptToken("svc_ak_rotated-token") },
+			on:   func(h *harness) { h.api.Rotate("svc_ak_rotated-token") },
 			off:  func(h *harness) { h.writeToken("svc_ak_rotated-token") },
 			// /me is the first request due after the first round, so it
 			// draws the first 401 and is the request retried.
@@ -136,9 +138,9 @@ func testFault(t *testing.T, f fault) {
 	good := cachedValues(h.scrape())
 
 	// Anything the exporter stored during the fault would now show 4.
-	h.api.setCount(4)
+	h.setCount(4)
 	before := h.samples()
-	seenBefore := len(h.api.log())
+	seenBefore := len(h.api.Requests())
 	f.on(h)
 
 	// The span starts at the first failed request.
@@ -161,7 +163,7 @@ func testFault(t *testing.T, f fault) {
 	if counted := failuresTotal(during, f.kind) - failuresTotal(before, f.kind); counted != failed {
 		t.Errorf("breach_api_request_failures_total{kind=%q} grew by %v, want all %v failed requests", f.kind, counted, failed)
 	}
-	if reached := len(h.api.log()) - seenBefore; f.unseen && reached != 0 {
+	if reached := len(h.api.Requests()) - seenBefore; f.unseen && reached != 0 {
 		t.Errorf("%d requests reached a refusing stand-in", reached)
 	} else if !f.unseen && float64(reached) != failed {
 		t.Errorf("the stand-in saw %d requests, the exporter counted %v", reached, failed)
@@ -178,10 +180,10 @@ func testFault(t *testing.T, f fault) {
 	if f.off != nil {
 		f.off(h)
 	} else {
-		h.api.misbehave(nil)
+		h.api.Misbehave(nil)
 	}
 	took := h.advanceUntil("the first good answer after the fault", f.firstSuccess, func() bool {
-		return firstGoodAnswer(h.api.log(), ended)
+		return firstGoodAnswer(h.api.Requests(), ended)
 	})
 	t.Logf("first good answer %s after the fault ended", took)
 	h.advanceUntil("fresh values", interval+f.firstSuccess, func() bool { return h.healthy(4) })
@@ -196,114 +198,18 @@ func testFault(t *testing.T, f fault) {
 
 // firstGoodAnswer reports whether a request after since was answered
 // properly.
-func firstGoodAnswer(log []request, since time.Time) bool {
+func firstGoodAnswer(log []testkit.Request, since time.Time) bool {
 	for _, r := range log {
-		if !r.faulted && !r.at.Before(since) {
+		if !r.Faulted && !r.At.Before(since) {
 			return true
 		}
 	}
 	return false
 }
 
-// hang never answers; it lets go when the client gives up.
-func hang(w http.ResponseWriter, r *http.Request) {
-	<-r.Context().Done()
-}
-
-// slowBody sends a 200 and then the body a byte at a time, far slower than
-// the client's timeout allows.
-func slowBody(w http.ResponseWriter, r *http.Request) {
-	body := breachesBody(r.URL.Query().Get("email"), 4)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(http.StatusOK)
-	flusher := w.(http.Flusher)
-	tick := time.NewTicker(50 * time.Millisecond) // the pace of a slow server, not synchronisation
-	defer tick.Stop()
-	for i := range len(body) {
-		if _, err := io.WriteString(w, body[i:i+1]); err != nil {
-			return
-		}
-		flusher.Flush()
-		select {
-		case <-tick.C:
-		case <-r.Context().Done():
-			return
-		}
-	}
-}
-
-// status answers code with the service's error body and headers.
-func status(code int) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		fmt.Fprintf(w, `{"error":%q}`, strings.ToLower(strings.ReplaceAll(http.StatusText(code), " ", "_")))
-	}
-}
-
 // tooMany makes the stand-in answer 429; with reset set, with the three
 // rate-limit headers and that Reset, computed from the fake clock as the
 // scheduler reads it.
 func tooMany(reset func(now time.Time) time.Time) func(h *harness) {
-	return func(h *harness) {
-		h.api.misbehave(func(w http.ResponseWriter, r *http.Request) {
-			if reset != nil {
-				setRateLimit(w.Header(), 0, reset(h.clock.Now()))
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusTooManyRequests)
-			io.WriteString(w, `{"error":"rate_limited"}`)
-		})
-	}
-}
-
-// htmlPage is what a misconfigured proxy sends with a 200.
-func htmlPage(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html")
-	io.WriteString(w, "<html><body><h1>Service temporarily unavailable</h1></body></html>")
-}
-
-// wrongShape is valid JSON whose members have the wrong types for both
-// endpoints.
-func wrongShape(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	io.WriteString(w, `{"id":7,"email":["x"],"plan":{"tier":"pro"},"sources":"none"}`)
-}
-
-// truncatedJSON is a complete HTTP answer whose JSON stops half way.
-func truncatedJSON(w http.ResponseWriter, r *http.Request) {
-	body := breachesBody(r.URL.Query().Get("email"), 4)
-	w.Header().Set("Content-Type", "application/json")
-	io.WriteString(w, body[:len(body)/2])
-}
-
-// cutMidBody promises more body than it sends and drops the connection.
-func cutMidBody(w http.ResponseWriter, r *http.Request) {
-	body := breachesBody(r.URL.Query().Get("email"), 4)
-	conn, buf, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		panic(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:len(body)/2])
-	buf.Flush()
-}
-
-// hugeBody is 10 MiB of syntactically valid JSON.
-func hugeBody(w http.ResponseWriter, r *http.Request) {
-	const size = 10 << 20
-	head, tail := `{"email":"x","padding":"`, `"}`
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(size))
-	out := bufio.NewWriterSize(w, 64<<10)
-	io.WriteString(out, head)
-	chunk := strings.Repeat("a", 64<<10)
-	for left := size - len(head) - len(tail); left > 0; left -= len(chunk) {
-		if _, err := io.WriteString(out, chunk[:min(left, len(chunk))]); err != nil {
-			return // the client stopped reading at its cap
-		}
-	}
-	io.WriteString(out, tail)
-	out.Flush()
+	return func(h *harness) { h.api.Misbehave(h.api.RateLimited(reset)) }
 }

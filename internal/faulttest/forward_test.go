@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 // Feeds, fields, plans and members the spec does not list yet are exported
@@ -17,9 +18,9 @@ import (
 func TestUnknownSourcesAndFieldsAreExported(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
 	h := newHarness(t)
-	h.api.misbehave(func(w http.ResponseWriter, r *http.Request) {
+	h.api.Misbehave(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path == apiPrefix+"/me" {
+		if r.URL.Path == testkit.APIPrefix+"/me" {
 			io.WriteString(w, `{"id":"u1","email":"owner@example.com","plan":"enterprise","seats":40}`)
 			return
 		}
@@ -78,7 +79,7 @@ func TestScrapeDoesNotWaitForTheAPI(t *testing.T) {
 	}
 	scraped := make(chan outcome, 1)
 	metrics := h.exp.MetricsHandler(h.reg)
-	h.api.misbehave(func(w http.ResponseWriter, r *http.Request) {
+	h.api.Misbehave(func(w http.ResponseWriter, r *http.Request) {
 		rec := httptest.NewRecorder()
 		metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		select {

@@ -1,10 +1,7 @@
 package faulttest
 
 import (
-	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,10 +11,9 @@ import (
 	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -32,9 +28,6 @@ const (
 	// step is how far the fake clock moves at a time: the scheduler's
 	// spacing at 60 requests a minute, so no wake-up is much overshot.
 	step = time.Second
-	// realLimit turns a scheduler that never parks, or a condition that
-	// never holds, into a failure rather than a hung test.
-	realLimit = 30 * time.Second
 )
 
 var addresses = []string{"alice@example.com", "bob@example.com"}
@@ -43,11 +36,14 @@ var addresses = []string{"alice@example.com", "bob@example.com"}
 // and the scheduler's start do not line up.
 var start = time.Date(2031, 5, 6, 7, 8, 9, 500_000_000, time.UTC)
 
-// harness runs the real exporter against the stand-in on a fake clock.
+// harness runs the real exporter against the API stand-in on a fake clock.
+// The stand-in stamps every request with the fake clock's time: the clock
+// only moves while the scheduler waits, so that is the instant the request
+// was sent.
 type harness struct {
 	t     *testing.T
 	clock *clockwork.FakeClock
-	api   *standIn
+	api   *testkit.API
 	reg   *prometheus.Registry
 	dir   string
 	exp   *exporter.Exporter
@@ -58,9 +54,10 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clockwork.NewFakeClockAt(start), reg: prometheus.NewRegistry(), dir: t.TempDir()}
-	h.api = newStandIn(t, h.clock)
+	h.api = testkit.NewAPI(t, h.clock)
+	h.setCount(3)
 
-	h.writeToken(initialToken)
+	h.writeToken(testkit.APIToken)
 	config := fmt.Sprintf(`api:
   base_url: %s
   token_file: token
@@ -70,7 +67,7 @@ refresh:
   interval: %s
   me_interval: %s
 addresses: [%s]
-`, h.api.baseURL(), model.Duration(apiTimeout), model.Duration(interval), model.Duration(meInterval), strings.Join(addresses, ", "))
+`, h.api.BaseURL(), model.Duration(apiTimeout), model.Duration(interval), model.Duration(meInterval), strings.Join(addresses, ", "))
 	configFile := filepath.Join(h.dir, "config.yml")
 	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -92,16 +89,7 @@ addresses: [%s]
 
 // start runs the exporter until the test ends.
 func (h *harness) start() *harness {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.exp.Run(ctx)
-	}()
-	h.t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	testkit.Go(h.t, h.exp.Run)
 	return h
 }
 
@@ -120,22 +108,7 @@ func (h *harness) writeToken(token string) {
 // of fake time.
 func (h *harness) advanceUntil(what string, limit time.Duration, cond func() bool) time.Duration {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), realLimit)
-	defer cancel()
-	begin := h.clock.Now()
-	for {
-		if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
-			h.t.Fatalf("waiting for %s: the scheduler did not park within %s of real time", what, realLimit)
-		}
-		took := h.clock.Since(begin)
-		if cond() {
-			return took
-		}
-		if took >= limit {
-			h.t.Fatalf("%s did not happen within %s of fake time", what, limit)
-		}
-		h.clock.Advance(step)
-	}
+	return testkit.AdvanceParked(h.t, h.clock, what, step, limit, cond)
 }
 
 // advance lets d of fake time pass.
@@ -145,32 +118,33 @@ func (h *harness) advance(d time.Duration) {
 	h.advanceUntil(fmt.Sprintf("%s to pass", d), d, func() bool { return !h.clock.Now().Before(end) })
 }
 
+// setCount makes every address verified, with breach_count n in both of
+// its sources, from now on.
+func (h *harness) setCount(n int64) {
+	h.api.AnswerOthers(testkit.Verified(sources(n)...))
+}
+
+// sources are the two feeds the stand-in serves with breach_count n.
+func sources(n int64) []breach.SourceState {
+	return []breach.SourceState{
+		{Source: "archive", BreachCount: n, SourceDBs: []string{"db-a", "db-b"}, FieldsExposed: []string{"password", "hash"},
+			HasPlaintextPassword: true, LastScannedAt: time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC), LastChangedAt: time.Date(2031, 5, 1, 0, 0, 0, 0, time.UTC)},
+		{Source: "combolist", BreachCount: n, SourceDBs: []string{"combo-1"}, FieldsExposed: []string{"username"},
+			LastScannedAt: time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC), LastChangedAt: time.Date(2031, 5, 2, 0, 0, 0, 0, time.UTC)},
+	}
+}
+
 // samples gathers the registry; gathering must never fail, fault or not.
 func (h *harness) samples() map[string]float64 {
 	return testkit.Scrape(h.t, h.exp.MetricsHandler(h.reg))
 }
 
-// scrape serves /metrics through promhttp as Prometheus would fetch it,
-// fails the test unless it answers 200 with a parseable exposition, and
-// returns its samples.
+// scrape serves /metrics as Prometheus would fetch it, fails the test
+// unless it answers 200 with a parseable exposition, and returns its
+// samples.
 func (h *harness) scrape() map[string]float64 {
 	h.t.Helper()
-	handler := h.exp.MetricsHandler(h.reg)
-	rec := httptest.NewRecorder()
-	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if rec.Code != http.StatusOK {
-		h.t.Fatalf("scrape answered %d: %s", rec.Code, rec.Body)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	byName, err := parser.TextToMetricFamilies(rec.Body)
-	if err != nil {
-		h.t.Fatalf("scrape is not a valid exposition: %v", err)
-	}
-	families := make([]*dto.MetricFamily, 0, len(byName))
-	for _, mf := range byName {
-		families = append(families, mf)
-	}
-	return testkit.Flatten(families)
+	return h.samples()
 }
 
 // value is one sample; absent series read as -1 so that a missing series

@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 // replyFor answers every request with the body body(email) returns, email
 // being the address asked for (empty for /me).
 func replyFor(body func(email string) string) func(*harness) {
 	return func(h *harness) {
-		h.api.misbehave(func(w http.ResponseWriter, r *http.Request) {
+		h.api.Misbehave(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, body(r.URL.Query().Get("email")))
 		})
@@ -35,7 +37,7 @@ func TestRepliesAgainstTheSpecKeepTheLastGoodValues(t *testing.T) {
 		{"a source with only its name", func(e string) string {
 			return fmt.Sprintf(`{"email":%q,"sources":[{"source":"archive"}]}`, e)
 		}},
-		{"another address's reply", func(string) string { return breachesBody("mallory@example.com", 4) }},
+		{"another address's reply", func(string) string { return string(testkit.BreachesBody("mallory@example.com", sources(4)...)) }},
 		{"breach_count 1.5", func(e string) string {
 			return fmt.Sprintf(`{"email":%q,"sources":[{"source":"archive","breach_count":1.5,"source_dbs":[],"fields_exposed":[],`+
 				`"has_plaintext_password":false,"last_scanned_at":"2026-01-01T00:00:00.000Z","last_changed_at":"2026-01-01T00:00:00.000Z"}]}`, e)

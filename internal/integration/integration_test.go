@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -29,24 +30,19 @@ func TestExporterFollowsSimulator(t *testing.T) {
 	p := startPipeline(t, clock, 10*time.Second)
 
 	alerts := 0
+	var diffs []string // what the exporter showed differently, at the last look
+	defer func() {
+		if t.Failed() && len(diffs) > 0 {
+			t.Logf("the exporter still differs from the simulator:\n%s", strings.Join(diffs, "\n"))
+		}
+	}()
 	for i := 1; i <= 6; i++ {
 		if i > 1 {
 			alerts += len(p.sweep())
 		}
-		start := clock.Now()
-		var diffs []string
-		deadline := time.Now().Add(20 * time.Second)
-		for diffs = p.mismatches(); len(diffs) > 0; diffs = p.mismatches() {
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the exporter did not catch up with the simulator in %v of fake time:\n%s",
-					i, clock.Since(start), strings.Join(diffs, "\n"))
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-			_ = clock.BlockUntilContext(ctx, 1) // the scheduler waits on the clock, unless it is mid-request
-			cancel()
-			clock.Advance(200 * time.Millisecond)
-		}
-		t.Logf("round %d: caught up after %v of fake time", i, clock.Since(start))
+		took := testkit.AdvanceUntil(t, clock, fmt.Sprintf("round %d: the exporter to catch up with the simulator", i), 200*time.Millisecond,
+			func() bool { diffs = p.mismatches(); return len(diffs) == 0 })
+		t.Logf("round %d: caught up after %v of fake time", i, took)
 	}
 	if alerts == 0 {
 		t.Fatal("five sweeps produced no alert: the test proves nothing about the webhook path")
@@ -139,14 +135,11 @@ func TestContractMetricsAreExported(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for m := missing(); len(m) > 0; m = missing() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the exporter never served %v", m)
+	var m []string
+	defer func() {
+		if t.Failed() {
+			t.Logf("the exporter never served %v", m)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		_ = clock.BlockUntilContext(ctx, 1)
-		cancel()
-		clock.Advance(200 * time.Millisecond)
-	}
+	}()
+	testkit.AdvanceUntil(t, clock, "every contract metric served", 200*time.Millisecond, func() bool { m = missing(); return len(m) == 0 })
 }

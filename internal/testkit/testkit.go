@@ -1,6 +1,9 @@
 // Package testkit holds the helpers that several packages' tests share:
-// reading samples out of a registry, polling with a deadline, and files and
-// buffers safe for the goroutines under test. Only tests import it.
+// the one stand-in of the service's API (API), driving a fake clock until a
+// condition holds (AdvanceUntil), reading samples out of a registry,
+// polling with a deadline, and files and buffers safe for the goroutines
+// under test. Only tests import it; of this module's packages it imports
+// internal/breach alone, so that any package's tests may import it.
 package testkit
 
 import (
