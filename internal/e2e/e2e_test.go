@@ -55,6 +55,7 @@ type stack struct {
 
 	exporterBin, exporterFile string
 	prometheusFile            string
+	exporterName              string // the running exporter's process name; guarded by mu
 }
 
 // TestEndToEnd runs the simulator, the exporter, Prometheus and Alertmanager
@@ -136,16 +137,49 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("every alert fires and resolves", func(t *testing.T) { s.everyAlertFiresAndResolves(ctx, t) })
 }
 
-// startExporter starts the exporter (again, after a stop) on its ports.
+// snapshotInterval is the exporter's --storage.snapshot-interval: short,
+// so that a write fails within seconds of its folder going away.
+const snapshotInterval = "2s"
+
+// startExporter starts the exporter (again, after a stop) on its ports,
+// under a new name (its log file's).
 func (s *stack) startExporter(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	if err := s.tryStartExporter(ctx, t, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryStartExporter is startExporter for scenario goroutines: it reports
+// instead of failing the test.
+func (s *stack) tryStartExporter(ctx context.Context, t *testing.T, name string) error {
 	t.Helper()
 	s.start(t, s.dir, name, s.exporterBin,
 		"--config.file="+s.exporterFile,
 		"--web.listen-address="+s.webAddr,
 		"--webhook.listen-address="+s.hookAddr,
-		"--storage.path="+filepath.Join(s.dir, "exporter-data"))
-	s.waitReady(ctx, t, name, "http://"+s.webAddr+"/-/ready")
-	s.waitReady(ctx, t, name+" webhook listener", "http://"+s.hookAddr+"/-/healthy")
+		"--storage.path="+s.storageDir(),
+		"--storage.snapshot-interval="+snapshotInterval)
+	s.mu.Lock()
+	s.exporterName = name
+	s.mu.Unlock()
+	for _, url := range []string{"http://" + s.webAddr + "/-/ready", "http://" + s.hookAddr + "/-/healthy"} {
+		if err := s.poll(ctx, startupTimeout, func(ctx context.Context) error { return getOK(ctx, url) }); err != nil {
+			return fmt.Errorf("%s ready: %v", name, err)
+		}
+	}
+	return nil
+}
+
+// storageDir is the exporter's --storage.path.
+func (s *stack) storageDir() string { return filepath.Join(s.dir, "exporter-data") }
+
+// runningExporter is the exporter process started last.
+func (s *stack) runningExporter() *process {
+	s.mu.Lock()
+	name := s.exporterName
+	s.mu.Unlock()
+	return s.process(name)
 }
 
 // testContext ends after timeout, or earlier when go test's -timeout would

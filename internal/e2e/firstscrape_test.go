@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -98,7 +99,8 @@ func TestRangeSelectorsParse(t *testing.T) {
 }
 
 // freshExporterSeries starts the exporter as a deployment runs it (webhook
-// receiver on, configured addresses) against an API that never answers, and
+// receiver on, configured addresses, persistence on in an empty folder, as
+// the default --storage.path) against an API that never answers, and
 // returns every series of its first scrape once the first request is out.
 func freshExporterSeries(t *testing.T) []sample {
 	t.Helper()
@@ -123,6 +125,9 @@ webhook:
 		UserAgent:  "breach_exporter/test",
 		Registerer: reg,
 		Webhook:    true,
+		// The rules take increase() of a persistence counter.
+		StoragePath:      filepath.Join(dir, "data"),
+		SnapshotInterval: time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)

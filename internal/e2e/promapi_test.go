@@ -233,6 +233,7 @@ type activeAlert struct {
 	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
 	State       string            `json:"state"`
+	ActiveAt    time.Time         `json:"activeAt"` // pending or firing since, without a break
 }
 
 func (p promAPI) alerts(ctx context.Context) ([]activeAlert, error) {

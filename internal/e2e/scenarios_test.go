@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/alerts"
+	"github.com/breach-exporter/breach_exporter/internal/persist"
 )
 
 // The test copy of the rules: the shipped file with every `for:` at
@@ -30,13 +32,19 @@ import (
 // so that each alert fires and resolves within the test. Thresholds are
 // kept. The shipped file stays the source: the copy is made from it at
 // every run.
+//
+// keep_firing_for is testKeepFiring: longer than the exporter's restart
+// (a few seconds: the scrape gap it must bridge), short enough that the
+// alert resolves within the test.
 const (
-	testFor      = "5s"
-	testLookBack = "40s"
+	testFor        = "5s"
+	testLookBack   = "40s"
+	testKeepFiring = "15s"
 )
 
 var (
 	forLine    = regexp.MustCompile(`(?m)^(\s+for:\s*)(\S+)\s*$`)
+	keepFiring = regexp.MustCompile(`(?m)^(\s+keep_firing_for:\s*)(\S+)\s*$`)
 	rangeWin   = regexp.MustCompile(`\[(\d+[smhdwy])\]`)
 	offsetWord = regexp.MustCompile(`\boffset\s+(\d+[smhdwy])`)
 )
@@ -49,15 +57,18 @@ func writeTestRules(t *testing.T, src, out string) {
 	}
 	text := string(data)
 	fors, windows, offsets := len(forLine.FindAllString(text, -1)), len(rangeWin.FindAllString(text, -1)), len(offsetWord.FindAllString(text, -1))
-	if fors == 0 || windows == 0 || offsets == 0 {
-		t.Fatalf("%s: %d for:, %d range windows, %d offsets; the test copy expects all three", src, fors, windows, offsets)
+	keeps := len(keepFiring.FindAllString(text, -1))
+	if fors == 0 || windows == 0 || offsets == 0 || keeps == 0 {
+		t.Fatalf("%s: %d for:, %d range windows, %d offsets, %d keep_firing_for; the test copy expects all four", src, fors, windows, offsets, keeps)
 	}
 	text = forLine.ReplaceAllString(text, "${1}"+testFor)
+	text = keepFiring.ReplaceAllString(text, "${1}"+testKeepFiring)
 	text = rangeWin.ReplaceAllString(text, "["+testLookBack+"]")
 	text = offsetWord.ReplaceAllString(text, "offset "+testLookBack)
-	header := fmt.Sprintf("# TEST COPY made by internal/e2e from %s: every for: is %s and every\n"+
-		"# range window and offset is %s, so that each alert fires and resolves within\n"+
-		"# the test; thresholds are unchanged. Do not use it anywhere else.\n", src, testFor, testLookBack)
+	header := fmt.Sprintf("# TEST COPY made by internal/e2e from %s: every for: is %s, every\n"+
+		"# keep_firing_for %s and every range window and offset %s, so that each\n"+
+		"# alert fires and resolves within the test; thresholds are unchanged.\n"+
+		"# Do not use it anywhere else.\n", src, testFor, testKeepFiring, testLookBack)
 	if err := os.WriteFile(out, []byte(header+text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +94,10 @@ type scenario struct {
 	notFiring   []string // alerts that must not fire while the condition holds
 	fireTimeout time.Duration
 	trigger     func(ctx context.Context) error // nil: the condition holds from the start
-	clear       func(ctx context.Context) error // nil: it clears by itself (a look-back passes)
+	// during runs once every wanted alert fires and was delivered, before
+	// clear; its error fails the scenario.
+	during func(ctx context.Context) error
+	clear  func(ctx context.Context) error // nil: it clears by itself (a look-back passes)
 	// awaitResolved holds the group's next scenario until this one has
 	// resolved, when its alerts would overlap with the next one's.
 	awaitResolved bool
@@ -163,6 +177,10 @@ func (s *stack) everyAlertFiresAndResolves(ctx context.Context, t *testing.T) {
 					rec, err := s.fire(ctx, sc, severity)
 					if err != nil {
 						fail("%s: %v", sc.name, err)
+					} else if sc.during != nil {
+						if err := sc.during(ctx); err != nil {
+							fail("%s: %v", sc.name, err)
+						}
 					}
 					if sc.clear != nil {
 						if err := sc.clear(ctx); err != nil {
@@ -399,22 +417,12 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 			}
 			// A sweep finds a new database with a plaintext password and
 			// the phone number: the simulator sends a critical alert.
-			return s.adminPost(ctx, "/admin/feed", map[string]any{
-				"email": subjectAddress, "source": source,
-				"databases": []string{"e2e-base-2019", "e2e-new-2026"},
-				"fields":    []string{"username", "password", "phone"},
-				"plaintext": true,
-			}, http.StatusOK)
+			return s.adminPost(ctx, "/admin/feed", subjectFeed(source, true), http.StatusOK)
 		},
 		// The password is rotated and the feed stops reporting it; the
 		// new database, fields and webhook age out of the look-back.
 		clear: func(ctx context.Context) error {
-			return s.adminPost(ctx, "/admin/feed", map[string]any{
-				"email": subjectAddress, "source": source,
-				"databases": []string{"e2e-base-2019", "e2e-new-2026"},
-				"fields":    []string{"username", "password", "phone"},
-				"plaintext": false,
-			}, http.StatusOK)
+			return s.adminPost(ctx, "/admin/feed", subjectFeed(source, false), http.StatusOK)
 		},
 	}
 	addresses := scenario{
@@ -564,20 +572,243 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 		name: "exporter down",
 		want: []wantAlert{{name: "BreachExporterDown"}},
 		trigger: func(context.Context) error {
-			return s.process("exporter").stopNow()
+			return s.runningExporter().stopNow()
 		},
 		clear: func(ctx context.Context) error {
-			s.startExporter(ctx, t, "exporter-restarted") // in the test's goroutine: may fail it
+			return s.tryStartExporter(ctx, t, "exporter-restarted")
+		},
+		awaitResolved: true, // the next scenario stops the exporter again
+	}
+
+	// The storage folder goes away: every write fails (the exporter writes
+	// a temporary file in it and renames it), until it is back.
+	snapshotFailing := scenario{
+		name: "state snapshot failing",
+		want: []wantAlert{{name: "BreachExporterStateSnapshotFailing"}},
+		trigger: func(context.Context) error {
+			return os.RemoveAll(s.storageDir())
+		},
+		clear: func(context.Context) error {
+			return os.MkdirAll(s.storageDir(), 0o700)
+		},
+	}
+
+	// The issue's check: a plaintext password alert fires, the exporter
+	// restarts, and the snapshot carries the state: the alert never
+	// resolves (restartKeepsAlert).
+	plaintext := subject("BreachPlaintextPasswordExposed", nil)
+	restart := scenario{
+		name: "restart keeps the state",
+		want: []wantAlert{plaintext},
+		trigger: func(ctx context.Context) error {
+			return s.adminPost(ctx, "/admin/feed", subjectFeed(source, true), http.StatusOK)
+		},
+		during: func(ctx context.Context) error {
+			return s.restartKeepsAlert(ctx, t, plaintext)
+		},
+		clear: func(ctx context.Context) error {
+			if err := s.adminPost(ctx, "/admin/fault", map[string]string{"kind": "", "email": subjectAddress}, http.StatusNoContent); err != nil {
+				return err
+			}
+			return s.adminPost(ctx, "/admin/feed", subjectFeed(source, false), http.StatusOK)
+		},
+	}
+
+	// The exporter stops (writing its snapshot), the file is damaged, and
+	// the exporter starts again: it moves the file aside and starts empty.
+	damaged := scenario{
+		name: "damaged snapshot at start",
+		want: []wantAlert{{name: "BreachExporterStateLoadFailed"}},
+		trigger: func(ctx context.Context) error {
+			if err := s.runningExporter().stopNow(); err != nil {
+				return err
+			}
+			file := filepath.Join(s.storageDir(), persist.FileName)
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("the stopped exporter left no snapshot: %v", err)
+			}
+			data[len(data)/2] ^= 0xff
+			if err := os.WriteFile(file, data, 0o600); err != nil {
+				return err
+			}
+			if err := s.tryStartExporter(ctx, t, "exporter-damaged-snapshot"); err != nil {
+				return err
+			}
+			if _, err := os.Stat(file + ".corrupt"); err != nil {
+				return fmt.Errorf("the damaged snapshot was not moved aside: %v", err)
+			}
 			return nil
 		},
 	}
 
 	return [][][]scenario{
-		{{exposure}, {addresses}, {reload}, {signatures}, {stale}},
+		{{exposure}, {addresses}, {reload}, {signatures}, {stale}, {snapshotFailing}},
 		{{plan, apiDown, rateLimited, token}},
-		{{targetMissing}},
-		{{exporterDown}},
+		{{restart, targetMissing}},
+		{{exporterDown, damaged}},
 	}
+}
+
+// subjectFeed is the subject's feed with a new database, the password and
+// the phone exposed, with or without the plaintext password.
+func subjectFeed(source string, plaintext bool) map[string]any {
+	return map[string]any{
+		"email": subjectAddress, "source": source,
+		"databases": []string{"e2e-base-2019", "e2e-new-2026"},
+		"fields":    []string{"username", "password", "phone"},
+		"plaintext": plaintext,
+	}
+}
+
+// restartKeepsAlert checks that w, firing and notified, survives a restart
+// of the exporter: SIGTERM, Prometheus sees the target down, start again
+// with the API failing for the address (so its series can only come from
+// the snapshot), the series is served again, and through it all the alert
+// stays firing in Prometheus without a break (same activeAt) and the
+// webhook receiver gets no resolved notification for it. The watch lasts
+// past the test copy's keep_firing_for from the stop, so without the
+// state the alert would have resolved.
+func (s *stack) restartKeepsAlert(ctx context.Context, t *testing.T, w wantAlert) error {
+	firingAlert := func(ctx context.Context) (activeAlert, error) {
+		active, err := s.prom.alerts(ctx)
+		if err != nil {
+			return activeAlert{}, err
+		}
+		i := slices.IndexFunc(active, func(a activeAlert) bool { return s.matches(w, a.Labels) })
+		if i < 0 {
+			return activeAlert{}, fmt.Errorf("%s is not active", w)
+		}
+		if active[i].State != "firing" {
+			return active[i], fmt.Errorf("%s is %s", w, active[i].State)
+		}
+		return active[i], nil
+	}
+	before, err := firingAlert(ctx)
+	if err != nil {
+		return fmt.Errorf("before the restart: %v", err)
+	}
+	notified, _ := s.receiver.notifications()
+	if !slices.ContainsFunc(firing(notified, w.name), func(d delivery) bool { return s.matches(w, d.labels) }) {
+		return fmt.Errorf("before the restart: the webhook receiver has no firing %s", w)
+	}
+	mark := len(notified)
+
+	// From now on the API fails for the address: after the restart its
+	// series can only come from the snapshot.
+	if err := s.adminPost(ctx, "/admin/fault", map[string]string{"kind": "server_error", "email": w.labels["address"]}, http.StatusNoContent); err != nil {
+		return err
+	}
+
+	// Watch the alert until the end: firing at every look, never reset.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	looks := 0
+	go func() {
+		ticker := time.NewTicker(pollInterval)
+		defer ticker.Stop()
+		for {
+			a, err := firingAlert(watchCtx)
+			switch {
+			case watchCtx.Err() != nil:
+				watched <- nil
+				return
+			case err != nil:
+				watched <- fmt.Errorf("%d looks into the restart: %v", looks, err)
+				return
+			case !a.ActiveAt.Equal(before.ActiveAt):
+				watched <- fmt.Errorf("%s resolved and fired again: active since %s, before the restart since %s", w, a.ActiveAt, before.ActiveAt)
+				return
+			}
+			looks++
+			select {
+			case <-watchCtx.Done():
+				watched <- nil
+				return
+			case <-ticker.C:
+			}
+		}
+	}()
+	defer stopWatch()
+
+	start := time.Now()
+	if err := s.runningExporter().stopNow(); err != nil {
+		return err
+	}
+	stopped := time.Now()
+	upIs := func(v int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			got, err := s.prom.query(ctx, fmt.Sprintf(`up{job=%q, instance=%q} == %d`, jobName, s.webAddr, v))
+			if err == nil && len(got) == 0 {
+				err = fmt.Errorf("up is not %d yet", v)
+			}
+			return err
+		}
+	}
+	if err := s.poll(ctx, 15*time.Second, upIs(0)); err != nil {
+		return fmt.Errorf("Prometheus never saw the stopped exporter down: %v", err)
+	}
+	downSeen := time.Now()
+	if err := s.tryStartExporter(ctx, t, "exporter-after-restart"); err != nil {
+		return err
+	}
+	started := time.Now()
+	// Up again, serving the address's series from a scrape of the new
+	// process, and from the snapshot.
+	err = s.poll(ctx, 15*time.Second, func(ctx context.Context) error {
+		if err := upIs(1)(ctx); err != nil {
+			return err
+		}
+		sel := fmt.Sprintf(`breach_source_plaintext_password{job=%q, instance=%q, address=%q, source=%q}`, jobName, s.webAddr, w.labels["address"], w.labels["source"])
+		got, err := s.prom.query(ctx, fmt.Sprintf(`timestamp(%s == 1) > %d`, sel, started.Unix()))
+		if err == nil && len(got) == 0 {
+			err = fmt.Errorf("no scrape of the restarted exporter serves %s == 1", sel)
+		}
+		if err != nil {
+			return err
+		}
+		got, err = s.prom.query(ctx, fmt.Sprintf(`breach_exporter_state_restored_addresses{job=%q, instance=%q} > 0`, jobName, s.webAddr))
+		if err == nil && len(got) == 0 {
+			err = fmt.Errorf("the restarted exporter restored no address")
+		}
+		return err
+	})
+	if err != nil {
+		stopWatch()
+		return fmt.Errorf("after the restart: %v; the alert's watch: %v", err, <-watched)
+	}
+	back := time.Now()
+
+	// Long enough for a resolution to be evaluated, sent and notified
+	// (1s each), and past keep_firing_for from the stop.
+	keep, _ := time.ParseDuration(testKeepFiring)
+	hold := max(time.Until(back.Add(5*time.Second)), time.Until(stopped.Add(keep+3*time.Second)))
+	select {
+	case err := <-watched:
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("the watch of %s ended early", w)
+	case <-time.After(hold):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	stopWatch()
+	if err := <-watched; err != nil {
+		return err
+	}
+	if _, err := firingAlert(ctx); err != nil {
+		return fmt.Errorf("after the restart: %v", err)
+	}
+	notified, _ = s.receiver.notifications()
+	if got := withStatus(notified[mark:], w.name, "resolved"); slices.ContainsFunc(got, func(d delivery) bool { return s.matches(w, d.labels) }) {
+		return fmt.Errorf("the webhook receiver got a resolved %s across the restart", w)
+	}
+	t.Logf("restart: stopped in %.1fs, up == 0 seen %.1fs later, started in %.1fs, series back %.1fs later; "+
+		"%s firing with the same activeAt at %d looks over %.1fs, no resolved notification",
+		stopped.Sub(start).Seconds(), downSeen.Sub(stopped).Seconds(), started.Sub(downSeen).Seconds(), back.Sub(started).Seconds(),
+		w, looks, time.Since(start).Seconds())
+	return nil
 }
 
 // setUpSubject puts subjectAddress on the simulated account, verified, with

@@ -37,7 +37,9 @@ type pipeline struct {
 	reg   *prometheus.Registry
 }
 
-func startPipeline(t *testing.T, clock clockwork.Clock, refresh time.Duration) *pipeline {
+// startPipeline runs the simulator and the exporter on clock; options
+// change the exporter's options (e.g. turn persistence on).
+func startPipeline(t *testing.T, clock clockwork.Clock, refresh time.Duration, options ...func(*exporter.Options)) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pipeline{t: t, clock: clock, reg: prometheus.NewRegistry()}
@@ -80,13 +82,17 @@ webhook:
   secret_files: [secret]
 `, apiSrv.URL, refresh, refresh, strings.Join(addresses, ", ")))
 
-	p.exp, err = exporter.New(exporter.Options{
+	opts := exporter.Options{
 		ConfigFile: filepath.Join(dir, "config.yml"),
 		UserAgent:  "breach_exporter/integration",
 		Registerer: p.reg,
 		Clock:      clock,
 		Webhook:    true,
-	})
+	}
+	for _, o := range options {
+		o(&opts)
+	}
+	p.exp, err = exporter.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
+	"github.com/breach-exporter/breach_exporter/internal/exporter"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -112,10 +113,14 @@ func TestSoak(t *testing.T) {
 }
 
 // Every name the rules and dashboards may use is really served: the
-// contract list cannot drift from the exporter.
+// contract list cannot drift from the exporter. Persistence is on, as by
+// default (--storage.path=data/), so its series are served too.
 func TestContractMetricsAreExported(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC))
-	p := startPipeline(t, clock, 10*time.Second)
+	storage := t.TempDir()
+	p := startPipeline(t, clock, 10*time.Second, func(o *exporter.Options) {
+		o.StoragePath, o.SnapshotInterval = storage, time.Minute
+	})
 	p.sweep()
 	exposition := func() string {
 		rec := httptest.NewRecorder()

@@ -26,6 +26,8 @@ func ContractMetrics() []string {
 		"breach_exporter_build_info",
 		"breach_exporter_config_last_reload_success_timestamp_seconds",
 		"breach_exporter_config_last_reload_successful",
+		"breach_exporter_state_load_failures_total",
+		"breach_exporter_state_snapshot_last_successful",
 		"breach_refresh_cycle_seconds",
 		"breach_source_breaches",
 		"breach_source_database_info",
