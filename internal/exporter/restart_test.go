@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -162,5 +164,59 @@ func TestSnapshotOnlyWhenSomethingChanged(t *testing.T) {
 	r.exp.WebhookHandler().ServeHTTP(rec, signed(alertFor("new@example.com")))
 	if err := r.exp.Save(); err != nil || written() == 0 {
 		t.Fatalf("a changed state was not written (%v)", err)
+	}
+}
+
+// A snapshot cut at any byte, or garbage, never stops a start: the exporter
+// starts empty, counts the load failure and moves the file aside.
+func TestDamagedSnapshotNeverStopsAStart(t *testing.T) {
+	down := testkit.NewAPI(t, nil)
+	down.Refuse()
+	dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
+	first := start(t, dir, storage, down.BaseURL(), "[alice@example.com]", "")
+	rec := httptest.NewRecorder()
+	first.exp.WebhookHandler().ServeHTTP(rec, signed(alertFor("found@example.org")))
+	first.stop()
+	path := filepath.Join(storage, persist.FileName)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := [][]byte{[]byte("garbage"), bytes.Repeat([]byte{0xff}, 512)}
+	for n := 0; n < len(good); n += max(1, len(good)/400) {
+		cases = append(cases, good[:n])
+	}
+	for _, data := range cases {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		exp, err := New(Options{
+			ConfigFile: filepath.Join(dir, "config.yml"), Registerer: reg, Webhook: true,
+			StoragePath: storage, SnapshotInterval: time.Minute,
+		})
+		if err != nil {
+			t.Fatalf("a snapshot cut to %d of %d bytes stopped the start: %v", len(data), len(good), err)
+		}
+		samples := testkit.Samples(t, reg)
+		if samples["breach_exporter_state_load_failures_total{}"] != 1 || samples["breach_exporter_state_restored_addresses{}"] != 0 {
+			t.Fatalf("a snapshot cut to %d bytes: load failures %v, restored %v", len(data),
+				samples["breach_exporter_state_load_failures_total{}"], samples["breach_exporter_state_restored_addresses{}"])
+		}
+		if _, err := os.Stat(path + ".corrupt"); err != nil {
+			t.Fatalf("a snapshot cut to %d bytes was not moved aside: %v", len(data), err)
+		}
+		if exp.registry.Discovered() != 0 {
+			t.Fatal("a damaged snapshot restored a discovered address")
+		}
+	}
+	// The whole file still restores: the cuts above were the only damage.
+	if err := os.WriteFile(path, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exp, err := New(Options{ConfigFile: filepath.Join(dir, "config.yml"), Registerer: prometheus.NewRegistry(), Webhook: true,
+		StoragePath: storage, SnapshotInterval: time.Minute})
+	if err != nil || exp.registry.Discovered() != 1 {
+		t.Fatalf("the intact snapshot: %v, %d discovered", err, exp.registry.Discovered())
 	}
 }
