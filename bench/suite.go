@@ -245,7 +245,15 @@ func deployedFigures(ds []DeployedResult) []Figure {
 		fs = append(fs, newFigure("start: exec to listening "+n, "s", d.ListeningSeconds, 0, ""), start, shutdown,
 			newFigure("snapshot Encode+Write in-process "+n, "s", d.EncodeWriteSeconds, 0, ""),
 			newFigure("snapshot size "+n, "bytes", float64(d.SnapshotBytes), 0, ""),
+			newFigure("deployed signed alerts accepted "+n+" (4 clients)", "per s", perSecond(d.AlertsAccepted, d.AlertSeconds), 0, ""),
 		)
 	}
 	return fs
+}
+
+func perSecond(n int, seconds float64) float64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return float64(n) / seconds
 }
