@@ -335,12 +335,15 @@ func TestMeasureDeployed(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 20
-	res, exposition, err := measureDeployed(DeployedOptions{Exporter: exporterBin, Bench: benchBin, Addresses: n, Scrapes: 2})
+	res, exposition, err := measureDeployed(DeployedOptions{Exporter: exporterBin, Bench: benchBin, Addresses: n, Scrapes: 2, Starts: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Restored != n || res.AlertsAccepted != n || res.AlertsCounted != n {
 		t.Errorf("restored %d, accepted %d, counted %d; want %d each", res.Restored, res.AlertsAccepted, res.AlertsCounted, n)
+	}
+	if len(res.StartSamples) != 2 || res.StartSeconds > res.StartSamples[1] || res.ListeningSeconds > res.StartSeconds {
+		t.Errorf("start-up: fastest %g s (listening %g s) of %v", res.StartSeconds, res.ListeningSeconds, res.StartSamples)
 	}
 	if want := n * DeployedSeriesPerAddress; res.Ours.AddressSeries != want {
 		t.Errorf("%d series with an address label, want %d × %d", res.Ours.AddressSeries, n, DeployedSeriesPerAddress)
