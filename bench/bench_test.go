@@ -14,7 +14,17 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The test binary is the baseline process of TestMeasureDeployed.
+	if len(os.Args) > 1 && os.Args[1] == BaselineChildCommand {
+		if err := ServeBaselineChild(os.Args[2:], os.Stdout, os.Stdin); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // The baseline is only a baseline if it serves exactly our series.
 func TestGaugeVecBaselineRendersTheSameExposition(t *testing.T) {
@@ -146,6 +156,13 @@ func TestFiguresJudgeGoals(t *testing.T) {
 			Ours:      ScrapeResult{SecondsPerScrape: 0.9},
 			Baseline:  ScrapeResult{SecondsPerScrape: 1},
 		}},
+		Deployed: []DeployedResult{{
+			Addresses:       deployedLarge,
+			Ours:            ProcessScrape{Seconds: 0.35, PeakRSSBytes: 1100 << 20},
+			Baseline:        ProcessScrape{Seconds: 1},
+			StartSeconds:    0.5,
+			ShutdownSeconds: 1.2,
+		}},
 		Budget:  []BudgetResult{{RequestsPerMinute: 60, Sent: 96, Allowed: 100, Fraction: 0.96, RateLimited: 1}},
 		Latency: &LatencyResult{MedianSeconds: 0.01, MaxSeconds: 1.5, FloorSeconds: 0.001},
 	}
@@ -154,7 +171,11 @@ func TestFiguresJudgeGoals(t *testing.T) {
 	for _, f := range r.Missed() {
 		missed = append(missed, f.Name)
 	}
-	want := []string{"webhook accepted alerts", "429s at 60/min", "alert to gauge, max"}
+	want := []string{"webhook accepted alerts",
+		"deployed scrape 10000 addr, median (gzip, 1 core)", // 0.35 of the baseline
+		"deployed peak RSS (VmHWM) 10000 addr",
+		"snapshot write: SIGTERM to exit 10000 addr",
+		"429s at 60/min", "alert to gauge, max"}
 	if fmt.Sprint(missed) != fmt.Sprint(want) {
 		t.Errorf("missed %q, want %q", missed, want)
 	}
@@ -296,4 +317,58 @@ func benchmarkHandler(b *testing.B, h http.Handler, emails []string, creds crede
 		}
 	}
 	b.ReportMetric(float64((cpuTime()-cpuBefore).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// The deployed measurement on a few addresses: the built binary restores
+// every address, counts every alert and serves exactly the expected series
+// per address; the baseline serves the same breach_* series.
+func TestMeasureDeployed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the exporter")
+	}
+	exporterBin, err := BuildExporter(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	benchBin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	res, exposition, err := measureDeployed(DeployedOptions{Exporter: exporterBin, Bench: benchBin, Addresses: n, Scrapes: 2, Starts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Restored != n || res.AlertsAccepted != n || res.AlertsCounted != n {
+		t.Errorf("restored %d, accepted %d, counted %d; want %d each", res.Restored, res.AlertsAccepted, res.AlertsCounted, n)
+	}
+	if len(res.StartSamples) != 2 || res.StartSeconds > res.StartSamples[1] || res.ListeningSeconds > res.StartSeconds {
+		t.Errorf("start-up: fastest %g s (listening %g s) of %v", res.StartSeconds, res.ListeningSeconds, res.StartSamples)
+	}
+	if want := n * DeployedSeriesPerAddress; res.Ours.AddressSeries != want {
+		t.Errorf("%d series with an address label, want %d × %d", res.Ours.AddressSeries, n, DeployedSeriesPerAddress)
+	}
+	// Every series of the exporter's own per-address and global families
+	// (breach_*, outside the Go and process collectors) is accounted for.
+	own, global := 0, 0
+	for _, line := range strings.Split(string(exposition), "\n") {
+		if strings.HasPrefix(line, "breach_") {
+			own++
+			if !strings.Contains(line, `address="`) {
+				global++
+			}
+		}
+	}
+	if own != n*DeployedSeriesPerAddress+global || global == 0 {
+		t.Errorf("%d breach_* series, want %d per address × %d + %d global", own, DeployedSeriesPerAddress, n, global)
+	}
+	if res.Baseline.AddressSeries != res.Ours.AddressSeries {
+		t.Errorf("the baseline serves %d series with an address label, ours %d", res.Baseline.AddressSeries, res.Ours.AddressSeries)
+	}
+	if res.Ours.WireBytes >= res.Ours.Bytes || res.Baseline.WireBytes >= res.Baseline.Bytes {
+		t.Errorf("not compressed: ours %d of %d bytes, baseline %d of %d", res.Ours.WireBytes, res.Ours.Bytes, res.Baseline.WireBytes, res.Baseline.Bytes)
+	}
+	if res.SnapshotBytes == 0 || res.Ours.PeakRSSBytes == 0 || res.Baseline.RSSBytes == 0 {
+		t.Errorf("snapshot %d bytes, peak RSS %d, baseline RSS %d: all measured", res.SnapshotBytes, res.Ours.PeakRSSBytes, res.Baseline.RSSBytes)
+	}
 }

@@ -63,24 +63,9 @@ func newExporter(s exporterSetup, creds credentials) (*runningExporter, error) {
 	if err != nil {
 		return nil, err
 	}
-	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "api:\n  base_url: %s\n  token_file: token\n  requests_per_minute: %d\n", s.baseURL, s.requestsPerMinute)
-	// The defaults of the real service: an address is re-read every 15m at
-	// most, so the budget, not the interval, limits a large address list.
-	cfg.WriteString("refresh:\n  interval: 15m\n  me_interval: 5m\naddresses:\n")
-	for _, e := range s.emails {
-		fmt.Fprintf(&cfg, "  - %q\n", e)
-	}
-	cfg.WriteString("webhook:\n  secret_files: [secret]\n")
-	for name, content := range map[string][]byte{
-		"config.yml": []byte(cfg.String()),
-		"token":      []byte(creds.token),
-		"secret":     creds.secret,
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
+	if err := writeExporterFiles(dir, s, creds); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	exp, err := exporter.New(exporter.Options{
@@ -96,6 +81,30 @@ func newExporter(s exporterSetup, creds credentials) (*runningExporter, error) {
 		return nil, err
 	}
 	return &runningExporter{exp: exp, reg: reg, dir: dir}, nil
+}
+
+// writeExporterFiles writes config.yml (receiver on), token and secret
+// into dir.
+func writeExporterFiles(dir string, s exporterSetup, creds credentials) error {
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "api:\n  base_url: %s\n  token_file: token\n  requests_per_minute: %d\n", s.baseURL, s.requestsPerMinute)
+	// The defaults of the real service: an address is re-read every 15m at
+	// most, so the budget, not the interval, limits a large address list.
+	cfg.WriteString("refresh:\n  interval: 15m\n  me_interval: 5m\naddresses:\n")
+	for _, e := range s.emails {
+		fmt.Fprintf(&cfg, "  - %q\n", e)
+	}
+	cfg.WriteString("webhook:\n  secret_files: [secret]\n")
+	for name, content := range map[string][]byte{
+		"config.yml": []byte(cfg.String()),
+		"token":      []byte(creds.token),
+		"secret":     creds.secret,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *runningExporter) close() { os.RemoveAll(r.dir) }

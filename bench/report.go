@@ -108,9 +108,12 @@ type Report struct {
 	LoadAfter  string         `json:"load_after,omitempty"`
 	Figures    []Figure       `json:"figures"`
 	Webhook    *WebhookResult `json:"webhook,omitempty"`
-	Scrape     []ScrapePair   `json:"scrape,omitempty"`
-	Budget     []BudgetResult `json:"budget,omitempty"`
-	Latency    *LatencyResult `json:"alert_latency,omitempty"`
+	// Scrape is the collector alone, in process; Deployed the built
+	// binary over HTTP.
+	Scrape   []ScrapePair     `json:"scrape,omitempty"`
+	Deployed []DeployedResult `json:"deployed,omitempty"`
+	Budget   []BudgetResult   `json:"budget,omitempty"`
+	Latency  *LatencyResult   `json:"alert_latency,omitempty"`
 }
 
 // Missed lists the figures whose goal does not hold.

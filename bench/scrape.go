@@ -162,6 +162,17 @@ func (s *scrapeSetup) collectorHandler() http.Handler {
 // help texts and labels, served by promhttp; it renders a byte-identical
 // exposition.
 func baselineFrom(exposition []byte) (http.Handler, error) {
+	reg, err := baselineRegistry(exposition, nil)
+	if err != nil {
+		return nil, err
+	}
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+}
+
+// baselineRegistry holds the series of an exposition in GaugeVecs and
+// CounterVecs. With keep nil every family must be a gauge or a counter;
+// otherwise only the gauge and counter families keep accepts are held.
+func baselineRegistry(exposition []byte, keep func(name string) bool) (*prometheus.Registry, error) {
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(exposition))
 	if err != nil {
@@ -170,6 +181,10 @@ func baselineFrom(exposition []byte) (http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	for _, mf := range families {
 		if len(mf.GetMetric()) == 0 {
+			continue
+		}
+		if keep != nil && (!keep(mf.GetName()) ||
+			(mf.GetType() != dto.MetricType_COUNTER && mf.GetType() != dto.MetricType_GAUGE)) {
 			continue
 		}
 		var labelNames []string
@@ -192,13 +207,16 @@ func baselineFrom(exposition []byte) (http.Handler, error) {
 		}
 		values := make([]string, len(labelNames))
 		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(labelNames) {
+				return nil, fmt.Errorf("%s: series with different label names", mf.GetName())
+			}
 			for i, lp := range m.GetLabel() {
 				values[i] = lp.GetValue()
 			}
 			set(m.GetGauge().GetValue()+m.GetCounter().GetValue(), values...)
 		}
 	}
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+	return reg, nil
 }
 
 func (s *scrapeSetup) handler(impl string) (http.Handler, error) {

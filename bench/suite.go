@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 )
 
@@ -18,7 +19,11 @@ type SuiteOptions struct {
 	// alternating ours and the baseline; the faster run of each is kept,
 	// since other load on the machine only ever adds time.
 	ScrapeRuns int
-	Webhook    WebhookOptions
+	// DeployedSizes are the address counts at which the built exporter
+	// binary is measured as deployed (MeasureDeployed), with how many
+	// scrapes of each process.
+	DeployedSizes []ScrapeSize
+	Webhook       WebhookOptions
 	// BudgetRun is the fake time each budget run lasts.
 	BudgetRun time.Duration
 	// Budgets are the api.requests_per_minute values to run.
@@ -35,8 +40,20 @@ type ScrapeSize struct {
 	Scrapes   int
 }
 
-// Goals of issue 6.
+// Goals of issue 6 (collector-only figures), issue 12 (the process as
+// deployed) and issue 11 (start-up and snapshot).
 const (
+	goalDeployedRatio   = 0.3  // of the promhttp baseline, at deployedLarge
+	goalDeployedSeconds = 1.0  // a scrape at deployedLarge, one core
+	goalDeployedStretch = 0.5  // the same, the issue's goal
+	goalDeployedRSS     = 1024 // MiB, peak, at deployedLarge
+	goalDeployedXL      = 2.0  // seconds, a scrape at deployedXL
+	goalStartSeconds    = 1.0  // exec to serving the restored values, at deployedLarge
+	goalSnapshotSeconds = 1.0  // writing the snapshot, at deployedLarge
+	deployedLarge       = 10000
+	deployedXL          = 20000
+	deployedStarts      = 3 // starts timed per size, the fastest kept
+
 	goalWebhookRatio  = 0.8
 	goalScrapeRatio   = 1.2
 	goalScrapeSeconds = 1.0   // for the largest size, on one core
@@ -75,6 +92,27 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 			}
 		}
 		r.Scrape = append(r.Scrape, pair)
+	}
+
+	if len(o.DeployedSizes) > 0 {
+		dir, err := os.MkdirTemp("", "breach-bench-build-")
+		if err != nil {
+			return r, err
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(progress, "deployed: building %s\n", ExporterPackage)
+		exporterBin, err := BuildExporter(dir)
+		if err != nil {
+			return r, err
+		}
+		for _, size := range o.DeployedSizes {
+			fmt.Fprintf(progress, "deployed: %d addresses, the exporter binary then the promhttp baseline, %d scrapes each\n", size.Addresses, size.Scrapes)
+			d, err := MeasureDeployed(DeployedOptions{Exporter: exporterBin, Bench: o.Exe, Addresses: size.Addresses, Scrapes: size.Scrapes, Starts: deployedStarts})
+			if err != nil {
+				return r, fmt.Errorf("deployed, %d addresses: %w", size.Addresses, err)
+			}
+			r.Deployed = append(r.Deployed, d)
+		}
 	}
 
 	fmt.Fprintf(progress, "webhook: %d clients, %d rounds of %d requests per server\n", o.Webhook.Clients, o.Webhook.Rounds, o.Webhook.Requests)
@@ -123,20 +161,21 @@ func figures(r *Report) []Figure {
 		o, b := p.Ours, p.Baseline
 		n := fmt.Sprintf("%d addr", p.Addresses)
 		fs = append(fs,
-			newFigure("scrape time "+n+" (1 core)", "s", o.SecondsPerScrape, b.SecondsPerScrape, "GaugeVecs").
+			newFigure("collector-only scrape time "+n+" (1 core)", "s", o.SecondsPerScrape, b.SecondsPerScrape, "GaugeVecs").
 				withGoal(fmt.Sprintf("ratio <= %.1f", goalScrapeRatio), o.SecondsPerScrape <= goalScrapeRatio*b.SecondsPerScrape),
 		)
 		if p.Addresses == largeScrape {
-			fs = append(fs, newFigure("scrape time "+n+" vs 1 s", "s", o.SecondsPerScrape, goalScrapeSeconds, "goal").
+			fs = append(fs, newFigure("collector-only scrape time "+n+" vs 1 s", "s", o.SecondsPerScrape, goalScrapeSeconds, "goal").
 				withGoal(fmt.Sprintf("< %.0f s", goalScrapeSeconds), o.SecondsPerScrape < goalScrapeSeconds))
 		}
 		fs = append(fs,
-			newFigure("scrape size "+n, "bytes", float64(o.BytesPerScrape), float64(b.BytesPerScrape), "GaugeVecs"),
-			newFigure("scrape allocated "+n, "B/scrape", o.AllocBytesPerScrape, b.AllocBytesPerScrape, "GaugeVecs"),
-			newFigure("state memory "+n, "B/address", o.StateBytesPerAddress, b.StateBytesPerAddress, "GaugeVecs"),
-			newFigure("peak RSS "+n, "MiB", mib(o.PeakRSSBytes), mib(b.PeakRSSBytes), "GaugeVecs"),
+			newFigure("collector-only scrape size "+n, "bytes", float64(o.BytesPerScrape), float64(b.BytesPerScrape), "GaugeVecs"),
+			newFigure("collector-only scrape allocated "+n, "B/scrape", o.AllocBytesPerScrape, b.AllocBytesPerScrape, "GaugeVecs"),
+			newFigure("collector-only state memory "+n, "B/address", o.StateBytesPerAddress, b.StateBytesPerAddress, "GaugeVecs"),
+			newFigure("collector-only peak RSS "+n, "MiB", mib(o.PeakRSSBytes), mib(b.PeakRSSBytes), "GaugeVecs"),
 		)
 	}
+	fs = append(fs, deployedFigures(r.Deployed)...)
 	for _, b := range r.Budget {
 		name := fmt.Sprintf("budget used at %d/min", b.RequestsPerMinute)
 		fs = append(fs,
@@ -158,3 +197,64 @@ func figures(r *Report) []Figure {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// deployedFigures are the built binary's, against the promhttp process.
+func deployedFigures(ds []DeployedResult) []Figure {
+	var fs []Figure
+	for _, d := range ds {
+		o, b := d.Ours, d.Baseline
+		n := fmt.Sprintf("%d addr", d.Addresses)
+		base := "promhttp vectors"
+		steady := newFigure("deployed scrape "+n+", median (gzip, 1 core)", "s", o.Seconds, b.Seconds, base)
+		if d.Addresses == deployedLarge {
+			steady = steady.withGoal(fmt.Sprintf("ratio <= %.1f", goalDeployedRatio), o.Seconds <= goalDeployedRatio*b.Seconds)
+		}
+		fs = append(fs,
+			newFigure("deployed scrape "+n+", first after alerts", "s", o.FirstSeconds, b.FirstSeconds, base),
+			steady)
+		switch d.Addresses {
+		case deployedLarge:
+			fs = append(fs,
+				newFigure("deployed scrape "+n+" vs 1 s", "s", o.Seconds, goalDeployedSeconds, "goal").
+					withGoal(fmt.Sprintf("< %.0f s", goalDeployedSeconds), o.Seconds < goalDeployedSeconds),
+				newFigure("deployed scrape "+n+" vs 0.5 s", "s", o.Seconds, goalDeployedStretch, "goal").
+					withGoal(fmt.Sprintf("< %.1f s", goalDeployedStretch), o.Seconds < goalDeployedStretch))
+		case deployedXL:
+			fs = append(fs, newFigure("deployed scrape "+n+" vs 2 s", "s", o.Seconds, goalDeployedXL, "goal").
+				withGoal(fmt.Sprintf("< %.0f s", goalDeployedXL), o.Seconds < goalDeployedXL))
+		}
+		peak := newFigure("deployed peak RSS (VmHWM) "+n, "MiB", mib(o.PeakRSSBytes), mib(b.PeakRSSBytes), base+" after load")
+		if d.Addresses == deployedLarge {
+			peak = peak.withGoal(fmt.Sprintf("< %d MiB", goalDeployedRSS), mib(o.PeakRSSBytes) < goalDeployedRSS)
+		}
+		fs = append(fs,
+			newFigure("deployed CPU per scrape "+n, "s", o.CPUSeconds, b.CPUSeconds, base),
+			newFigure("deployed bytes on the wire "+n, "bytes", float64(o.WireBytes), float64(b.WireBytes), base),
+			newFigure("deployed bytes uncompressed "+n, "bytes", float64(o.Bytes), float64(b.Bytes), base),
+			newFigure("deployed series "+n, "series", float64(o.Series), float64(b.Series), base),
+			newFigure("deployed series per address "+n, "series", float64(o.AddressSeries)/float64(d.Addresses),
+				float64(b.AddressSeries)/float64(d.Addresses), base),
+			newFigure("deployed RSS (VmRSS) "+n, "MiB", mib(o.RSSBytes), mib(b.RSSBytes), base),
+			peak,
+		)
+		start := newFigure(fmt.Sprintf("start: exec to restored /metrics %s, best of %d", n, len(d.StartSamples)), "s", d.StartSeconds, 0, "")
+		shutdown := newFigure("snapshot write: SIGTERM to exit "+n, "s", d.ShutdownSeconds, 0, "")
+		if d.Addresses == deployedLarge {
+			start = start.withGoal(fmt.Sprintf("< %.0f s", goalStartSeconds), d.StartSeconds < goalStartSeconds)
+			shutdown = shutdown.withGoal(fmt.Sprintf("< %.0f s", goalSnapshotSeconds), d.ShutdownSeconds < goalSnapshotSeconds)
+		}
+		fs = append(fs, newFigure(fmt.Sprintf("start: exec to listening %s, best of %d", n, len(d.StartSamples)), "s", d.ListeningSeconds, 0, ""), start, shutdown,
+			newFigure("snapshot Encode+Write in-process "+n, "s", d.EncodeWriteSeconds, 0, ""),
+			newFigure("snapshot size "+n, "bytes", float64(d.SnapshotBytes), 0, ""),
+			newFigure("deployed signed alerts accepted "+n+" (4 clients)", "per s", perSecond(d.AlertsAccepted, d.AlertSeconds), 0, ""),
+		)
+	}
+	return fs
+}
+
+func perSecond(n int, seconds float64) float64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return float64(n) / seconds
+}

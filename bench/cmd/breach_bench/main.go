@@ -20,6 +20,14 @@ func main() {
 		}
 		return
 	}
+	// The deployed baseline, too, runs in its own process.
+	if len(os.Args) > 1 && os.Args[1] == bench.BaselineChildCommand {
+		if err := bench.ServeBaselineChild(os.Args[2:], os.Stdout, os.Stdin); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 
 	out := flag.String("out", "bench/results.json", "where to write the results as JSON")
 	quick := flag.Bool("quick", false, "small sizes, for checking the harness itself (the figures mean little)")
@@ -38,7 +46,12 @@ func main() {
 			{Addresses: 1000, Scrapes: 10},
 			{Addresses: 10000, Scrapes: 3},
 		},
-		ScrapeRuns:       2,
+		ScrapeRuns: 2,
+		DeployedSizes: []bench.ScrapeSize{
+			{Addresses: 1000, Scrapes: 10},
+			{Addresses: 10000, Scrapes: 6},
+			{Addresses: 20000, Scrapes: 4},
+		},
 		Webhook:          bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100, AllocRuns: 2000},
 		BudgetRun:        20 * time.Minute,
 		Budgets:          []int{60, 55},
@@ -49,6 +62,7 @@ func main() {
 	if *quick {
 		opts.ScrapeSizes = []bench.ScrapeSize{{Addresses: 100, Scrapes: 3}, {Addresses: 1000, Scrapes: 2}}
 		opts.ScrapeRuns = 1
+		opts.DeployedSizes = []bench.ScrapeSize{{Addresses: 100, Scrapes: 3}, {Addresses: 500, Scrapes: 2}}
 		opts.Webhook = bench.WebhookOptions{Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10, AllocRuns: 200}
 		opts.BudgetRun = 3 * time.Minute
 		opts.LatencySamples = 1
