@@ -62,13 +62,26 @@ func (a labelledValue) compare(b labelledValue) int {
 	return cmp.Or(cmp.Compare(a.first, b.first), cmp.Compare(a.source, b.source))
 }
 
+// scratch holds the buffers one render reuses from address to address, so
+// that rendering thousands of blocks does not grow thousands of buffers.
+type scratch struct {
+	lines        [][]byte // per family
+	dbs, fields  []labelledValue
+	counts, more []labelledValue
+}
+
+func newScratch() *scratch { return &scratch{lines: make([][]byte, len(perAddress))} }
+
 // renderBlock renders every per-address series of e; with alerts, the alert
 // series too.
-func renderBlock(e *registry.Entry, withAlerts bool) *block {
-	lines := make([][]byte, len(perAddress))
+func renderBlock(e *registry.Entry, withAlerts bool, sc *scratch) *block {
+	lines := sc.lines
+	for i := range lines {
+		lines[i] = lines[i][:0]
+	}
 	addr := label{"address", e.Label}
 	add := func(f *family, v float64, more ...label) {
-		lines[f.index] = appendSeries(lines[f.index], f.name, v, append([]label{addr}, more...)...)
+		lines[f.index] = appendAddressSeries(lines[f.index], f.name, v, addr, more...)
 	}
 
 	for _, st := range statesInOrder {
@@ -80,7 +93,7 @@ func renderBlock(e *registry.Entry, withAlerts bool) *block {
 	}
 	add(addressLastRefresh, refreshed)
 
-	var dbs, fields []labelledValue
+	dbs, fields := sc.dbs[:0], sc.fields[:0]
 	for _, src := range distinctSources(e.Sources) {
 		source := label{"source", src.Source}
 		names := breach.Distinct(src.SourceDBs)
@@ -101,20 +114,17 @@ func renderBlock(e *registry.Entry, withAlerts bool) *block {
 		}
 		// Every known field is always present so that "became exposed" is a
 		// 0 -> 1 change rather than a series appearing; unknown ones follow.
-		exposed := make(map[string]bool, len(src.FieldsExposed))
-		for _, f := range src.FieldsExposed {
-			exposed[f] = true
-		}
+		// A feed lists a handful of fields: a scan beats a map.
 		for _, f := range fieldsInOrder {
-			fields = append(fields, labelledValue{f, src.Source, boolValue(exposed[f])})
-			delete(exposed, f)
+			fields = append(fields, labelledValue{f, src.Source, boolValue(slices.Contains(src.FieldsExposed, f))})
 		}
-		for _, f := range breach.Distinct(src.FieldsExposed) {
-			if exposed[f] {
+		for i, f := range src.FieldsExposed {
+			if !breach.Known(breach.KnownFields, f) && !slices.Contains(src.FieldsExposed[:i], f) {
 				fields = append(fields, labelledValue{f, src.Source, 1})
 			}
 		}
 	}
+	sc.dbs, sc.fields = dbs, fields
 	slices.SortFunc(dbs, labelledValue.compare)
 	for _, t := range dbs {
 		add(sourceDatabaseInfo, t.value, label{"database", t.first}, label{"source", t.source})
@@ -124,7 +134,7 @@ func renderBlock(e *registry.Entry, withAlerts bool) *block {
 		add(sourceFieldExposed, t.value, label{"field", t.first}, label{"source", t.source})
 	}
 	if withAlerts {
-		renderAlerts(add, e.Alerts)
+		renderAlerts(add, e.Alerts, sc)
 	}
 
 	b := &block{version: e.Version, label: e.Label, ends: make([]int, len(perAddress))}
@@ -143,50 +153,42 @@ func renderBlock(e *registry.Entry, withAlerts bool) *block {
 // renderAlerts renders an address's alert series: breach_alerts_total for
 // the known severities and sources always, the rest once an alert created
 // them.
-func renderAlerts(add func(*family, float64, ...label), a *registry.Alerts) {
-	if a == nil {
-		a = &registry.Alerts{}
-	}
-	counts := make([]labelledValue, 0, len(alertsFromStart)+len(a.Counts))
+func renderAlerts(add func(*family, float64, ...label), a *registry.Alerts, sc *scratch) {
+	counts, fields := sc.counts[:0], sc.more[:0]
+	defer func() { sc.counts, sc.more = counts, fields }()
 	for _, k := range alertsFromStart {
-		counts = append(counts, labelledValue{k[0], k[1], a.Counts[[2]string{k[1], k[0]}]})
+		v, _ := a.Value(registry.AlertsBySeverity, k[1], k[0])
+		counts = append(counts, labelledValue{k[0], k[1], v})
 	}
-	for k, v := range a.Counts {
-		if !breach.Known(breach.KnownSeverities, k[1]) || !breach.Known(breach.KnownSources, k[0]) {
-			counts = append(counts, labelledValue{k[1], k[0], v})
+	for _, c := range a.Counts() {
+		switch c.Family {
+		case registry.AlertsBySeverity:
+			if !breach.Known(breach.KnownSeverities, c.Label) || !breach.Known(breach.KnownSources, c.Source) {
+				counts = append(counts, labelledValue{c.Label, c.Source, c.Value})
+			}
+		case registry.ExposedFields:
+			fields = append(fields, labelledValue{c.Label, c.Source, c.Value})
 		}
 	}
 	slices.SortFunc(counts, labelledValue.compare)
 	for _, t := range counts {
 		add(alerts, t.value, label{"severity", t.first}, label{"source", t.source})
 	}
-
-	fields := make([]labelledValue, 0, len(a.ExposedFields))
-	for k, v := range a.ExposedFields {
-		fields = append(fields, labelledValue{k[1], k[0], v})
-	}
 	slices.SortFunc(fields, labelledValue.compare)
 	for _, t := range fields {
 		add(alertExposedFields, t.value, label{"field", t.first}, label{"source", t.source})
 	}
-	for _, src := range sortedKeys(a.NewDatabases) {
-		add(alertNewDatabases, a.NewDatabases[src], label{"source", src})
+	// The counts are sorted by family, then source: in exposition order.
+	for _, c := range a.Counts() {
+		switch c.Family {
+		case registry.NewDatabases:
+			add(alertNewDatabases, c.Value, label{"source", c.Source})
+		case registry.NewPlaintext:
+			add(alertNewPlaintext, c.Value, label{"source", c.Source})
+		case registry.LastObserved:
+			add(alertLastObserved, c.Value, label{"source", c.Source})
+		}
 	}
-	for _, src := range sortedKeys(a.NewPlaintext) {
-		add(alertNewPlaintext, a.NewPlaintext[src], label{"source", src})
-	}
-	for _, src := range sortedKeys(a.LastObserved) {
-		add(alertLastObserved, unixSeconds(a.LastObserved[src]), label{"source", src})
-	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // distinctSources drops repeated feeds (the first wins) and sorts by name:

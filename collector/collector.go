@@ -158,12 +158,13 @@ func (c *Collector) render() rendering {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := make(map[string]*block, len(snap.Entries))
+	sc := newScratch()
 	for i := range snap.Entries {
 		e := &snap.Entries[i]
 		k := e.Address.Key()
 		b := c.cache[k]
 		if b == nil || b.version != e.Version {
-			b = renderBlock(e, c.webhook)
+			b = renderBlock(e, c.webhook, sc)
 		}
 		next[k] = b
 		r.blocks = append(r.blocks, b)

@@ -43,13 +43,35 @@ func appendSeries(b []byte, name string, v float64, labels ...label) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, l.name...)
-			b = append(b, `="`...)
-			b = appendEscaped(b, l.value)
-			b = append(b, '"')
+			b = appendLabel(b, l)
 		}
 		b = append(b, '}')
 	}
+	return appendValue(b, v)
+}
+
+// appendAddressSeries is appendSeries for a per-address series, whose
+// labels are the address and then more, without building their slice.
+func appendAddressSeries(b []byte, name string, v float64, address label, more ...label) []byte {
+	b = append(b, name...)
+	b = append(b, '{')
+	b = appendLabel(b, address)
+	for _, l := range more {
+		b = append(b, ',')
+		b = appendLabel(b, l)
+	}
+	b = append(b, '}')
+	return appendValue(b, v)
+}
+
+func appendLabel(b []byte, l label) []byte {
+	b = append(b, l.name...)
+	b = append(b, `="`...)
+	b = appendEscaped(b, l.value)
+	return append(b, '"')
+}
+
+func appendValue(b []byte, v float64) []byte {
 	b = append(b, ' ')
 	b = appendFloat(b, v)
 	return append(b, '\n')

@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
 // EventAlertCreated is the only event the spec defines today.
 const EventAlertCreated = "alert.created"
 
 // Alert is an accepted alert.created body (spec section 6). Values are as
-// the signed sender wrote them; their presence and types are checked, and
-// the address is a valid addr-spec.
+// the signed sender wrote them; only their presence and types are checked
+// here (the handler checks an address it does not watch).
 type Alert struct {
 	Event        string    `json:"event"`
 	Severity     string    `json:"severity"`
@@ -93,10 +91,6 @@ func parseBody(body []byte) (string, Alert, error) {
 	}
 	if w.Delta == nil {
 		return "", Alert{}, errors.New("missing field delta")
-	}
-	// The address may become a discovered one: polled, and a label value.
-	if !breach.ValidEmail(w.Address) {
-		return "", Alert{}, fmt.Errorf("address is not a valid email address of at most %d bytes", breach.MaxAddressBytes)
 	}
 	// The spec's shape is YYYY-MM-DDTHH:MM:SSZ; any RFC 3339 time (fraction,
 	// offset) is accepted as well since it is just as unambiguous.

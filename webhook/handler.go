@@ -13,6 +13,7 @@ package webhook
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -111,6 +112,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	}
 	if event != EventAlertCreated {
 		return h.ignore(w, r, outcomeUnknownEvent)
+	}
+	// An address not watched may become a discovered one: polled, and a
+	// label value. A watched one was checked when it came in.
+	if !h.registry.Watches(alert.Address) && !breach.ValidEmail(alert.Address) {
+		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed,
+			fmt.Sprintf("address is not a valid email address of at most %d bytes", breach.MaxAddressBytes))
 	}
 
 	now := h.clock.Now()

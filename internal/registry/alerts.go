@@ -1,20 +1,71 @@
 package registry
 
 import (
-	"maps"
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
-// Alerts are the counts of the accepted alerts for one address. A value
-// handed out is never modified: each alert builds a new one.
+// AlertFamily says which alert series an AlertCount belongs to.
+type AlertFamily uint8
+
+// The alert families, each a series per address and source (and label).
+const (
+	AlertsBySeverity AlertFamily = iota // breach_alerts_total; Label is the severity
+	NewDatabases                        // sum of len(delta.new_source_dbs)
+	ExposedFields                       // one per newly exposed field; Label is the field
+	NewPlaintext                        // alerts with delta.has_new_plaintext
+	LastObserved                        // the newest observed_at, Unix seconds
+)
+
+// AlertCount is one alert series of an address.
+type AlertCount struct {
+	Family AlertFamily
+	Source string
+	Label  string // severity or field; empty for the other families
+	Value  float64
+}
+
+func (a AlertCount) key() alertKey { return alertKey{a.Family, a.Source, a.Label} }
+
+type alertKey struct {
+	family        AlertFamily
+	source, label string
+}
+
+func (k alertKey) compare(o alertKey) int {
+	return cmp.Or(cmp.Compare(k.family, o.family), cmp.Compare(k.source, o.source), cmp.Compare(k.label, o.label))
+}
+
+// Alerts are the counts of the accepted alerts for one address, sorted by
+// family, source and label. A value handed out is never modified: each
+// alert builds a new one, one slice, so that a busy receiver allocates
+// little per alert.
 type Alerts struct {
-	Counts        map[[2]string]float64 // by {source, severity}: breach_alerts_total
-	NewDatabases  map[string]float64    // by source: sum of len(delta.new_source_dbs)
-	ExposedFields map[[2]string]float64 // by {source, field}
-	NewPlaintext  map[string]float64    // by source: alerts with delta.has_new_plaintext
-	LastObserved  map[string]time.Time  // by source: the newest observed_at
+	counts []AlertCount
+}
+
+// Counts returns the series in order; the caller must not modify them.
+func (a *Alerts) Counts() []AlertCount {
+	if a == nil {
+		return nil
+	}
+	return a.counts
+}
+
+// Value is one series' value and whether it exists.
+func (a *Alerts) Value(f AlertFamily, source, label string) (float64, bool) {
+	if a == nil {
+		return 0, false
+	}
+	k := alertKey{f, source, label}
+	i, ok := slices.BinarySearchFunc(a.counts, k, func(c AlertCount, k alertKey) int { return c.key().compare(k) })
+	if !ok {
+		return 0, false
+	}
+	return a.counts[i].Value, true
 }
 
 // AlertDelta is what one accepted alert adds. Its values are bounded here
@@ -98,34 +149,34 @@ func (r *Registry) Drop(key string) bool {
 // add returns a's counts plus d, leaving a as it was; with noSeverity the
 // alert is not counted by severity.
 func (a *Alerts) add(d AlertDelta, noSeverity bool) *Alerts {
-	n := &Alerts{}
-	if a != nil {
-		n.Counts = maps.Clone(a.Counts)
-		n.NewDatabases = maps.Clone(a.NewDatabases)
-		n.ExposedFields = maps.Clone(a.ExposedFields)
-		n.NewPlaintext = maps.Clone(a.NewPlaintext)
-		n.LastObserved = maps.Clone(a.LastObserved)
-	} else {
-		n.Counts = map[[2]string]float64{}
-		n.NewDatabases = map[string]float64{}
-		n.ExposedFields = map[[2]string]float64{}
-		n.NewPlaintext = map[string]float64{}
-		n.LastObserved = map[string]time.Time{}
-	}
+	n := &Alerts{counts: make([]AlertCount, len(a.Counts()), len(a.Counts())+4+len(d.ExposedFields))}
+	copy(n.counts, a.Counts())
 	if !noSeverity {
-		n.Counts[[2]string{d.Source, d.Severity}]++
+		n.update(AlertsBySeverity, d.Source, d.Severity, func(v float64) float64 { return v + 1 })
 	}
 	// Both series exist from the feed's first alert on, so that increase()
 	// sees their next change.
-	n.NewDatabases[d.Source] += float64(d.NewDatabases)
-	n.NewPlaintext[d.Source] += boolCount(d.NewPlaintext)
+	n.update(NewDatabases, d.Source, "", func(v float64) float64 { return v + float64(d.NewDatabases) })
+	n.update(NewPlaintext, d.Source, "", func(v float64) float64 { return v + boolCount(d.NewPlaintext) })
 	for _, f := range d.ExposedFields {
-		n.ExposedFields[[2]string{d.Source, f}]++
+		n.update(ExposedFields, d.Source, f, func(v float64) float64 { return v + 1 })
 	}
-	if !d.ObservedAt.IsZero() && d.ObservedAt.After(n.LastObserved[d.Source]) {
-		n.LastObserved[d.Source] = d.ObservedAt
+	if !d.ObservedAt.IsZero() {
+		observed := float64(d.ObservedAt.UnixMilli()) / 1000
+		n.update(LastObserved, d.Source, "", func(v float64) float64 { return max(v, observed) })
 	}
 	return n
+}
+
+// update sets one series to f of its value (0 when new), inserting it in
+// order. Only for an Alerts not handed out yet.
+func (a *Alerts) update(family AlertFamily, source, label string, f func(float64) float64) {
+	k := alertKey{family, source, label}
+	i, ok := slices.BinarySearchFunc(a.counts, k, func(c AlertCount, k alertKey) int { return c.key().compare(k) })
+	if !ok {
+		a.counts = slices.Insert(a.counts, i, AlertCount{Family: family, Source: source, Label: label})
+	}
+	a.counts[i].Value = f(a.counts[i].Value)
 }
 
 func boolCount(b bool) float64 {

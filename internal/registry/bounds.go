@@ -120,6 +120,9 @@ func (b *bounds) boundAlert(d AlertDelta) (bounded AlertDelta, ok, noSeverity bo
 // boundFields cuts field names to their cap and leaves out those past the
 // vocabulary; the input is not modified.
 func (b *bounds) boundFields(in []string) []string {
+	if len(in) == 0 {
+		return nil
+	}
 	out := make([]string, 0, len(in))
 	for _, f := range in {
 		f = breach.LabelValue(f, breach.MaxFieldBytes)

@@ -47,13 +47,19 @@ func TestUnknownValuesAreBoundedAndCounted(t *testing.T) {
 		r.RecordAlert("a@example.com", AlertDelta{Source: "index", Severity: fmt.Sprintf("sev%02d", i)})
 	}
 	e, _ = entry(t, r, "a@example.com")
-	if _, ok := e.Alerts.NewDatabases["feed99"]; ok {
+	if _, ok := e.Alerts.Value(NewDatabases, "feed99", ""); ok {
 		t.Error("an alert from a feed past the vocabulary was counted under the address")
 	}
-	if e.Alerts.Counts[[2]string{"feed00", "sev-new"}] != 1 {
+	if v, _ := e.Alerts.Value(AlertsBySeverity, "feed00", "sev-new"); v != 1 {
 		t.Error("an admitted feed's alert with a new severity was not counted")
 	}
-	if got := len(e.Alerts.Counts); got != MaxUnknownValues {
+	severities := 0
+	for _, c := range e.Alerts.Counts() {
+		if c.Family == AlertsBySeverity {
+			severities++
+		}
+	}
+	if got := severities; got != MaxUnknownValues {
 		t.Errorf("%d severity series, want %d: the 16 unknown severities", got, MaxUnknownValues)
 	}
 	dropped = r.Snapshot().Dropped
@@ -82,8 +88,10 @@ func TestLengthCapsAreTheSameOnBothPaths(t *testing.T) {
 	if len(src.Source) != breach.MaxSourceBytes || len(src.FieldsExposed[0]) != breach.MaxFieldBytes || len(src.SourceDBs[0]) != breach.MaxDatabaseBytes {
 		t.Fatalf("caps: source %d, field %d, database %d", len(src.Source), len(src.FieldsExposed[0]), len(src.SourceDBs[0]))
 	}
-	if e.Alerts.Counts[[2]string{src.Source, "info"}] != 1 || e.Alerts.ExposedFields[[2]string{src.Source, src.FieldsExposed[0]}] != 1 {
-		t.Errorf("the alert's source and field do not join the feed's: %+v", e.Alerts)
+	bySeverity, _ := e.Alerts.Value(AlertsBySeverity, src.Source, "info")
+	byField, _ := e.Alerts.Value(ExposedFields, src.Source, src.FieldsExposed[0])
+	if bySeverity != 1 || byField != 1 {
+		t.Errorf("the alert's source and field do not join the feed's: %+v", e.Alerts.Counts())
 	}
 }
 

@@ -137,10 +137,10 @@ func TestRecordAlertCountsAndQueues(t *testing.T) {
 		t.Error("the alerted address is not queued for a re-read")
 	}
 	al := a.Alerts
-	if al.Counts[[2]string{"combolist", "critical"}] != 2 || al.NewDatabases["combolist"] != 4 ||
-		al.ExposedFields[[2]string{"combolist", "hash"}] != 2 || al.NewPlaintext["combolist"] != 1 ||
-		!al.LastObserved["combolist"].Equal(at) {
-		t.Errorf("alert counts: %+v", al)
+	value := func(f AlertFamily, label string) float64 { v, _ := al.Value(f, "combolist", label); return v }
+	if value(AlertsBySeverity, "critical") != 2 || value(NewDatabases, "") != 4 || value(ExposedFields, "hash") != 2 ||
+		value(NewPlaintext, "") != 1 || value(LastObserved, "") != float64(at.Unix()) {
+		t.Errorf("alert counts: %+v", al.Counts())
 	}
 }
 
@@ -196,7 +196,7 @@ func TestSnapshotIsNotModifiedLater(t *testing.T) {
 	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"})
 	before, _ := entry(t, r, "alice@example.com")
 	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"})
-	if got := before.Alerts.Counts[[2]string{"index", "info"}]; got != 1 {
+	if got, _ := before.Alerts.Value(AlertsBySeverity, "index", "info"); got != 1 {
 		t.Errorf("a snapshot's count changed to %v after a later alert", got)
 	}
 }

@@ -32,6 +32,14 @@ func (r *Registry) Email(key string) (string, bool) {
 	return e.Address.Email, true
 }
 
+// Watches reports whether email (matched by breach.Key) is watched.
+func (r *Registry) Watches(email string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.entries[breach.Key(email)]
+	return ok
+}
+
 // Label returns the address label of a watched address, for logs.
 func (r *Registry) Label(key string) string {
 	r.mu.RLock()

@@ -21,9 +21,10 @@ func (s *Scheduler) Run(ctx context.Context) {
 		snap := s.config.Load()
 		s.updateCycle(snap)
 		now := s.clock.Now()
-		j, at := s.next(now, settingsOf(snap))
+		st := settingsOf(snap)
+		j, at := s.next(now, st)
 		if at.After(now) {
-			if !s.wait(ctx, at) {
+			if !s.wait(ctx, at, s.earliest(now, st)) {
 				return
 			}
 			// Re-plan even when the timer fired: a Refresh, a discovery or
@@ -34,25 +35,50 @@ func (s *Scheduler) Run(ctx context.Context) {
 	}
 }
 
-// wait blocks until the clock reaches until, or the registry changes. It
-// reports false when ctx is done.
-func (s *Scheduler) wait(ctx context.Context, until time.Time) bool {
+// wait blocks until the clock reaches until, and reports false when ctx is
+// done. A change of the registry (an alert, a discovery, a reload) may put
+// another request first, but none can go out before earliest: so a change
+// re-plans at once only when the budget is idle, and otherwise shortens the
+// wait to earliest and re-plans then, once, however many changes come in
+// between. A plan scans every address; one per change would make a burst
+// of alerts cost the square of the addresses.
+func (s *Scheduler) wait(ctx context.Context, until, earliest time.Time) bool {
 	// A change that came while a request was in flight is taken before
 	// starting the timer, so a wait never outlasts a change it missed.
 	select {
 	case <-s.registry.Changed():
-		return true
+		if !earliest.After(s.clock.Now()) {
+			return true
+		}
+		until = earlier(until, earliest)
 	default:
 	}
-	t := s.clock.NewTimer(s.clock.Until(until))
-	defer t.Stop()
-	select {
-	case <-t.Chan():
-	case <-s.registry.Changed():
-	case <-ctx.Done():
-		return false
+	for {
+		t := s.clock.NewTimer(s.clock.Until(until))
+		select {
+		case <-t.Chan():
+			return true
+		case <-s.registry.Changed():
+			t.Stop()
+			if !earliest.After(s.clock.Now()) {
+				return true
+			}
+			until = earlier(until, earliest)
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
 	}
-	return true
+}
+
+// earliest is when the next request may go out at the soonest: after the
+// spacing since the last one, and after any pause.
+func (s *Scheduler) earliest(now time.Time, st settings) time.Time {
+	earliest := later(now, s.pauseUntil)
+	if !s.lastSend.IsZero() {
+		earliest = later(earliest, s.lastSend.Add(spacing(st.rpm)))
+	}
+	return earliest
 }
 
 // next picks the request that should go out next and the earliest time it
@@ -61,10 +87,7 @@ func (s *Scheduler) wait(ctx context.Context, until time.Time) bool {
 // then /me when due, then the address read least recently once its interval
 // (or error backoff) has passed.
 func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
-	earliest := later(now, s.pauseUntil)
-	if !s.lastSend.IsZero() {
-		earliest = later(earliest, s.lastSend.Add(spacing(st.rpm)))
-	}
+	earliest := s.earliest(now, st)
 
 	if r := s.retry; r != nil {
 		if r.me {

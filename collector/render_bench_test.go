@@ -1,0 +1,32 @@
+package collector
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/registry"
+)
+
+// BenchmarkRenderBlock is the cost of rendering one fully populated address
+// (four feeds, every field, three databases, moved alert counters): what a
+// first scrape after a start pays per address.
+func BenchmarkRenderBlock(b *testing.B) {
+	reg := registry.New()
+	reg.Sync([]breach.Address{{Email: "user000001@example.com"}}, breach.LabelEmail, 0)
+	var sources []breach.SourceState
+	for k, s := range breach.KnownSources {
+		sources = append(sources, breach.SourceState{Source: s, BreachCount: int64(k + 3),
+			SourceDBs:     []string{fmt.Sprintf("%s-corpus-1", s), fmt.Sprintf("%s-corpus-2", s), fmt.Sprintf("%s-corpus-3", s)},
+			FieldsExposed: breach.KnownFields, HasPlaintextPassword: true, LastScannedAt: polled, LastChangedAt: changed})
+	}
+	reg.Answered(breach.Key("user000001@example.com"), breach.Verified, sources, polled)
+	reg.RecordAlert("user000001@example.com", registry.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2,
+		ExposedFields: []string{"password", "dob"}, NewPlaintext: true, ObservedAt: polled})
+	e := reg.Snapshot().Entries[0]
+	sc := newScratch()
+	b.ReportAllocs()
+	for b.Loop() {
+		renderBlock(&e, true, sc)
+	}
+}
