@@ -152,31 +152,31 @@ func (a *Alerts) add(d AlertDelta, noSeverity bool) *Alerts {
 	n := &Alerts{counts: make([]AlertCount, len(a.Counts()), len(a.Counts())+4+len(d.ExposedFields))}
 	copy(n.counts, a.Counts())
 	if !noSeverity {
-		n.update(AlertsBySeverity, d.Source, d.Severity, func(v float64) float64 { return v + 1 })
+		n.series(AlertsBySeverity, d.Source, d.Severity).Value++
 	}
 	// Both series exist from the feed's first alert on, so that increase()
 	// sees their next change.
-	n.update(NewDatabases, d.Source, "", func(v float64) float64 { return v + float64(d.NewDatabases) })
-	n.update(NewPlaintext, d.Source, "", func(v float64) float64 { return v + boolCount(d.NewPlaintext) })
+	n.series(NewDatabases, d.Source, "").Value += float64(d.NewDatabases)
+	n.series(NewPlaintext, d.Source, "").Value += boolCount(d.NewPlaintext)
 	for _, f := range d.ExposedFields {
-		n.update(ExposedFields, d.Source, f, func(v float64) float64 { return v + 1 })
+		n.series(ExposedFields, d.Source, f).Value++
 	}
 	if !d.ObservedAt.IsZero() {
-		observed := float64(d.ObservedAt.UnixMilli()) / 1000
-		n.update(LastObserved, d.Source, "", func(v float64) float64 { return max(v, observed) })
+		last := n.series(LastObserved, d.Source, "")
+		last.Value = max(last.Value, float64(d.ObservedAt.UnixMilli())/1000)
 	}
 	return n
 }
 
-// update sets one series to f of its value (0 when new), inserting it in
-// order. Only for an Alerts not handed out yet.
-func (a *Alerts) update(family AlertFamily, source, label string, f func(float64) float64) {
+// series returns one series, inserted in order at 0 when new. Only for an
+// Alerts not handed out yet; the pointer is good until the next insert.
+func (a *Alerts) series(family AlertFamily, source, label string) *AlertCount {
 	k := alertKey{family, source, label}
 	i, ok := slices.BinarySearchFunc(a.counts, k, func(c AlertCount, k alertKey) int { return c.key().compare(k) })
 	if !ok {
 		a.counts = slices.Insert(a.counts, i, AlertCount{Family: family, Source: source, Label: label})
 	}
-	a.counts[i].Value = f(a.counts[i].Value)
+	return &a.counts[i]
 }
 
 func boolCount(b bool) float64 {
