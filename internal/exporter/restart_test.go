@@ -206,7 +206,7 @@ func TestDamagedSnapshotNeverStopsAStart(t *testing.T) {
 		if _, err := os.Stat(path + ".corrupt"); err != nil {
 			t.Fatalf("a snapshot cut to %d bytes was not moved aside: %v", len(data), err)
 		}
-		if exp.registry.Discovered() != 0 {
+		if discoveredOf(exp) != 0 {
 			t.Fatal("a damaged snapshot restored a discovered address")
 		}
 	}
@@ -216,7 +216,7 @@ func TestDamagedSnapshotNeverStopsAStart(t *testing.T) {
 	}
 	exp, err := New(Options{ConfigFile: filepath.Join(dir, "config.yml"), Registerer: prometheus.NewRegistry(), Webhook: true,
 		StoragePath: storage, SnapshotInterval: time.Minute})
-	if err != nil || exp.registry.Discovered() != 1 {
-		t.Fatalf("the intact snapshot: %v, %d discovered", err, exp.registry.Discovered())
+	if err != nil || discoveredOf(exp) != 1 {
+		t.Fatalf("the intact snapshot: %v, %d discovered", err, discoveredOf(exp))
 	}
 }

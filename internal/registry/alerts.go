@@ -122,13 +122,6 @@ func (r *Registry) RecordAlert(email string, d AlertDelta) AlertOutcome {
 	return outcome
 }
 
-// Discovered is how many watched addresses came from alerts.
-func (r *Registry) Discovered() int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.discovered
-}
-
 // Drop stops watching a discovered address, with all its data: the service
 // says (404) it does not monitor it, so it was never a real address of the
 // account. A configured address is kept: the config asks for it.
