@@ -42,37 +42,29 @@ func Open(dir string, reg prometheus.Registerer, logger log.Logger) (*Store, err
 	if err := os.Remove(probe.Name()); err != nil {
 		return nil, err
 	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
 	s := &Store{
 		dir:    dir,
 		logger: logger,
-		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "breach_exporter_state_snapshot_last_successful",
-			Help: "1 when the last write of the state snapshot succeeded, else 0.",
-		}),
-		lastOKTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "breach_exporter_state_snapshot_last_success_timestamp_seconds",
-			Help: "When the state snapshot was last written (Unix seconds); 0 before the first write.",
-		}),
-		duration: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "breach_exporter_state_snapshot_duration_seconds",
-			Help: "How long the last write of the state snapshot took.",
-		}),
-		size: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "breach_exporter_state_snapshot_size_bytes",
-			Help: "Size of the last state snapshot written.",
-		}),
-		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "breach_exporter_state_snapshot_failures_total",
-			Help: "Writes of the state snapshot that failed.",
-		}),
-		loadFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "breach_exporter_state_load_failures_total",
-			Help: "State snapshots found at start that could not be read (unreadable, truncated, damaged or of an unknown version); each was moved aside and the exporter started empty.",
-		}),
-		restored: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "breach_exporter_state_restored_addresses",
-			Help: "Addresses restored from the state snapshot at start.",
-		}),
+		lastOK: gauge("breach_exporter_state_snapshot_last_successful",
+			"1 when the last write of the state snapshot succeeded, else 0."),
+		lastOKTime: gauge("breach_exporter_state_snapshot_last_success_timestamp_seconds",
+			"When the state snapshot was last written (Unix seconds); 0 before the first write."),
+		duration: gauge("breach_exporter_state_snapshot_duration_seconds",
+			"How long the last write of the state snapshot took."),
+		size: gauge("breach_exporter_state_snapshot_size_bytes",
+			"Size of the last state snapshot written."),
+		writeErrors: counter("breach_exporter_state_snapshot_failures_total",
+			"Writes of the state snapshot that failed."),
+		loadFailures: counter("breach_exporter_state_load_failures_total",
+			"State snapshots found at start that could not be read (unreadable, truncated, damaged or of an unknown version); each was moved aside and the exporter started empty."),
+		restored: gauge("breach_exporter_state_restored_addresses",
+			"Addresses restored from the state snapshot at start."),
 	}
 	// Until the first write, the last one did not fail.
 	s.lastOK.Set(1)
