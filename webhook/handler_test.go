@@ -583,16 +583,19 @@ func assertNoLabel(t *testing.T, f *fixture, value string) {
 // An alert for an address that is not watched and may not be discovered is
 // counted without an address label, by reason.
 func TestUntrackedAlerts(t *testing.T) {
+	untracked := func(t *testing.T, f *fixture, off, limit float64) {
+		t.Helper()
+		for reason, want := range map[string]float64{"discovery_off": off, "discovery_limit": limit} {
+			if got := f.sample("breach_webhook_alerts_untracked_total", "reason", reason); got != want {
+				t.Errorf("untracked{%s} = %v, want %v", reason, got, want)
+			}
+		}
+	}
 	t.Run("discovery off", func(t *testing.T) {
 		f := newFixture(t, settings{Addresses: []string{"alice@example.com"}, NoDiscovery: true})
 		f.expectOutcome(alertBody("for bob"), outcomeAccepted)
 		f.expectOutcome([]byte(validAlert), outcomeAccepted)
-		if got := f.sample("breach_webhook_alerts_untracked_total", "reason", "discovery_off"); got != 1 {
-			t.Errorf("untracked{discovery_off} = %v, want 1", got)
-		}
-		if got := f.sample("breach_webhook_alerts_untracked_total", "reason", "discovery_limit"); got != 0 {
-			t.Errorf("untracked{discovery_limit} = %v, want 0", got)
-		}
+		untracked(t, f, 1, 0)
 		if got := f.alertCount("alice@example.com", "combolist", "critical"); got != 1 {
 			t.Errorf("alice's count = %v, want 1", got)
 		}
@@ -607,12 +610,7 @@ func TestUntrackedAlerts(t *testing.T) {
 		f.expectOutcome(alertBodyFor("carol@example.com", "for carol"), outcomeAccepted)
 		f.expectOutcome(alertBody("for bob again"), outcomeAccepted)
 		f.expectOutcome([]byte(validAlert), outcomeAccepted)
-		if got := f.sample("breach_webhook_alerts_untracked_total", "reason", "discovery_limit"); got != 1 {
-			t.Errorf("untracked{discovery_limit} = %v, want 1", got)
-		}
-		if got := f.sample("breach_webhook_alerts_untracked_total", "reason", "discovery_off"); got != 0 {
-			t.Errorf("untracked{discovery_off} = %v, want 0", got)
-		}
+		untracked(t, f, 0, 1)
 		if got := f.alertCount("bob@example.com", "index", "warning"); got != 2 {
 			t.Errorf("bob's count = %v, want 2", got)
 		}
