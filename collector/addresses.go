@@ -62,6 +62,25 @@ func (a labelledValue) compare(b labelledValue) int {
 	return cmp.Or(cmp.Compare(a.first, b.first), cmp.Compare(a.source, b.source))
 }
 
+// blockWriter appends one address's series to its family's lines.
+type blockWriter struct {
+	lines [][]byte // per family index
+	addr  label
+}
+
+func (w *blockWriter) add(f *family, v float64, more ...label) {
+	w.lines[f.index] = appendAddressSeries(w.lines[f.index], f.name, v, w.addr, more...)
+}
+
+// addSorted sorts values into exposition order and adds them to f, whose
+// labels are address, first (named firstLabel) and source.
+func (w *blockWriter) addSorted(f *family, firstLabel string, values []labelledValue) {
+	slices.SortFunc(values, labelledValue.compare)
+	for _, t := range values {
+		w.add(f, t.value, label{firstLabel, t.first}, label{"source", t.source})
+	}
+}
+
 // scratch holds the buffers one render reuses from address to address, so
 // that rendering thousands of blocks does not grow thousands of buffers.
 type scratch struct {
@@ -75,30 +94,26 @@ func newScratch() *scratch { return &scratch{lines: make([][]byte, len(perAddres
 // renderBlock renders every per-address series of e; with alerts, the alert
 // series too.
 func renderBlock(e *registry.Entry, withAlerts bool, sc *scratch) *block {
-	lines := sc.lines
-	for i := range lines {
-		lines[i] = lines[i][:0]
+	for i := range sc.lines {
+		sc.lines[i] = sc.lines[i][:0]
 	}
-	addr := label{"address", e.Label}
-	add := func(f *family, v float64, more ...label) {
-		lines[f.index] = appendAddressSeries(lines[f.index], f.name, v, addr, more...)
-	}
+	w := &blockWriter{lines: sc.lines, addr: label{"address", e.Label}}
 
 	for _, st := range statesInOrder {
-		add(addressState, boolValue(st == e.State), label{"state", st})
+		w.add(addressState, boolValue(st == e.State), label{"state", st})
 	}
 	refreshed := 0.0
 	if !e.LastRefresh.IsZero() {
 		refreshed = unixSeconds(e.LastRefresh)
 	}
-	add(addressLastRefresh, refreshed)
+	w.add(addressLastRefresh, refreshed)
 
 	dbs, fields := sc.dbs[:0], sc.fields[:0]
 	for _, src := range distinctSources(e.Sources) {
 		source := label{"source", src.Source}
 		names := breach.Distinct(src.SourceDBs)
-		add(sourceBreaches, float64(src.BreachCount), source)
-		add(sourceDatabases, float64(len(names)), source)
+		w.add(sourceBreaches, float64(src.BreachCount), source)
+		w.add(sourceDatabases, float64(len(names)), source)
 		// The first MaxDatabasesPerFeed in name order; the registry counted
 		// the rest as dropped when the answer came.
 		if len(names) > registry.MaxDatabasesPerFeed {
@@ -106,9 +121,9 @@ func renderBlock(e *registry.Entry, withAlerts bool, sc *scratch) *block {
 			slices.Sort(names)
 			names = names[:registry.MaxDatabasesPerFeed]
 		}
-		add(sourcePlaintext, boolValue(src.HasPlaintextPassword), source)
-		add(sourceLastScanned, unixSeconds(src.LastScannedAt), source)
-		add(sourceLastChanged, unixSeconds(src.LastChangedAt), source)
+		w.add(sourcePlaintext, boolValue(src.HasPlaintextPassword), source)
+		w.add(sourceLastScanned, unixSeconds(src.LastScannedAt), source)
+		w.add(sourceLastChanged, unixSeconds(src.LastChangedAt), source)
 		for _, db := range names {
 			dbs = append(dbs, labelledValue{db, src.Source, 1})
 		}
@@ -125,17 +140,12 @@ func renderBlock(e *registry.Entry, withAlerts bool, sc *scratch) *block {
 		}
 	}
 	sc.dbs, sc.fields = dbs, fields
-	slices.SortFunc(dbs, labelledValue.compare)
-	for _, t := range dbs {
-		add(sourceDatabaseInfo, t.value, label{"database", t.first}, label{"source", t.source})
-	}
-	slices.SortFunc(fields, labelledValue.compare)
-	for _, t := range fields {
-		add(sourceFieldExposed, t.value, label{"field", t.first}, label{"source", t.source})
-	}
+	w.addSorted(sourceDatabaseInfo, "database", dbs)
+	w.addSorted(sourceFieldExposed, "field", fields)
 	if withAlerts {
-		renderAlerts(add, e.Alerts, sc)
+		renderAlerts(w, e.Alerts, sc)
 	}
+	lines := w.lines
 
 	b := &block{version: e.Version, label: e.Label, ends: make([]int, len(perAddress))}
 	n := 0
@@ -153,7 +163,7 @@ func renderBlock(e *registry.Entry, withAlerts bool, sc *scratch) *block {
 // renderAlerts renders an address's alert series: breach_alerts_total for
 // the known severities and sources always, the rest once an alert created
 // them.
-func renderAlerts(add func(*family, float64, ...label), a *registry.Alerts, sc *scratch) {
+func renderAlerts(w *blockWriter, a *registry.Alerts, sc *scratch) {
 	counts, fields := sc.counts[:0], sc.more[:0]
 	defer func() { sc.counts, sc.more = counts, fields }()
 	for _, k := range alertsFromStart {
@@ -170,23 +180,17 @@ func renderAlerts(add func(*family, float64, ...label), a *registry.Alerts, sc *
 			fields = append(fields, labelledValue{c.Label, c.Source, c.Value})
 		}
 	}
-	slices.SortFunc(counts, labelledValue.compare)
-	for _, t := range counts {
-		add(alerts, t.value, label{"severity", t.first}, label{"source", t.source})
-	}
-	slices.SortFunc(fields, labelledValue.compare)
-	for _, t := range fields {
-		add(alertExposedFields, t.value, label{"field", t.first}, label{"source", t.source})
-	}
+	w.addSorted(alerts, "severity", counts)
+	w.addSorted(alertExposedFields, "field", fields)
 	// The counts are sorted by family, then source: in exposition order.
 	for _, c := range a.Counts() {
 		switch c.Family {
 		case registry.NewDatabases:
-			add(alertNewDatabases, c.Value, label{"source", c.Source})
+			w.add(alertNewDatabases, c.Value, label{"source", c.Source})
 		case registry.NewPlaintext:
-			add(alertNewPlaintext, c.Value, label{"source", c.Source})
+			w.add(alertNewPlaintext, c.Value, label{"source", c.Source})
 		case registry.LastObserved:
-			add(alertLastObserved, c.Value, label{"source", c.Source})
+			w.add(alertLastObserved, c.Value, label{"source", c.Source})
 		}
 	}
 }
