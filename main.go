@@ -151,7 +151,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			name:   "webhook",
 			server: hookServer,
 			serve: func(l *slog.Logger) error {
-				return webhook.ServeLimited(hookServer, *hookAddress, *hookWebConfig, hookLimit, l)
+				return webhook.Serve(hookServer, *hookAddress, *hookWebConfig, hookLimit, l)
 			},
 		})
 	}

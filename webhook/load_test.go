@@ -22,7 +22,7 @@ import (
 
 // serveLoopback runs the webhook listener's real server (its timeouts and
 // limits included) on 127.0.0.1 until the test ends.
-func serveLoopback(t *testing.T, h http.Handler) string {
+func serveLoopback(t *testing.T, h *Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,12 +1,14 @@
 package webhook
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/internal/listen"
+	"github.com/prometheus/exporter-toolkit/web"
 )
 
 // HealthyPath answers 200 on the webhook listener, for load balancers.
@@ -30,11 +32,7 @@ const (
 // Paths are compared as received, without the redirects of
 // http.ServeMux's path cleaning: there is one right URL and it is in the
 // sender's configuration.
-func NewServer(h http.Handler, path string) *http.Server {
-	notFound := http.NotFound
-	if wh, ok := h.(*Handler); ok {
-		notFound = wh.serveNotFound // counted as outcome not_found
-	}
+func NewServer(h *Handler, path string) *http.Server {
 	router := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case path:
@@ -42,7 +40,7 @@ func NewServer(h http.Handler, path string) *http.Server {
 		case HealthyPath:
 			serveHealthy(w, r)
 		default:
-			notFound(w, r)
+			h.serveNotFound(w, r) // counted as outcome not_found
 		}
 	})
 	return &http.Server{
@@ -74,10 +72,25 @@ func serveHealthy(w http.ResponseWriter, r *http.Request) {
 // logger at debug level unless srv.ErrorLog is already set: on a public
 // port they are noise.
 //
-// It holds at most DefaultMaxConnections connections open; ServeLimited
-// takes the limit and the metrics that show it.
-func Serve(srv *http.Server, listenAddress, webConfigFile string, logger *slog.Logger) error {
-	return ServeLimited(srv, listenAddress, webConfigFile, listen.Limit{Name: "webhook", MaxConnections: DefaultMaxConnections}, logger)
+// It holds at most lim.MaxConnections connections open at once (see
+// package listen): a flood of idle connections waits in the kernel's queue
+// instead of taking the process's descriptors, and the listener recovers by
+// itself when the flood stops.
+func Serve(srv *http.Server, listenAddress, webConfigFile string, lim listen.Limit, logger *slog.Logger) error {
+	if listenAddress == "" {
+		// net.Listen would pick a random port on every interface.
+		return errors.New("webhook: empty listen address")
+	}
+	if srv.ErrorLog == nil {
+		srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
+	}
+	systemdSocket := false
+	flags := &web.FlagConfig{
+		WebListenAddresses: &[]string{listenAddress},
+		WebConfigFile:      &webConfigFile,
+		WebSystemdSocket:   &systemdSocket,
+	}
+	return listen.Serve(srv, flags, lim, logger)
 }
 
 // DefaultMaxConnections is --webhook.max-connections' default.

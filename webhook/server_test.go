@@ -14,11 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/internal/listen"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 func TestServerTimeouts(t *testing.T) {
-	srv := NewServer(http.NotFoundHandler(), "/webhook")
+	srv := NewServer(newFixture(t, settings{}).h, "/webhook")
 	if srv.ReadHeaderTimeout != 5*time.Second || srv.ReadTimeout != 10*time.Second ||
 		srv.WriteTimeout != 10*time.Second || srv.IdleTimeout != 60*time.Second || srv.MaxHeaderBytes != 16<<10 {
 		t.Fatalf("limits not as documented: %+v", srv)
@@ -83,7 +84,7 @@ func freeAddress(t *testing.T) string {
 func startServe(t *testing.T, srv *http.Server, addr, webConfig string) (stop func() error) {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- Serve(srv, addr, webConfig, slog.New(slog.DiscardHandler)) }()
+	go func() { done <- Serve(srv, addr, webConfig, testLimit, slog.New(slog.DiscardHandler)) }()
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -184,9 +185,13 @@ func TestServeWithBasicAuthWebConfig(t *testing.T) {
 	}
 }
 
+// testLimit is the default limit, without metrics.
+var testLimit = listen.Limit{Name: "webhook", MaxConnections: DefaultMaxConnections}
+
 func TestServeErrors(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
-	if err := Serve(NewServer(http.NotFoundHandler(), "/webhook"), "", "", logger); err == nil {
+	h := newFixture(t, settings{}).h
+	if err := Serve(NewServer(h, "/webhook"), "", "", testLimit, logger); err == nil {
 		t.Error("Serve accepted an empty listen address")
 	}
 
@@ -194,7 +199,7 @@ func TestServeErrors(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("tls_server_config: [\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := Serve(NewServer(http.NotFoundHandler(), "/webhook"), freeAddress(t), bad, logger); err == nil {
+	if err := Serve(NewServer(h, "/webhook"), freeAddress(t), bad, testLimit, logger); err == nil {
 		t.Error("Serve accepted an unparseable web config")
 	}
 
@@ -203,7 +208,7 @@ func TestServeErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	err = Serve(NewServer(http.NotFoundHandler(), "/webhook"), busy.Addr().String(), "", logger)
+	err = Serve(NewServer(h, "/webhook"), busy.Addr().String(), "", testLimit, logger)
 	var opErr *net.OpError
 	if !errors.As(err, &opErr) {
 		t.Errorf("Serve on a busy port = %v, want a listen error", err)

@@ -289,9 +289,4 @@ func (e *Exporter) MetricsHandler(registry prometheus.Gatherer) http.Handler {
 }
 
 // WebhookHandler is the receiver's handler, nil when it is off.
-func (e *Exporter) WebhookHandler() http.Handler {
-	if e.hook == nil {
-		return nil
-	}
-	return e.hook
-}
+func (e *Exporter) WebhookHandler() *webhook.Handler { return e.hook }
