@@ -97,6 +97,14 @@ func (h *Handler) Remembered() ([]Remembered, uint64) {
 	return out, d.changes
 }
 
+// RememberedChanges is the count Remembered returns, without copying the
+// bodies: a saver checks it first.
+func (h *Handler) RememberedChanges() uint64 {
+	h.dedup.mu.Lock()
+	defer h.dedup.mu.Unlock()
+	return h.dedup.changes
+}
+
 // Restore remembers bodies accepted before a restart, oldest first, so a
 // replay of one after the restart is a duplicate. Call it before serving.
 func (h *Handler) Restore(entries []Remembered) {

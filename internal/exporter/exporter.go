@@ -208,11 +208,12 @@ func (e *Exporter) Run(ctx context.Context) {
 	}
 }
 
-// changes returns what tells whether the state worth saving changed.
+// changes returns what tells whether the state worth saving changed; it
+// copies nothing.
 func (e *Exporter) changes() (generation, seen uint64) {
 	generation = e.registry.Generation()
 	if e.hook != nil {
-		_, seen = e.hook.Remembered()
+		seen = e.hook.RememberedChanges()
 	}
 	return generation, seen
 }
@@ -223,14 +224,15 @@ func (e *Exporter) Save() error {
 	if e.store == nil {
 		return nil
 	}
+	// Checked before anything is copied: most ticks find nothing new.
+	if generation, seen := e.changes(); generation == e.savedGeneration && seen == e.savedSeen {
+		return nil
+	}
 	st := persist.State{}
 	var generation, seen uint64
 	st.Registry, generation = e.registry.Save()
 	if e.hook != nil {
 		st.Seen, seen = e.hook.Remembered()
-	}
-	if generation == e.savedGeneration && seen == e.savedSeen {
-		return nil
 	}
 	if err := e.store.Save(st, e.clock.Now()); err != nil {
 		return err
