@@ -241,7 +241,7 @@ func TestCollectorRateLimitAndRemoval(t *testing.T) {
 	f := newFixture(breach.LabelEmail, false, emails("a@example.com", "b@example.com")...)
 	f.reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 0, HasRemaining: true, Reset: polled})
 	// A reload removed a@ and lowered the budget: one swap, one sync.
-	f.config.Swap(&config.Snapshot{Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 30}}})
+	f.config.Store(&config.Snapshot{Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 30}}})
 	f.reg.Sync(emails("b@example.com"), breach.LabelEmail, 1000)
 
 	want := `

@@ -316,7 +316,7 @@ func TestSecretsAreCopied(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, settings{})
-	f.config.Swap(snap)
+	f.config.Store(snap)
 	f.sync(snap)
 	testkit.WriteFile(t, filepath.Join(dir, "secret"), string(otherSecret))
 	f.expectOutcome([]byte(validAlert), outcomeAccepted)

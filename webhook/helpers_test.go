@@ -157,7 +157,7 @@ func newFixture(t testing.TB, s settings) *fixture {
 func (f *fixture) update(s settings) {
 	f.t.Helper()
 	snap := s.snapshot(f.t)
-	f.config.Swap(snap)
+	f.config.Store(snap)
 	f.sync(snap)
 }
 

@@ -93,8 +93,8 @@ func NewCurrent(s *Snapshot) *Current {
 // Load returns the snapshot in force.
 func (c *Current) Load() *Snapshot { return c.p.Load() }
 
-// Swap puts s in force and returns the snapshot it replaced.
-func (c *Current) Swap(s *Snapshot) *Snapshot { return c.p.Swap(s) }
+// Store puts s in force.
+func (c *Current) Store(s *Snapshot) { c.p.Store(s) }
 
 // TokenSource holds the API token and re-reads its file after a 401, so a
 // token rotated in the file is picked up without a restart or reload.

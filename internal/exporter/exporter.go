@@ -266,7 +266,7 @@ func (e *Exporter) reload() error {
 		level.Error(e.logger).Log("msg", "Config reload failed; keeping the previous config", "err", err)
 		return err
 	}
-	e.config.Swap(snap)
+	e.config.Store(snap)
 	e.syncRegistry(snap)
 	e.markReload(true)
 	level.Info(e.logger).Log("msg", "Config reloaded", "addresses", len(snap.Config.Addresses))

@@ -311,7 +311,7 @@ func (h *harness) add(email string) bool {
 // update reloads as the exporter does: one swap and one registry sync.
 func (h *harness) update(st Settings) {
 	h.t.Helper()
-	h.config.Swap(snapshot(st, &h.tokenReads))
+	h.config.Store(snapshot(st, &h.tokenReads))
 	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
 	h.park()
 }

@@ -608,7 +608,7 @@ func TestCycle(t *testing.T) {
 	// update reloads as the exporter does; the scheduler takes the new
 	// figures when it next plans.
 	update := func(st Settings) {
-		cur.Swap(snapshot(st, &tokenReads))
+		cur.Store(snapshot(st, &tokenReads))
 		reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, 1000)
 		s.updateCycle(cur.Load())
 	}
