@@ -2,7 +2,7 @@
 # shell), running as nonroot. Configuration and secrets are mounted files:
 #
 #   docker build \
-#     --build-arg VERSION="$(git describe --tags --always)" \
+#     --build-arg VERSION="$(cat VERSION)" \
 #     --build-arg REVISION="$(git rev-parse HEAD)" \
 #     --build-arg BRANCH="$(git rev-parse --abbrev-ref HEAD)" \
 #     --build-arg BUILD_USER="$(id -un)@$(hostname)" \

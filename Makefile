@@ -7,7 +7,10 @@ PROMTOOL  ?= promtool
 BIN       := breach_exporter
 SIMULATOR := breach_simulator
 PKG       := github.com/prometheus/common/version
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release's version: VERSION holds it (the image tag, the chart's
+# appVersion, the kustomize image and the README name the same one; a test
+# in examples/ checks that). A release is tagged v$(VERSION).
+VERSION   ?= $(shell cat VERSION)
 REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BRANCH    ?= $(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown)
 LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
@@ -15,7 +18,8 @@ LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
 .PHONY: all build test fmt-check vet staticcheck unit rules-check promtool demo e2e e2e-deps soak bench prometheusrule clean \
-        container container-deps container-test systemd-test kubernetes-test deploy-test
+        container container-deps container-test systemd-test kubernetes-test deploy-test \
+        release generate chart-generate chart-tools chart-test dashboards-check
 
 all: build
 
@@ -23,7 +27,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(SIMULATOR) ./examples/simulator
 
-test: promtool fmt-check vet staticcheck unit rules-check
+test: promtool fmt-check vet staticcheck unit rules-check dashboards-check
 
 # promtool comes from Debian's prometheus package; install it when missing.
 promtool:
@@ -47,7 +51,8 @@ staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./internal/e2e/
 
-# BREACH_REQUIRE_PROMTOOL makes the scrape test fail instead of skip without promtool.
+# BREACH_REQUIRE_PROMTOOL makes the promtool check of the golden expositions
+# fail instead of skip without promtool.
 unit:
 	BREACH_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 ./...
 
@@ -55,16 +60,63 @@ rules-check:
 	$(PROMTOOL) check rules alerts/breach_exporter.rules.yml
 	$(PROMTOOL) test rules alerts/breach_exporter.rules.test.yml
 
+# Every dashboard in dashboards/ type-checked against Grafana's own dashboard
+# types (@grafana/schema, pinned with TypeScript in dashboards/schema-check/
+# package-lock.json). Needs node and npm: installs Debian's nodejs and npm
+# packages with apt-get (as root) when either is missing, and says so.
+# npm ci runs again only when the lock file changes, the check only when a
+# dashboard or the check changes (a few seconds).
+SCHEMA_CHECK := dashboards/schema-check
+dashboards-check: $(SCHEMA_CHECK)/.generated/checked
+
+$(SCHEMA_CHECK)/node_modules/.package-lock.json: $(SCHEMA_CHECK)/package-lock.json
+	@{ command -v node && command -v npm; } >/dev/null 2>&1 || { \
+	  echo ">> node or npm not found: installing Debian's nodejs and npm packages (apt-get, needs root)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+	cd $(SCHEMA_CHECK) && npm ci --no-audit --no-fund --loglevel=error
+
+$(SCHEMA_CHECK)/.generated/checked: $(SCHEMA_CHECK)/node_modules/.package-lock.json $(SCHEMA_CHECK)/check.mjs $(wildcard dashboards/*.json)
+	cd $(SCHEMA_CHECK) && node check.mjs
+	@touch $@
+
 clean:
 	rm -f $(BIN) $(SIMULATOR)
+	rm -rf $(RELEASE_DIR)
+
+# Release tarballs, one per platform: the version-stamped binary, LICENSE,
+# README.md and an example config (examples/release/breach_exporter.yml),
+# under breach_exporter-$(VERSION).<os>-<arch>/, with sha256sums.txt, in
+# $(RELEASE_DIR) (gitignored). To release: move the CHANGELOG's Unreleased
+# entries under a new version heading, write that version to VERSION, run
+# `make generate` and `make release`, tag v$(VERSION).
+RELEASE_DIR       ?= .tarballs
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
+
+release:
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	@set -e; for p in $(RELEASE_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; name=$(BIN)-$(VERSION).$$os-$$arch; dir=$(RELEASE_DIR)/$$name; \
+	  echo ">> $$name"; mkdir -p $$dir; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$dir/$(BIN) .; \
+	  if [ "$$os/$$arch" = "$$($(GO) env GOOS)/$$($(GO) env GOARCH)" ]; then \
+	    $$dir/$(BIN) --version 2>&1 | grep -q "version $(VERSION) " || { echo "$$dir/$(BIN) --version does not name $(VERSION)"; exit 1; }; fi; \
+	  cp LICENSE README.md examples/release/breach_exporter.yml $$dir/; \
+	  tar -C $(RELEASE_DIR) --owner=0 --group=0 --numeric-owner -czf $$dir.tar.gz $$name; \
+	  rm -rf $$dir; \
+	done
+	cd $(RELEASE_DIR) && sha256sum *.tar.gz > sha256sums.txt && cat sha256sums.txt
 
 # The README's first command: simulator + exporter on loopback until Ctrl-C.
 demo: build
 	./examples/demo.sh
 
-# Regenerate the Kubernetes PrometheusRule from alerts/ (a test fails when stale).
-prometheusrule:
+# Regenerate what is copied from alerts/ and dashboards/: the kustomize
+# PrometheusRule and the Helm chart's rules and dashboards (a test fails
+# when any is stale). prometheusrule and chart-generate are other names for it.
+generate:
 	$(GO) run ./examples/kubernetes/gen
+
+prometheusrule chart-generate: generate
 
 # 60 s of real time: simulator sweeps and scrapes every second (CI runs it).
 soak:
@@ -81,7 +133,7 @@ e2e-deps:
 	@{ prometheus-alertmanager --version 2>&1 || alertmanager --version 2>&1; } | head -1
 
 e2e: e2e-deps
-	$(GO) test -race -tags e2e -count=1 -v -timeout 8m ./internal/e2e/
+	$(GO) test -race -tags e2e -count=1 -v -timeout 10m ./internal/e2e/
 
 # Benchmarks against baselines measured in the same run (about 2 minutes);
 # prints the table and writes bench/results.json. See bench/README.md.
@@ -95,7 +147,7 @@ bench:
 CONTAINER_ENGINE      ?= $(shell { docker info >/dev/null 2>&1 && echo docker; } || command -v podman 2>/dev/null)
 CONTAINER_BUILD_FLAGS ?=
 IMAGE                 ?= ghcr.io/breach-exporter/breach_exporter
-IMAGE_TAG             ?= $(VERSION)
+IMAGE_TAG             ?= v$(VERSION)
 
 container:
 	@test -n "$(CONTAINER_ENGINE)" || { echo "make container needs docker or podman"; exit 1; }
@@ -136,13 +188,60 @@ systemd-test:
 	@systemd-analyze --version | head -1
 	$(GO) test -tags systemd -count=1 -v ./internal/deploytest/
 
-# Builds examples/kubernetes with kustomize's library and decodes every object
-# strictly into its k8s.io/api or Prometheus Operator type, then checks the
-# image reference, resources, NetworkPolicy and ServiceMonitor labels. Its own
-# module keeps those dependencies out of go.mod. A few seconds once the
-# modules are downloaded.
-kubernetes-test:
-	cd examples/kubernetes/test && $(GO) test -count=1 -v ./...
+# Builds examples/kubernetes with kustomize's library and renders the Helm
+# chart with helm template (defaults and every ci/*-values.yaml), decodes
+# every object strictly into its k8s.io/api or Prometheus Operator type, then
+# checks the image reference, resources, security context, NetworkPolicy and
+# ServiceMonitor labels, and that the chart installs the kustomization's
+# image, config and rules. Its own module keeps those dependencies out of
+# go.mod. About 20 seconds once the modules and the tools are there.
+kubernetes-test: chart-tools
+	cd examples/kubernetes/test && HELM=$(HELM) $(GO) test -count=1 -v ./...
+
+# helm and helm-unittest, built from the Go module proxy at pinned versions
+# into TOOLS_BIN (outside the repository; nothing is installed system-wide
+# and no helm plugin directory is touched). helm-unittest's go.mod has a
+# replace directive, which `go install pkg@version` refuses, so it is built
+# in its downloaded (checksum-verified) module and run as a program, not as
+# a helm plugin. The first build takes a few minutes; later runs reuse it.
+TOOLS_BIN             ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/breach_exporter/bin
+HELM_VERSION          := v3.22.0
+HELM_UNITTEST_VERSION := v1.1.2
+HELM                  := $(TOOLS_BIN)/helm-$(HELM_VERSION)
+# What helm's own Makefile stamps in: its version, and the Kubernetes version
+# `helm template` and `helm lint` assume (1.<client-go's minor>; unstamped
+# it is 1.20, which the chart's kubeVersion refuses).
+HELM_K8S_MINOR        := 37
+HELM_LDFLAGS          := -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+                         -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 \
+                         -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR) \
+                         -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 \
+                         -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR)
+HELM_UNITTEST         := $(TOOLS_BIN)/helm-unittest-$(HELM_UNITTEST_VERSION)
+
+chart-tools: $(HELM) $(HELM_UNITTEST)
+
+$(HELM):
+	@echo ">> building helm $(HELM_VERSION) from the Go module proxy into $(TOOLS_BIN)"
+	@mkdir -p $(TOOLS_BIN)/.gobin
+	GOBIN=$(TOOLS_BIN)/.gobin CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(TOOLS_BIN)/.gobin/helm $@
+
+$(HELM_UNITTEST):
+	@echo ">> building helm-unittest $(HELM_UNITTEST_VERSION) from the Go module proxy into $(TOOLS_BIN)"
+	@mkdir -p $(TOOLS_BIN)
+	dir=$$($(GO) mod download -json github.com/helm-unittest/helm-unittest@$(HELM_UNITTEST_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  test -n "$$dir" && cd "$$dir" && CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/helm-unittest
+
+# The Helm chart: helm lint --strict with the defaults and every
+# ci/*-values.yaml, then the helm-unittest suites (charts/breach-exporter/tests).
+# kubernetes-test renders the same values files and decodes every object
+# strictly. A few seconds once the tools are built.
+CHART := charts/breach-exporter
+chart-test: chart-tools
+	$(HELM) lint --strict $(CHART)
+	@set -e; for f in $(CHART)/ci/*-values.yaml; do echo ">> helm lint --strict -f $$f"; $(HELM) lint --strict --quiet $(CHART) -f $$f; done
+	$(HELM_UNITTEST) --strict $(CHART)
 
 # The deployment files on real engines (CI runs it after make test).
-deploy-test: systemd-test kubernetes-test container-test
+deploy-test: systemd-test kubernetes-test chart-test container-test

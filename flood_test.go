@@ -1,10 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -23,10 +19,11 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
-// Bounds of the flood test (issue 10, "Done when").
+// Bounds of the flood test: the flood, and what the process must stay under.
 const (
 	floodConnections = 20_000
 	floodWorkers     = 2_000
+	floodClients     = 64 // source addresses 127.0.1.1 to 127.0.1.64
 	floodDialTimeout = time.Second
 	maxChildFDs      = 2_000
 	recoveryDeadline = 15 * time.Second
@@ -37,8 +34,9 @@ const (
 
 // TestWebhookFloodAgainstTheBinary builds breach_exporter and floods its
 // webhook port with 20,000 connections that each send GET /-/healthy and
-// then sit idle (the attack of issue 10, which took the process to 20,000
-// descriptors and made /metrics and signed webhooks time out). While the
+// then sit idle (an attack that, without a connection limit, takes the
+// process to 20,000 descriptors and makes /metrics and signed webhooks time
+// out). While the
 // flood lasts the process stays under 2,000 descriptors and /metrics
 // answers; once it stops, a signed alert is accepted within 15 s.
 func TestWebhookFloodAgainstTheBinary(t *testing.T) {
@@ -51,13 +49,7 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 	raiseFDLimit(t, floodRlimit)
 
 	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
-	api := newStandInAPI(t)
-	dir := t.TempDir()
-	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
-	testkit.WriteFile(t, filepath.Join(dir, "secret"), "flood-test-secret\n")
-	cfg := filepath.Join(dir, "breach_exporter.yml")
-	testkit.WriteFile(t, cfg, fmt.Sprintf("api:\n  base_url: %s\n  token_file: token\n"+
-		"addresses: [alice@example.com]\nwebhook:\n  secret_files: [secret]\n", api.BaseURL()))
+	cfg := receiverConfig(t, newStandInAPI(t), "flood-test-secret")
 	webAddr, hookAddr := freeAddress(t), freeAddress(t)
 
 	child := startBinary(t, bin, "--config.file", cfg, "--web.listen-address", webAddr,
@@ -78,12 +70,15 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 		flooding = make(chan struct{})
 	)
 	start := time.Now()
-	for range floodWorkers {
+	for w := range floodWorkers {
+		// From 64 addresses, so that the cap per client (16) leaves the
+		// listener's own limit to be reached.
+		d := net.Dialer{Timeout: floodDialTimeout, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+w%floodClients))}}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= floodConnections {
-				c, err := net.DialTimeout("tcp", hookAddr, floodDialTimeout)
+				c, err := d.Dial("tcp", hookAddr)
 				if errors.Is(err, syscall.EMFILE) {
 					ownLimit.Add(1)
 				}
@@ -121,7 +116,7 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 		}
 	}
 	floodTook := time.Since(start)
-	rss := residentKB(t, child.Process.Pid)
+	_, rss := peakKB(t, child.Process.Pid)
 	t.Logf("flood: %d connection attempts in %s, %d established, %d timed out or refused; child: at most %d descriptors, RSS %d kB; /metrics %d/%d answered",
 		floodConnections, floodTook.Round(time.Millisecond), len(conns), failed.Load(), maxFDs, rss, scrapes-badScrapes, scrapes)
 	if maxFDs >= maxChildFDs {
@@ -144,17 +139,11 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 	stopped := time.Now()
 	body := []byte(`{"event":"alert.created","severity":"critical","address":"alice@example.com","source":"combolist",` +
 		`"summary":"flood test","delta":{"new_source_dbs":["x"]},"observed_at":"` + time.Now().UTC().Format(time.RFC3339) + `"}`)
-	mac := hmac.New(sha256.New, []byte("flood-test-secret"))
-	mac.Write(body)
-	signature := "sha256=" + hex.EncodeToString(mac.Sum(nil))
 	hookClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	status, attempts := 0, 0
 	for time.Since(stopped) < recoveryDeadline && status != http.StatusNoContent {
 		attempts++
-		req, _ := http.NewRequest(http.MethodPost, "http://"+hookAddr+"/webhook", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Service-Signature", signature)
-		resp, err := hookClient.Do(req)
+		resp, err := hookClient.Do(signedRequest("http://"+hookAddr+"/webhook", "flood-test-secret", body))
 		if err != nil {
 			time.Sleep(100 * time.Millisecond) // retry interval
 			continue
@@ -268,21 +257,6 @@ func countFDs(t *testing.T, pid int) int {
 		t.Fatalf("reading the child's descriptors: %v", err)
 	}
 	return len(entries)
-}
-
-func residentKB(t *testing.T, pid int) int {
-	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		var kb int
-		if _, err := fmt.Sscanf(line, "VmRSS: %d kB", &kb); err == nil {
-			return kb
-		}
-	}
-	return 0
 }
 
 func openFilesLimit(t *testing.T, pid int) string {

@@ -48,13 +48,14 @@ func newMux(r reloader, metrics http.Handler, telemetryPath string) (*http.Serve
 	return mux, nil
 }
 
-// reloadHandler reloads on POST (or PUT) only: a GET from a crawler or a
-// browser prefetch must not change the running config. A failed reload
-// answers 500 with the reason and the old config stays in force.
+// reloadHandler reloads on POST only, as Prometheus and Alertmanager do: a
+// GET from a crawler or a browser prefetch, or any other method, must not
+// change the running config. A failed reload answers 500 with the reason
+// and the old config stays in force.
 func reloadHandler(r reloader) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodPost && req.Method != http.MethodPut {
-			w.Header().Set("Allow", "POST, PUT")
+		if req.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
 			http.Error(w, "Use POST to reload the configuration.", http.StatusMethodNotAllowed)
 			return
 		}

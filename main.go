@@ -25,11 +25,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
-	sloggokit "github.com/tjhop/slog-gokit"
 
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
 	"github.com/breach-exporter/breach_exporter/internal/listen"
+	"github.com/breach-exporter/breach_exporter/internal/logging"
 	"github.com/breach-exporter/breach_exporter/webhook"
 )
 
@@ -56,10 +56,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		hookPath      = app.Flag("webhook.path", "Path of the webhook endpoint on the webhook listener.").Default("/webhook").String()
 		webMaxConns   = app.Flag("web.max-connections", "Maximum number of connections each metrics listening address holds open at once; more wait until one closes.").Default("512").Int()
 		hookMaxConns  = app.Flag("webhook.max-connections", "Maximum number of connections the webhook listener holds open at once; more wait until one closes.").Default(strconv.Itoa(webhook.DefaultMaxConnections)).Int()
+		hookPerClient = app.Flag("webhook.max-connections-per-client", "Maximum number of connections one client (an IPv4 address or an IPv6 /64) holds open on the webhook listener; more are closed at once. Behind a reverse proxy every connection comes from the proxy: set it to --webhook.max-connections there.").Default(strconv.Itoa(webhook.DefaultMaxConnectionsPerClient)).Int()
 		storagePath   = app.Flag("storage.path", "Folder of the state snapshot, which keeps the cached answers, the schedule, discovered addresses and the webhook duplicate memory across restarts. Empty turns persistence off.").Default("data/").String()
 		snapInterval  = app.Flag("storage.snapshot-interval", "How often at most the state snapshot is written (only when something changed), besides once at shutdown.").Default("1m").Duration()
-		logLevel      = app.Flag("log.level", "Only log messages with the given severity or above.").Default("info").Enum("debug", "info", "warn", "error")
-		logFormat     = app.Flag("log.format", "Output format of log messages.").Default("logfmt").Enum("logfmt", "json")
+		logLevel      = app.Flag("log.level", "Only log messages with the given severity or above. One of: ["+strings.Join(logging.Levels, ", ")+"]").Default("info").Enum(logging.Levels...)
+		logFormat     = app.Flag("log.format", "Output format of log messages. One of: ["+strings.Join(logging.Formats, ", ")+"]").Default("logfmt").Enum(logging.Formats...)
 	)
 	app.Version(version.Print(name))
 	app.HelpFlag.Short('h')
@@ -70,8 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	base := newLogger(stderr, *logLevel, *logFormat)
-	logger := log.With(base, "caller", log.DefaultCaller)
+	logger, slogger := logging.New(stderr, *logLevel, *logFormat)
 	webhookOn := *hookAddress != ""
 	if webhookOn && (!strings.HasPrefix(*hookPath, "/") || *hookPath == webhook.HealthyPath) {
 		fmt.Fprintf(stderr, "%s: --webhook.path %q must start with / and differ from %s\n", name, *hookPath, webhook.HealthyPath)
@@ -82,15 +82,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: --web.max-connections and --webhook.max-connections must be at least 1\n", name)
 		return 2
 	}
+	if *hookPerClient < 1 || *hookPerClient > *hookMaxConns {
+		fmt.Fprintf(stderr, "%s: --webhook.max-connections-per-client must be between 1 and --webhook.max-connections (%d), got %d\n", name, *hookMaxConns, *hookPerClient)
+		return 2
+	}
 
 	if *configCheck {
 		// The start's own load path: file, token, secrets and HTTP client.
-		if _, err := config.LoadSnapshot(*configFile, config.LoadOptions{Webhook: webhookOn}); err != nil {
-			fmt.Fprintf(stderr, "%s: %s is invalid: %v\n", name, *configFile, err)
-			return 1
-		}
-		fmt.Fprintf(stdout, "%s: %s is valid\n", name, *configFile)
-		return 0
+		return checkConfig(*configFile, webhookOn, stdout, stderr)
 	}
 
 	level.Info(logger).Log("msg", "Starting "+name, "version", version.Info(), "build_context", version.BuildContext())
@@ -126,12 +125,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	// exporter-toolkit logs through slog; route it into the same go-kit stream,
-	// whose level filter applies (the handler adds its own caller). The slog
-	// side lets everything through for go-kit to filter.
-	passAll := new(slog.LevelVar)
-	passAll.Set(slog.LevelDebug)
-	slogger := slog.New(sloggokit.NewGoKitHandler(base, passAll))
 	mux, err := newMux(exp, exp.MetricsHandler(reg), *telemetryPath)
 	if err != nil {
 		level.Error(logger).Log("msg", "Cannot build the landing page", "err", err)
@@ -146,7 +139,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}}
 	if webhookOn {
 		hookServer := webhook.NewServer(exp.WebhookHandler(), *hookPath)
-		hookLimit := listen.Limit{Name: "webhook", MaxConnections: *hookMaxConns, Metrics: listenMetrics}
+		hookLimit := listen.Limit{Name: "webhook", MaxConnections: *hookMaxConns, PerClient: *hookPerClient, Metrics: listenMetrics}
 		servers = append(servers, &listener{
 			name:   "webhook",
 			server: hookServer,
@@ -190,11 +183,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	wg.Wait()
 	// The last snapshot, once nothing can change the state any more.
-	if err := exp.Save(); err != nil {
+	if err := exp.Close(); err != nil {
 		level.Error(logger).Log("msg", "State snapshot at shutdown failed; the previous one stays", "err", err)
 		code = 1
 	}
 	return code
+}
+
+// checkConfig is --config.check: every problem on its own line, then the
+// verdict.
+func checkConfig(file string, webhookOn bool, stdout, stderr io.Writer) int {
+	bundle, err := config.LoadBundle(file, config.LoadOptions{Webhook: webhookOn})
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s is invalid:\n%v\n", name, file, err)
+		return 1
+	}
+	for _, w := range bundle.Warnings {
+		fmt.Fprintf(stderr, "%s: warning: %s\n", name, w)
+	}
+	fmt.Fprintf(stdout, "%s: %s is valid\n", name, file)
+	return 0
 }
 
 type listener struct {
@@ -226,15 +234,4 @@ func reloadOnSIGHUP(ctx context.Context, exp *exporter.Exporter, logger log.Logg
 			}
 		}
 	}
-}
-
-func newLogger(w io.Writer, lvl, format string) log.Logger {
-	var logger log.Logger
-	if format == "json" {
-		logger = log.NewJSONLogger(log.NewSyncWriter(w))
-	} else {
-		logger = log.NewLogfmtLogger(log.NewSyncWriter(w))
-	}
-	logger = level.NewFilter(logger, level.Allow(level.ParseDefault(lvl, level.InfoValue())))
-	return log.With(logger, "ts", log.DefaultTimestampUTC)
 }

@@ -31,6 +31,9 @@ func keptLines(metrics string) []string {
 // written) and started again with the API unreachable: its first scrape
 // shows the same feed series and address states as before.
 func TestRestartOfTheBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and restarts it; runs without -short")
+	}
 	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
@@ -94,7 +97,7 @@ func snapshotHolds(t *testing.T, dir string, emails ...string) bool {
 		return false
 	}
 	answered := map[string]bool{}
-	for _, e := range st.Registry.Entries {
+	for _, e := range st.Watchlist.Entries {
 		answered[e.Address.Email] = !e.LastRefresh.IsZero()
 	}
 	for _, e := range emails {

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// Timeouts of the metrics listener. Before issue 10 it had only a header
-// timeout, so idle keep-alive connections stayed open for ever; with
-// --web.max-connections they would hold the slots a scrape needs.
+// Timeouts of the metrics listener. With a header timeout alone, idle
+// keep-alive connections would stay open for ever and, under
+// --web.max-connections, hold the slots a scrape needs.
 const (
 	webReadHeaderTimeout = 10 * time.Second
 	// A request here is a GET (or a bodiless POST to /-/reload): reading it

@@ -3,11 +3,13 @@ package alerts
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v2"
 
+	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -33,12 +35,16 @@ func mustRules(t *testing.T) []Rule {
 }
 
 // The README's sed one-liner retargets the rules only if every selector
-// carries exactly job="breach".
+// carries exactly job="breach". Every alert pages on the default families:
+// none reads a detail family, which the default does not serve.
 func TestEverySelectorCarriesTheJobSelector(t *testing.T) {
 	for _, r := range mustRules(t) {
 		for _, m := range metricRef.FindAllStringSubmatch(r.Expr, -1) {
 			if !testkit.IsContractMetric(m[1]) {
 				t.Errorf("%s: %s is not a metric of the exporter's contract", r.Name(), m[1])
+			}
+			if slices.Contains(config.DetailFamilies, m[1]) {
+				t.Errorf("%s: reads %s, a detail family the default does not serve", r.Name(), m[1])
 			}
 			if !strings.Contains(m[2], `job="breach"`) {
 				t.Errorf("%s: %s lacks the selector job=\"breach\"", r.Name(), m[0])

@@ -13,21 +13,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // The exporter as deployed: the built binary, receiver on, full state for
@@ -41,12 +37,12 @@ const ExporterPackage = "github.com/breach-exporter/breach_exporter"
 // database, two newly exposed fields and a new plaintext password.
 var deployedAlertFields = []string{"hash", "password"}
 
-// DeployedSeriesPerAddress is what the exporter serves per address with
-// the receiver on, full feed data and one alert: the feed series, the
-// pre-initialised breach_alerts_total pairs, and the alert's own series
-// (new databases, exposed fields, new plaintext, last observed).
-var DeployedSeriesPerAddress = SeriesPerAddress +
-	len(breach.KnownSeverities)*len(breach.KnownSources) + 1 + len(deployedAlertFields) + 1 + 1
+// DeployedSeriesPerAddress is what the exporter serves per address by
+// default with the receiver on, full feed data and one critical alert: the
+// state, last refresh and two news counters, per feed the breach count,
+// plaintext flag and last change, and breach_alerts_total for critical
+// alerts of every feed (the alert moves one of them).
+var DeployedSeriesPerAddress = 4 + 3*len(breach.KnownSources) + len(breach.KnownSources)
 
 // The two processes compared.
 const (
@@ -143,60 +139,18 @@ func BuildExporter(dir string) (string, error) {
 // o.Addresses addresses, moves every address's alert counters, scrapes it,
 // then hands its exposition to a baseline process and scrapes that.
 func MeasureDeployed(o DeployedOptions) (DeployedResult, error) {
-	res, _, err := measureDeployed(o)
-	return res, err
-}
-
-// measureDeployed also returns the exporter's uncompressed exposition.
-func measureDeployed(o DeployedOptions) (DeployedResult, []byte, error) {
 	n := o.Addresses
 	res := DeployedResult{Addresses: n}
 	if n < 1 || o.Scrapes < 2 {
-		return res, nil, errors.New("deployed: at least 1 address and 2 scrapes")
+		return res, errors.New("deployed: at least 1 address and 2 scrapes")
 	}
-	dir, err := os.MkdirTemp("", "breach-bench-deployed-")
+	rs, err := newRestoredSetup("breach-bench-deployed-", n, "")
 	if err != nil {
-		return res, nil, err
+		return res, err
 	}
-	defer os.RemoveAll(dir)
-	storage := filepath.Join(dir, "data")
-	creds := newCredentials()
-	emails := make([]string, n)
-	for i := range emails {
-		emails[i] = fmt.Sprintf("user%06d@example.com", i)
-	}
-
-	// The API is a loopback port nobody listens on: the state comes from
-	// the snapshot, and the scheduler's failed reads leave it alone.
-	closed, err := freeLoopbackAddress()
-	if err != nil {
-		return res, nil, err
-	}
-	setup := exporterSetup{baseURL: "http://" + closed + "/api/v1", emails: emails, requestsPerMinute: 55}
-	if err := writeExporterFiles(dir, setup, creds); err != nil {
-		return res, nil, err
-	}
-
-	// Full state for every address, written as the exporter writes it.
-	refreshed := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
-	saved := registry.Saved{Account: registry.Account{Plan: "pro"}, Entries: make([]registry.SavedEntry, n)}
-	for i, e := range emails {
-		at := refreshed.Add(time.Duration(i) * time.Millisecond)
-		saved.Entries[i] = registry.SavedEntry{Address: breach.Address{Email: e}, State: breach.Verified,
-			Sources: sourcesFor(i), LastRefresh: at, LastAttempt: at}
-	}
-	if err := os.Mkdir(storage, 0o700); err != nil {
-		return res, nil, err
-	}
-	start := time.Now()
-	data, err := persist.Encode(persist.State{Registry: saved}, time.Now())
-	if err == nil {
-		err = persist.Write(storage, data)
-	}
-	if err != nil {
-		return res, nil, fmt.Errorf("writing the snapshot: %w", err)
-	}
-	res.EncodeWriteSeconds = time.Since(start).Seconds()
+	defer os.RemoveAll(rs.dir)
+	dir, storage, creds, emails, refreshed := rs.dir, rs.storage, rs.creds, rs.emails, rs.refreshed
+	res.EncodeWriteSeconds = rs.encodeWrite.Seconds()
 
 	client := newScrapeClient()
 	defer client.CloseIdleConnections()
@@ -209,7 +163,7 @@ func measureDeployed(o DeployedOptions) (DeployedResult, []byte, error) {
 			p.kill()
 		}
 		if p, err = startExporterProcess(o.Exporter, dir, storage); err != nil {
-			return res, nil, err
+			return res, err
 		}
 		defer p.kill()
 		listening, start, err := p.waitRestored(client, emails, refreshed)
@@ -224,7 +178,7 @@ func measureDeployed(o DeployedOptions) (DeployedResult, []byte, error) {
 			res.ListeningSeconds = listening
 		}
 	}
-	fail := func(err error) (DeployedResult, []byte, error) { return p.fail(res, err) }
+	fail := func(err error) (DeployedResult, error) { return p.fail(res, err) }
 	cmd, exited, metricsURL, hook := p.cmd, p.exited, "http://"+p.web+"/metrics", p.hook
 
 	// Move every address's alert counters: one signed alert each.
@@ -284,8 +238,82 @@ func measureDeployed(o DeployedOptions) (DeployedResult, []byte, error) {
 	}
 	res.SnapshotBytes = after.Size()
 
-	res.Baseline, err = measureBaseline(client, o.Bench, dir, exposition, o.Scrapes)
-	return res, exposition, err
+	if res.Baseline, err = measureBaseline(client, o.Bench, dir, exposition, o.Scrapes); err != nil {
+		return res, err
+	}
+	if res.Baseline.AddressSeries != res.Ours.AddressSeries {
+		return res, fmt.Errorf("the baseline serves %d series with an address label, the exporter %d", res.Baseline.AddressSeries, res.Ours.AddressSeries)
+	}
+	return res, nil
+}
+
+// restoredSetup is a temporary folder holding what the built binary starts
+// from: its config (receiver on, the API at a loopback port nobody listens
+// on, so the state comes from the snapshot and the scheduler's failed reads
+// leave it alone), token, secret, and a snapshot of full state for every
+// address, written as the exporter writes it.
+type restoredSetup struct {
+	dir, storage string
+	creds        credentials
+	emails       []string
+	refreshed    time.Time     // address i was refreshed at refreshed + i ms
+	encodeWrite  time.Duration // persist.Encode and persist.Write of the snapshot
+}
+
+// newRestoredSetup writes it for n addresses, with more appended to the
+// config file; the caller removes dir.
+func newRestoredSetup(prefix string, n int, more string) (*restoredSetup, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	rs := &restoredSetup{dir: dir, storage: filepath.Join(dir, "data"), creds: newCredentials(), emails: make([]string, n)}
+	fail := func(err error) (*restoredSetup, error) {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	for i := range rs.emails {
+		rs.emails[i] = fmt.Sprintf("user%06d@example.com", i)
+	}
+	closed, err := freeLoopbackAddress()
+	if err != nil {
+		return fail(err)
+	}
+	setup := exporterSetup{baseURL: "http://" + closed + "/api/v1", emails: rs.emails, requestsPerMinute: 55}
+	if err := writeExporterFiles(dir, setup, rs.creds); err != nil {
+		return fail(err)
+	}
+	if more != "" {
+		f, err := os.OpenFile(filepath.Join(dir, "config.yml"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return fail(err)
+		}
+		_, err = f.WriteString(more)
+		if err = errors.Join(err, f.Close()); err != nil {
+			return fail(err)
+		}
+	}
+
+	rs.refreshed = time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	saved := watchlist.Saved{Account: watchlist.Account{Plan: "pro"}, Entries: make([]watchlist.SavedEntry, n)}
+	for i, e := range rs.emails {
+		at := rs.refreshed.Add(time.Duration(i) * time.Millisecond)
+		saved.Entries[i] = watchlist.SavedEntry{Address: breach.Address{Email: e}, State: breach.Verified,
+			Sources: sourcesFor(i), LastRefresh: at, LastAttempt: at}
+	}
+	if err := os.Mkdir(rs.storage, 0o700); err != nil {
+		return fail(err)
+	}
+	start := time.Now()
+	data, err := persist.Encode(persist.State{Watchlist: saved}, time.Now())
+	if err == nil {
+		err = persist.Write(rs.storage, data)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("writing the snapshot: %w", err))
+	}
+	rs.encodeWrite = time.Since(start)
+	return rs, nil
 }
 
 // exporterProcess is the exporter binary running on loopback ports.
@@ -336,9 +364,9 @@ func (p *exporterProcess) kill() {
 	}
 }
 
-func (p *exporterProcess) fail(res DeployedResult, err error) (DeployedResult, []byte, error) {
+func (p *exporterProcess) fail(res DeployedResult, err error) (DeployedResult, error) {
 	p.kill()
-	return res, nil, fmt.Errorf("%w\nexporter log:\n%s", err, p.logs.Bytes())
+	return res, fmt.Errorf("%w\nexporter log:\n%s", err, p.logs.Bytes())
 }
 
 // waitRestored times exec to /-/healthy answering and to the end of the
@@ -628,11 +656,17 @@ const BaselineChildCommand = "baseline-child"
 // measureBaseline starts the baseline process over exposition, on one
 // core, and scrapes it as the exporter was scraped.
 func measureBaseline(client *http.Client, exe, dir string, exposition []byte, scrapes int) (ProcessScrape, error) {
+	return measureChild(client, exe, BaselineChildCommand, ImplPromhttp, dir, exposition, scrapes)
+}
+
+// measureChild starts exe's child command over exposition, on one core,
+// and scrapes what it serves as impl.
+func measureChild(client *http.Client, exe, command, impl, dir string, exposition []byte, scrapes int) (ProcessScrape, error) {
 	file := filepath.Join(dir, "exposition.txt")
 	if err := os.WriteFile(file, exposition, 0o600); err != nil {
 		return ProcessScrape{}, err
 	}
-	cmd := exec.Command(exe, BaselineChildCommand, file)
+	cmd := exec.Command(exe, command, file)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -653,13 +687,13 @@ func measureBaseline(client *http.Client, exe, dir string, exposition []byte, sc
 	}()
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		return ProcessScrape{}, fmt.Errorf("%s: %w: %s", BaselineChildCommand, err, stderr.Bytes())
+		return ProcessScrape{}, fmt.Errorf("%s: %w: %s", command, err, stderr.Bytes())
 	}
 	url, ok := strings.CutPrefix(strings.TrimSpace(line), "serving ")
 	if !ok {
-		return ProcessScrape{}, fmt.Errorf("%s said %q", BaselineChildCommand, line)
+		return ProcessScrape{}, fmt.Errorf("%s said %q", command, line)
 	}
-	return measureProcess(client, ImplPromhttp, cmd.Process.Pid, url, scrapes)
+	return measureProcess(client, impl, cmd.Process.Pid, url, scrapes)
 }
 
 // ServeBaselineChild is the baseline process: the breach_* gauges and
@@ -681,20 +715,5 @@ func ServeBaselineChild(args []string, stdout io.Writer, stdin io.Reader) error 
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	exposition = nil
-	// Leave parsing out of the peak RSS: what stays is the vectors.
-	runtime.GC()
-	debug.FreeOSMemory()
-	os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // resets VmHWM; best effort
-
-	h := promhttp.HandlerFor(prometheus.Gatherers{reg}, promhttp.HandlerOpts{})
-	url, stop, err := serveLoopback(&http.Server{Handler: h})
-	if err != nil {
-		return err
-	}
-	defer stop()
-	if _, err := fmt.Fprintf(stdout, "serving %s/metrics\n", url); err != nil {
-		return err
-	}
-	io.Copy(io.Discard, stdin)
-	return nil
+	return serveChild(reg, stdout, stdin)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
@@ -46,6 +47,7 @@ type exporterSetup struct {
 	requestsPerMinute int
 	clock             clockwork.Clock // nil: real
 	webhook           bool
+	persist           bool // state folder on: the webhook journal syncs every accepted alert
 }
 
 // runningExporter is an exporter built from a config file in a temporary
@@ -68,6 +70,10 @@ func newExporter(s exporterSetup, creds credentials) (*runningExporter, error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	storage := ""
+	if s.persist {
+		storage = filepath.Join(dir, "data")
+	}
 	exp, err := exporter.New(exporter.Options{
 		ConfigFile: filepath.Join(dir, "config.yml"),
 		UserAgent:  "breach_exporter/bench",
@@ -75,6 +81,9 @@ func newExporter(s exporterSetup, creds credentials) (*runningExporter, error) {
 		Registerer: reg,
 		Clock:      s.clock,
 		Webhook:    s.webhook,
+		// On the machine's disk, as deployed: os.MkdirTemp's folder.
+		StoragePath:      storage,
+		SnapshotInterval: time.Minute,
 	})
 	if err != nil {
 		os.RemoveAll(dir)
@@ -107,7 +116,10 @@ func writeExporterFiles(dir string, s exporterSetup, creds credentials) error {
 	return nil
 }
 
-func (r *runningExporter) close() { os.RemoveAll(r.dir) }
+func (r *runningExporter) close() {
+	r.exp.Close()
+	os.RemoveAll(r.dir)
+}
 
 // run starts the exporter's Run; the function it returns stops it and waits.
 func (r *runningExporter) run() (stop func()) {

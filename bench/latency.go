@@ -41,7 +41,7 @@ const (
 // simulator on loopback. For each sample it waits until the exporter has
 // been idle for a request spacing, makes the simulator sweep until an
 // address changes, posts that change's signed alert and polls the
-// exporter's registry until the feed's last_changed gauge holds the
+// exporter's watchlist until the feed's last_changed gauge holds the
 // simulator's new value.
 func MeasureAlertLatency(addresses, samples int) (LatencyResult, error) {
 	res := LatencyResult{Addresses: addresses, RequestsPerMinute: latencyBudget}

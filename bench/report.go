@@ -114,6 +114,9 @@ type Report struct {
 	Deployed []DeployedResult `json:"deployed,omitempty"`
 	Budget   []BudgetResult   `json:"budget,omitempty"`
 	Latency  *LatencyResult   `json:"alert_latency,omitempty"`
+	// UserCost is a real Prometheus scraping the binary, default against
+	// every detail family.
+	UserCost *UserCostResult `json:"user_cost,omitempty"`
 }
 
 // Missed lists the figures whose goal does not hold.

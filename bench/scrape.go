@@ -29,12 +29,12 @@ import (
 	"github.com/breach-exporter/breach_exporter/collector"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // The two ways of holding the same series.
 const (
-	ImplCollector = "collector" // ours: the registry read by collector.Collector at scrape time
+	ImplCollector = "collector" // ours: the watchlist read by collector.Collector at scrape time
 	ImplGaugeVec  = "gaugevec"  // baseline: every series kept in client_golang GaugeVecs
 )
 
@@ -43,13 +43,16 @@ const (
 // for an address is present.
 const (
 	databasesPerFeed = 3
-	// SeriesPerAddress: per feed breaches, databases, one database_info per
-	// database, one field_exposed per field, plaintext, last scanned and
-	// last changed; per address four states and the last refresh.
-	SeriesPerAddress = 4*(2+databasesPerFeed+8+3) + 4 + 1
+	// SeriesPerAddress, with every detail family on: per feed breaches,
+	// databases, one database_info per database, one field_exposed per
+	// field, plaintext, last scanned and last changed; per address the
+	// state, the last refresh and the two news counters.
+	SeriesPerAddress = 4*(2+databasesPerFeed+8+3) + 4
 	// globalSeries: api_up, account_info, the three rate-limit gauges,
-	// budget, refresh cycle and the five bounded labels' drop counters.
-	globalSeries = 12
+	// budget, refresh cycle, the five bounded labels' drop counters, and
+	// the fleet aggregates (4 states, 4 feeds four times: breached,
+	// plaintext, open and handled, 8 fields x 4 feeds).
+	globalSeries = 12 + 4 + 4*4 + 8*4
 )
 
 // prometheusAccept is the Accept header Prometheus 3 sends by default
@@ -99,7 +102,10 @@ type scrapeSetup struct {
 
 func newScrapeSetup(n int) (*scrapeSetup, error) {
 	var yml strings.Builder
-	yml.WriteString("api:\n  base_url: http://127.0.0.1:1/api/v1\naddresses:\n")
+	// Every detail family: the collector-only figures are about rendering
+	// every series the collector can emit.
+	yml.WriteString("api:\n  base_url: http://127.0.0.1:1/api/v1\nmetrics:\n  detail_families: [" +
+		strings.Join(config.DetailFamilies, ", ") + "]\naddresses:\n")
 	for i := range n {
 		fmt.Fprintf(&yml, "  - user%06d@example.com\n", i)
 	}
@@ -139,12 +145,12 @@ func sourcesFor(i int) []breach.SourceState {
 	return sources
 }
 
-// collectorHandler is ours: the registry filled as the scheduler fills it,
+// collectorHandler is ours: the watchlist filled as the scheduler fills it,
 // and the collector's handler serving it as the exporter does
 // (exporter.MetricsHandler). The webhook receiver is off: these are the
 // collector's feed series alone.
 func (s *scrapeSetup) collectorHandler() http.Handler {
-	reg := registry.New()
+	reg := watchlist.New()
 	reg.Sync(s.cfg.Watched(), s.cfg.Labels.Address, 0)
 	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	for i, a := range s.cfg.Watched() {
@@ -153,7 +159,7 @@ func (s *scrapeSetup) collectorHandler() http.Handler {
 	reg.SetAccount("pro", true)
 	reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
 	reg.SetCycle(15 * time.Minute)
-	cur := config.NewCurrent(&config.Snapshot{Config: s.cfg})
+	cur := config.NewCurrent(&config.Bundle{Config: s.cfg})
 	return collector.NewHandler(collector.New(reg, cur, false), prometheus.NewRegistry(), log.NewNopLogger())
 }
 
@@ -253,6 +259,33 @@ func Render(impl string, n int) ([]byte, error) {
 		return nil, fmt.Errorf("scrape answered %d: %s", rec.Code, rec.Body)
 	}
 	return rec.Body.Bytes(), nil
+}
+
+// checkBaseline makes sure the GaugeVec baseline is a baseline: for n
+// addresses it serves exactly the collector's exposition, every series of
+// every feed included.
+func checkBaseline(n int) error {
+	ours, err := Render(ImplCollector, n)
+	if err != nil {
+		return err
+	}
+	baseline, err := Render(ImplGaugeVec, n)
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(ours, baseline) {
+		return fmt.Errorf("the %s baseline serves another exposition than the collector for %d addresses", ImplGaugeVec, n)
+	}
+	samples := 0
+	for line := range bytes.Lines(ours) {
+		if len(bytes.TrimSpace(line)) > 0 && line[0] != '#' {
+			samples++
+		}
+	}
+	if want := n*SeriesPerAddress + globalSeries; samples != want {
+		return fmt.Errorf("%d addresses serve %d samples, want %d", n, samples, want)
+	}
+	return nil
 }
 
 // MeasureScrape builds n addresses the impl way in this process and times

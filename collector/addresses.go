@@ -4,15 +4,16 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // block is one address's rendered lines: for each per-address family, its
 // lines in exposition order, data[ends[i-1]:ends[i]] for family index i.
 // A block is never modified once rendered.
 type block struct {
-	version uint64 // the registry entry's Version it renders
+	version uint64 // the watchlist entry's Version it renders
 	label   string
 	data    []byte
 	ends    []int
@@ -36,16 +37,14 @@ func sorted(values []string) []string {
 
 var (
 	statesInOrder = sorted(breach.States)
-	fieldsInOrder = sorted(breach.KnownFields)
 	// The pairs breach_alerts_total has from the start, {severity, source}
-	// in label order: BreachCriticalAlertReceived and the dashboards take
-	// increase() of it, which does not see a series' first value.
+	// in label order: BreachCriticalAlertReceived takes increase() of the
+	// critical ones, which does not see a series' first value. The other
+	// severities come with their first alert.
 	alertsFromStart = func() [][2]string {
 		var out [][2]string
-		for _, sev := range sorted(breach.KnownSeverities) {
-			for _, src := range sorted(breach.KnownSources) {
-				out = append(out, [2]string{sev, src})
-			}
+		for _, src := range sorted(breach.KnownSources) {
+			out = append(out, [2]string{breach.Critical, src})
 		}
 		return out
 	}()
@@ -62,19 +61,26 @@ func (a labelledValue) compare(b labelledValue) int {
 	return cmp.Or(cmp.Compare(a.first, b.first), cmp.Compare(a.source, b.source))
 }
 
-// blockWriter appends one address's series to its family's lines.
+// blockWriter appends one address's series to its family's lines, those
+// of the families served (on, by family index) only.
 type blockWriter struct {
 	lines [][]byte // per family index
 	addr  label
+	on    []bool
 }
 
 func (w *blockWriter) add(f *family, v float64, more ...label) {
-	w.lines[f.index] = appendAddressSeries(w.lines[f.index], f.name, v, w.addr, more...)
+	if w.on[f.index] {
+		w.lines[f.index] = appendAddressSeries(w.lines[f.index], f.name, v, w.addr, more...)
+	}
 }
 
 // addSorted sorts values into exposition order and adds them to f, whose
 // labels are address, first (named firstLabel) and source.
 func (w *blockWriter) addSorted(f *family, firstLabel string, values []labelledValue) {
+	if !w.on[f.index] {
+		return
+	}
 	slices.SortFunc(values, labelledValue.compare)
 	for _, t := range values {
 		w.add(f, t.value, label{firstLabel, t.first}, label{"source", t.source})
@@ -91,50 +97,52 @@ type scratch struct {
 
 func newScratch() *scratch { return &scratch{lines: make([][]byte, len(perAddress))} }
 
-// renderBlock renders every per-address series of e; with alerts, the alert
-// series too.
-func renderBlock(e *registry.Entry, withAlerts bool, sc *scratch) *block {
+// renderBlock renders the served (on) per-address series of e, with the
+// acknowledgements acks; with alerts, the alert series too.
+func renderBlock(e *watchlist.Entry, acks *acknowledge.Set, withAlerts bool, on []bool, sc *scratch) *block {
 	for i := range sc.lines {
 		sc.lines[i] = sc.lines[i][:0]
 	}
-	w := &blockWriter{lines: sc.lines, addr: label{"address", e.Label}}
+	w := &blockWriter{lines: sc.lines, addr: label{"address", e.Label}, on: on}
 
-	for _, st := range statesInOrder {
-		w.add(addressState, boolValue(st == e.State), label{"state", st})
-	}
+	w.add(addressState, 1, label{"state", e.State})
 	refreshed := 0.0
 	if !e.LastRefresh.IsZero() {
 		refreshed = unixSeconds(e.LastRefresh)
 	}
 	w.add(addressLastRefresh, refreshed)
+	// At 0 from the first scrape: the exposure rules take increase().
+	w.add(addressNewDatabases, e.News.NewDatabases)
+	w.add(addressNewSensitive, e.News.SensitiveFields)
 
 	dbs, fields := sc.dbs[:0], sc.fields[:0]
+	key := e.Address.Key()
 	for _, src := range distinctSources(e.Sources) {
 		source := label{"source", src.Source}
-		names := breach.Distinct(src.SourceDBs)
-		w.add(sourceBreaches, float64(src.BreachCount), source)
-		w.add(sourceDatabases, float64(len(names)), source)
-		// The first MaxDatabasesPerFeed in name order; the registry counted
-		// the rest as dropped when the answer came.
-		if len(names) > registry.MaxDatabasesPerFeed {
-			names = slices.Clone(names)
-			slices.Sort(names)
-			names = names[:registry.MaxDatabasesPerFeed]
+		if a, ok := acks.For(key, src.Source); ok {
+			w.add(sourceAcknowledged, unixSeconds(a.HandledAt), source, label{"by", a.By}, label{"comment", a.Comment})
 		}
+		w.add(sourceBreaches, float64(src.BreachCount), source)
 		w.add(sourcePlaintext, boolValue(src.HasPlaintextPassword), source)
 		w.add(sourceLastScanned, unixSeconds(src.LastScannedAt), source)
 		w.add(sourceLastChanged, unixSeconds(src.LastChangedAt), source)
-		for _, db := range names {
-			dbs = append(dbs, labelledValue{db, src.Source, 1})
+		if on[sourceDatabases.index] || on[sourceDatabaseInfo.index] {
+			names := breach.Distinct(src.SourceDBs)
+			w.add(sourceDatabases, float64(len(names)), source)
+			// The first MaxDatabasesPerFeed in name order; the watchlist
+			// counted the rest as dropped when the answer came.
+			if len(names) > watchlist.MaxDatabasesPerFeed {
+				slices.Sort(names)
+				names = names[:watchlist.MaxDatabasesPerFeed]
+			}
+			for _, db := range names {
+				dbs = append(dbs, labelledValue{db, src.Source, 1})
+			}
 		}
-		// Every known field is always present so that "became exposed" is a
-		// 0 -> 1 change rather than a series appearing; unknown ones follow.
-		// A feed lists a handful of fields: a scan beats a map.
-		for _, f := range fieldsInOrder {
-			fields = append(fields, labelledValue{f, src.Source, boolValue(slices.Contains(src.FieldsExposed, f))})
-		}
+		// Only the exposed categories: "became exposed" is a series
+		// appearing, which only dashboards read.
 		for i, f := range src.FieldsExposed {
-			if !breach.Known(breach.KnownFields, f) && !slices.Contains(src.FieldsExposed[:i], f) {
+			if !slices.Contains(src.FieldsExposed[:i], f) {
 				fields = append(fields, labelledValue{f, src.Source, 1})
 			}
 		}
@@ -161,22 +169,22 @@ func renderBlock(e *registry.Entry, withAlerts bool, sc *scratch) *block {
 }
 
 // renderAlerts renders an address's alert series: breach_alerts_total for
-// the known severities and sources always, the rest once an alert created
-// them.
-func renderAlerts(w *blockWriter, a *registry.Alerts, sc *scratch) {
+// critical alerts of the known sources always, the rest once an alert
+// created them.
+func renderAlerts(w *blockWriter, a *watchlist.Alerts, sc *scratch) {
 	counts, fields := sc.counts[:0], sc.more[:0]
 	defer func() { sc.counts, sc.more = counts, fields }()
 	for _, k := range alertsFromStart {
-		v, _ := a.Value(registry.AlertsBySeverity, k[1], k[0])
+		v, _ := a.Value(watchlist.AlertsBySeverity, k[1], k[0])
 		counts = append(counts, labelledValue{k[0], k[1], v})
 	}
 	for _, c := range a.Counts() {
 		switch c.Family {
-		case registry.AlertsBySeverity:
-			if !breach.Known(breach.KnownSeverities, c.Label) || !breach.Known(breach.KnownSources, c.Source) {
+		case watchlist.AlertsBySeverity:
+			if !slices.Contains(alertsFromStart, [2]string{c.Label, c.Source}) {
 				counts = append(counts, labelledValue{c.Label, c.Source, c.Value})
 			}
-		case registry.ExposedFields:
+		case watchlist.ExposedFields:
 			fields = append(fields, labelledValue{c.Label, c.Source, c.Value})
 		}
 	}
@@ -185,11 +193,11 @@ func renderAlerts(w *blockWriter, a *registry.Alerts, sc *scratch) {
 	// The counts are sorted by family, then source: in exposition order.
 	for _, c := range a.Counts() {
 		switch c.Family {
-		case registry.NewDatabases:
+		case watchlist.NewDatabases:
 			w.add(alertNewDatabases, c.Value, label{"source", c.Source})
-		case registry.NewPlaintext:
+		case watchlist.NewPlaintext:
 			w.add(alertNewPlaintext, c.Value, label{"source", c.Source})
-		case registry.LastObserved:
+		case watchlist.LastObserved:
 			w.add(alertLastObserved, c.Value, label{"source", c.Source})
 		}
 	}

@@ -1,4 +1,4 @@
-// Package collector turns the registry's per-address state (the API's cached
+// Package collector turns the watchlist's per-address state (the API's cached
 // answers and the counts of accepted alerts) into the exposition served at
 // /metrics. It never calls the breach API: a scrape costs no request budget,
 // however many Prometheus servers scrape and however often.
@@ -14,8 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 const cached = " Served from the exporter's cache; a scrape never calls the API."
@@ -27,6 +28,9 @@ type family struct {
 	// index is the family's place in a block; -1 for families that are not
 	// per address.
 	index int
+	// detail: a per-address family served only when
+	// metrics.detail_families names it (config.DetailFamilies).
+	detail bool
 }
 
 var families []*family // every family, sorted by name
@@ -34,8 +38,8 @@ var families []*family // every family, sorted by name
 // perAddress are the families with an address label, in block order.
 var perAddress []*family
 
-func newFamily(name, help, typ string, perAddr bool) *family {
-	f := &family{name: name, header: familyHeader(name, help, typ), index: -1}
+func newFamily(name, help, typ string, perAddr, detail bool) *family {
+	f := &family{name: name, header: familyHeader(name, help, typ), index: -1, detail: detail}
 	if perAddr {
 		f.index = len(perAddress)
 		perAddress = append(perAddress, f)
@@ -45,43 +49,75 @@ func newFamily(name, help, typ string, perAddr bool) *family {
 	return f
 }
 
-func gauge(name, help string) *family        { return newFamily(name, help, "gauge", false) }
-func addressGauge(name, help string) *family { return newFamily(name, help, "gauge", true) }
+func gauge(name, help string) *family        { return newFamily(name, help, "gauge", false, false) }
+func addressGauge(name, help string) *family { return newFamily(name, help, "gauge", true, false) }
 func addressCounter(name, help string) *family {
-	return newFamily(name, help, "counter", true)
+	return newFamily(name, help, "counter", true, false)
 }
+func detailGauge(name, help string) *family   { return newFamily(name, help, "gauge", true, true) }
+func detailCounter(name, help string) *family { return newFamily(name, help, "counter", true, true) }
+
+const sensitive = " Sensitive are the categories the service keeps encrypted: password, dob, address, phone."
 
 var (
-	sourceBreaches = addressGauge("breach_source_breaches",
-		"breach_count reported by the feed for the address."+cached)
-	sourceDatabases = addressGauge("breach_source_databases",
-		"Number of distinct breach databases or combolists the feed lists for the address."+cached)
-	sourceDatabaseInfo = addressGauge("breach_source_database_info",
-		"1 for each breach database or combolist the feed lists for the address."+cached)
-	sourceFieldExposed = addressGauge("breach_source_field_exposed",
-		"1 when the feed found this category of value exposed alongside the address, else 0."+cached)
-	sourcePlaintext = addressGauge("breach_source_plaintext_password",
-		"1 when the feed found a plaintext password for the address, else 0."+cached)
-	sourceLastScanned = addressGauge("breach_source_last_scanned_timestamp_seconds",
-		"When the feed last scanned the address (Unix seconds)."+cached)
-	sourceLastChanged = addressGauge("breach_source_last_changed_timestamp_seconds",
-		"When the feed last saw the address's state change (Unix seconds); a change is what triggers an alert."+cached)
+	// The default per address: what the product promises and what the
+	// shipped rules read.
 	addressState = addressGauge("breach_address_state",
-		"1 for the address's current state (pending, verified, unverified, not_monitored), 0 for the others."+cached)
+		"The address's current state (pending, verified, unverified, not_monitored), always 1: one series per address."+cached)
 	addressLastRefresh = addressGauge("breach_address_last_refresh_timestamp_seconds",
 		"Last time the API answered for the address with 200, 403 or 404 (Unix seconds); 0 before the first answer."+cached)
-
-	// The webhook's per-address series, with the receiver on.
+	addressNewDatabases = addressCounter("breach_address_new_databases_total",
+		"Breach databases or combolists a feed listed for the address that its previous answer did not, counted since the exporter started; a first scan is not counted.")
+	addressNewSensitive = addressCounter("breach_address_newly_exposed_sensitive_fields_total",
+		"Sensitive field categories a feed found exposed for the address that its previous answer did not, counted since the exporter started; a first scan is not counted."+sensitive)
+	sourceBreaches = addressGauge("breach_source_breaches",
+		"breach_count reported by the feed for the address."+cached)
+	sourcePlaintext = addressGauge("breach_source_plaintext_password",
+		"1 when the feed found a plaintext password for the address, else 0."+cached)
+	sourceLastChanged = addressGauge("breach_source_last_changed_timestamp_seconds",
+		"When the feed last saw the address's state change (Unix seconds); a change is what triggers an alert."+cached)
+	// Where acknowledgements_file covers a feed the API lists for the
+	// address: BreachPlaintextPasswordExposed compares it with
+	// breach_source_last_changed_timestamp_seconds, the dashboards show who
+	// and why. One series carries both, so an acknowledged feed costs one.
+	sourceAcknowledged = addressGauge("breach_source_acknowledged_timestamp_seconds",
+		"handled_at of the acknowledgement in force for the address and feed (Unix seconds): what the feed reported up to then is handled. by and comment are the acknowledgement's; absent where none covers the feed.")
+	// The webhook's per-address counter, with the receiver on.
 	alerts = addressCounter("breach_alerts_total",
 		"Accepted alert.created webhooks.")
-	alertNewDatabases = addressCounter("breach_alert_new_databases_total",
+
+	// Detail per address (metrics.detail_families).
+	sourceDatabases = detailGauge("breach_source_databases",
+		"Number of distinct breach databases or combolists the feed lists for the address."+cached)
+	sourceDatabaseInfo = detailGauge("breach_source_database_info",
+		"1 for each breach database or combolist the feed lists for the address."+cached)
+	sourceFieldExposed = detailGauge("breach_source_field_exposed",
+		"1 for each category of value the feed found exposed alongside the address; categories not exposed have no series."+cached)
+	sourceLastScanned = detailGauge("breach_source_last_scanned_timestamp_seconds",
+		"When the feed last scanned the address (Unix seconds)."+cached)
+	alertNewDatabases = detailCounter("breach_alert_new_databases_total",
 		"Source databases reported as new by accepted alerts (sum of len(delta.new_source_dbs)).")
-	alertExposedFields = addressCounter("breach_alert_exposed_fields_total",
+	alertExposedFields = detailCounter("breach_alert_exposed_fields_total",
 		"Newly exposed field categories reported by accepted alerts, one per entry of delta.newly_exposed_fields.")
-	alertNewPlaintext = addressCounter("breach_alert_new_plaintext_passwords_total",
+	alertNewPlaintext = detailCounter("breach_alert_new_plaintext_passwords_total",
 		"Accepted alerts whose delta introduced a new plaintext password.")
-	alertLastObserved = addressGauge("breach_alert_last_observed_timestamp_seconds",
+	alertLastObserved = detailGauge("breach_alert_last_observed_timestamp_seconds",
 		"observed_at of the newest accepted alert, as a Unix time.")
+
+	// The fleet: no address label, bounded by the spec's enums (and the
+	// watchlist's bound on values outside them).
+	fleetStates = gauge("breach_addresses",
+		"Watched addresses by state."+cached)
+	fleetBreached = gauge("breach_addresses_breached",
+		"Verified addresses the feed reports a breach_count above 0 for."+cached)
+	fleetPlaintext = gauge("breach_addresses_plaintext_password",
+		"Verified addresses the feed found a plaintext password for."+cached)
+	fleetPlaintextOpen = gauge("breach_addresses_plaintext_password_open",
+		"Verified addresses whose plaintext password exposure in the feed is open: reported, and changed after the acknowledgement's handled_at or not acknowledged.")
+	fleetPlaintextHandled = gauge("breach_addresses_plaintext_password_handled",
+		"Verified addresses whose plaintext password exposure in the feed is handled: an acknowledgement's handled_at is at or after the feed's last change.")
+	fleetFieldExposed = gauge("breach_addresses_field_exposed",
+		"Verified addresses the feed found this category of value exposed for."+cached)
 
 	accountInfo = gauge("breach_account_info",
 		"The account's plan as last reported by /me; absent until /me has answered once."+cached)
@@ -98,23 +134,25 @@ var (
 	refreshCycle = gauge("breach_refresh_cycle_seconds",
 		"How long one full round of all addresses takes at the current budget.")
 	labelValuesDropped = newFamily("breach_label_values_dropped_total",
-		"Values from the API or signed alerts kept out of the exposition by a bound, by label: a source, field, severity or plan past the 16 values outside the spec a label may take, or a database name past 1,000 per address and feed.", "counter", false)
+		"Values from the API or signed alerts kept out of the exposition by a bound, by label: a source, field, severity or plan past the 16 values outside the spec a label may take, or a database name past 1,000 per address and feed.", "counter", false, false)
 )
 
 // Collector renders the state of every watched address.
 type Collector struct {
-	registry *registry.Registry
-	config   *config.Current
-	webhook  bool // the receiver is on: export the alert series
+	watchlist *watchlist.List
+	config    *config.Current
+	webhook   bool // the receiver is on: export the alert series
 
-	mu    sync.Mutex        // one render at a time; guards cache
+	mu    sync.Mutex        // one render at a time; guards cache, on and acks
 	cache map[string]*block // by address key, from the last render
+	on    []bool            // per family index: served; the cache's blocks hold these
+	acks  *acknowledge.Set  // the acknowledgements the cache's blocks hold
 }
 
 // New returns a collector over reg; cur gives the budget in force. With
 // webhook, every address also has its alert series.
-func New(reg *registry.Registry, cur *config.Current, webhook bool) *Collector {
-	return &Collector{registry: reg, config: cur, webhook: webhook, cache: map[string]*block{}}
+func New(reg *watchlist.List, cur *config.Current, webhook bool) *Collector {
+	return &Collector{watchlist: reg, config: cur, webhook: webhook, cache: map[string]*block{}}
 }
 
 // rendering is one scrape's worth of the collector: the global series by
@@ -124,21 +162,26 @@ type rendering struct {
 	blocks []*block
 }
 
-// render takes a snapshot of the registry and renders what changed since
+// add adds a series of the global family f.
+func (r *rendering) add(f *family, v float64, labels ...label) {
+	r.global[f] = appendSeries(r.global[f], f.name, v, labels...)
+}
+
+// render takes a view of the watchlist and renders what changed since
 // the last render; blocks of unchanged addresses are reused as they are.
 func (c *Collector) render() rendering {
-	rpm := c.config.Load().Config.API.RequestsPerMinute
-	snap := c.registry.Snapshot()
+	bundle := c.config.Load()
+	cfg, acks := bundle.Config, bundle.Acknowledgements
+	rpm := cfg.API.RequestsPerMinute
+	view := c.watchlist.View()
 
-	r := rendering{global: map[*family][]byte{}, blocks: make([]*block, 0, len(snap.Entries))}
-	add := func(f *family, v float64, labels ...label) {
-		r.global[f] = appendSeries(r.global[f], f.name, v, labels...)
+	r := rendering{global: map[*family][]byte{}, blocks: make([]*block, 0, len(view.Entries))}
+	add := r.add
+	add(apiUp, boolValue(view.Account.Up))
+	if view.Account.Plan != "" {
+		add(accountInfo, 1, label{"plan", view.Account.Plan})
 	}
-	add(apiUp, boolValue(snap.Account.Up))
-	if snap.Account.Plan != "" {
-		add(accountInfo, 1, label{"plan", snap.Account.Plan})
-	}
-	if rl := snap.RateLimit; snap.HasRateLimit {
+	if rl := view.RateLimit; view.HasRateLimit {
 		if rl.HasLimit {
 			add(rateLimitLimit, float64(rl.Limit))
 		}
@@ -150,21 +193,28 @@ func (c *Collector) render() rendering {
 		}
 	}
 	add(budget, float64(rpm))
-	add(refreshCycle, snap.Cycle.Seconds())
-	for _, l := range registry.BoundedLabels {
-		add(labelValuesDropped, snap.Dropped[l], label{"label", l})
+	add(refreshCycle, view.Cycle.Seconds())
+	for _, l := range watchlist.BoundedLabels {
+		add(labelValuesDropped, view.Dropped[l], label{"label", l})
 	}
+	r.addFleet(view.Entries, acks)
 
+	on := servedFamilies(&cfg.Metrics)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	next := make(map[string]*block, len(snap.Entries))
+	if !slices.Equal(on, c.on) || acks != c.acks {
+		// A reload switched detail on or off, or loaded the
+		// acknowledgements again: every block renders anew.
+		c.cache, c.on, c.acks = map[string]*block{}, on, acks
+	}
+	next := make(map[string]*block, len(view.Entries))
 	sc := newScratch()
-	for i := range snap.Entries {
-		e := &snap.Entries[i]
+	for i := range view.Entries {
+		e := &view.Entries[i]
 		k := e.Address.Key()
 		b := c.cache[k]
 		if b == nil || b.version != e.Version {
-			b = renderBlock(e, c.webhook, sc)
+			b = renderBlock(e, acks, c.webhook, on, sc)
 		}
 		next[k] = b
 		r.blocks = append(r.blocks, b)
@@ -172,6 +222,15 @@ func (c *Collector) render() rendering {
 	c.cache = next // removed addresses' blocks go with the old map
 	slices.SortFunc(r.blocks, func(a, b *block) int { return cmp.Compare(a.label, b.label) })
 	return r
+}
+
+// servedFamilies says, per family index, whether m serves the family.
+func servedFamilies(m *config.MetricsConfig) []bool {
+	on := make([]bool, len(perAddress))
+	for i, f := range perAddress {
+		on[i] = !f.detail || m.Detail(f.name)
+	}
+	return on
 }
 
 func boolValue(b bool) float64 {

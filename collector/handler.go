@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -16,7 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 )
 
-// Handler serves /metrics: the collector's families and a registry's
+// Handler serves /metrics: the collector's families and a Prometheus registry's
 // (process, Go, API, webhook and reload metrics), merged in name order.
 //
 // It answers in the text format (version 0.0.4), which every Prometheus
@@ -32,7 +33,8 @@ type Handler struct {
 }
 
 // NewHandler returns the /metrics handler of c and g. The families of g must
-// not share a name with the collector's.
+// not share a name with the collector's: a scrape that finds one answers
+// 500 (see ServeHTTP).
 func NewHandler(c *Collector, g prometheus.Gatherer, logger log.Logger) *Handler {
 	return &Handler{collector: c, gatherer: g, logger: logger}
 }
@@ -51,6 +53,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mfs, err := h.gatherer.Gather()
 	if err != nil {
 		level.Error(h.logger).Log("msg", "Gathering metrics failed", "err", err)
+		http.Error(w, "An error has occurred while gathering metrics:\n\n"+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if err := checkNames(mfs); err != nil {
+		// Two families of one name are not an exposition Prometheus
+		// accepts, and which one is right is a programming error to fix,
+		// not to guess: fail the scrape as promhttp fails on a Gather
+		// error, so `up` and the tests see it at once.
+		level.Error(h.logger).Log("msg", "Gathered metrics collide with the collector's", "err", err)
 		http.Error(w, "An error has occurred while gathering metrics:\n\n"+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -85,7 +96,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// write merges the registry's families (sorted by name, as Gather returns
+// write merges the Prometheus registry's families (sorted by name, as Gather returns
 // them) with the collector's.
 func (h *Handler) write(w *bufio.Writer, mfs []*dto.MetricFamily, r rendering) error {
 	enc := expfmt.NewEncoder(w, textFormat)
@@ -103,6 +114,23 @@ func (h *Handler) write(w *bufio.Writer, mfs []*dto.MetricFamily, r rendering) e
 	for ; i < len(mfs); i++ {
 		if err := enc.Encode(mfs[i]); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkNames fails when a gathered family (sorted by name, as Gather
+// returns them) has the name of one of the collector's families, written
+// or not: the names are the collector's.
+func checkNames(mfs []*dto.MetricFamily) error {
+	i := 0
+	for _, mf := range mfs {
+		name := mf.GetName()
+		for i < len(families) && families[i].name < name {
+			i++
+		}
+		if i < len(families) && families[i].name == name {
+			return fmt.Errorf("metric family %s is both gathered from the registry and rendered by the collector", name)
 		}
 	}
 	return nil

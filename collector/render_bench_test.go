@@ -5,14 +5,15 @@ import (
 	"testing"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // BenchmarkRenderBlock is the cost of rendering one fully populated address
 // (four feeds, every field, three databases, moved alert counters): what a
 // first scrape after a start pays per address.
 func BenchmarkRenderBlock(b *testing.B) {
-	reg := registry.New()
+	reg := watchlist.New()
 	reg.Sync([]breach.Address{{Email: "user000001@example.com"}}, breach.LabelEmail, 0)
 	var sources []breach.SourceState
 	for k, s := range breach.KnownSources {
@@ -21,12 +22,12 @@ func BenchmarkRenderBlock(b *testing.B) {
 			FieldsExposed: breach.KnownFields, HasPlaintextPassword: true, LastScannedAt: polled, LastChangedAt: changed})
 	}
 	reg.Answered(breach.Key("user000001@example.com"), breach.Verified, sources, polled)
-	reg.RecordAlert("user000001@example.com", registry.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2,
+	reg.RecordAlert("user000001@example.com", watchlist.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2,
 		ExposedFields: []string{"password", "dob"}, NewPlaintext: true, ObservedAt: polled})
-	e := reg.Snapshot().Entries[0]
+	e := reg.View().Entries[0]
 	sc := newScratch()
 	b.ReportAllocs()
 	for b.Loop() {
-		renderBlock(&e, true, sc)
+		renderBlock(&e, nil, true, servedFamilies(&config.MetricsConfig{DetailFamilies: config.DetailFamilies}), sc)
 	}
 }

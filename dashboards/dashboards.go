@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"regexp"
+	"strings"
 )
 
 //go:embed *.json
@@ -22,16 +24,30 @@ type Query struct {
 	RefID     string
 	Expr      string
 	Instant   bool // Grafana runs it as an instant query (tables, stats)
+	// Description is the panel's; it names the detail families the panel
+	// needs ("needs detail family ...").
+	Description string
 }
 
 type panel struct {
-	Title   string  `json:"title"`
-	Panels  []panel `json:"panels"` // a collapsed row's panels
-	Targets []struct {
+	Title       string  `json:"title"`
+	Description string  `json:"description"`
+	Panels      []panel `json:"panels"` // a collapsed row's panels
+	Targets     []struct {
 		RefID   string `json:"refId"`
 		Expr    string `json:"expr"`
 		Instant bool   `json:"instant"`
 	} `json:"targets"`
+}
+
+// needsDetail is how a panel's description says it reads a detail family.
+var needsDetail = regexp.MustCompile(`(?i)\bneeds? detail famil`)
+
+// NeedsDetail reports whether the panel's description says it needs the
+// detail family name ("Needs detail family name ..."): without it the
+// panel shows no data.
+func (q Query) NeedsDetail(name string) bool {
+	return needsDetail.MatchString(q.Description) && strings.Contains(q.Description, name)
 }
 
 // Expressions lists every target of every panel of every shipped dashboard.
@@ -60,7 +76,7 @@ func Expressions() ([]Query, error) {
 func appendQueries(queries []Query, dashboard string, panels []panel) []Query {
 	for _, p := range panels {
 		for _, t := range p.Targets {
-			queries = append(queries, Query{Dashboard: dashboard, Panel: p.Title, RefID: t.RefID, Expr: t.Expr, Instant: t.Instant})
+			queries = append(queries, Query{Dashboard: dashboard, Panel: p.Title, RefID: t.RefID, Expr: t.Expr, Instant: t.Instant, Description: p.Description})
 		}
 		queries = appendQueries(queries, dashboard, p.Panels)
 	}

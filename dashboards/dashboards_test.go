@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -34,6 +36,7 @@ type dashboard struct {
 	UID           string  `json:"uid"`
 	Title         string  `json:"title"`
 	SchemaVersion int     `json:"schemaVersion"`
+	Editable      *bool   `json:"editable"`
 	Panels        []panel `json:"panels"`
 	Templating    struct {
 		List []variable `json:"list"`
@@ -107,6 +110,11 @@ func TestDashboardHeader(t *testing.T) {
 		}
 		if d.SchemaVersion < 39 {
 			t.Errorf("%s: schemaVersion %d, want 39 or later", f.name, d.SchemaVersion)
+		}
+		// Provisioned dashboards are changed in the repository, not in
+		// Grafana, where a save would be lost at the next provisioning.
+		if d.Editable == nil || *d.Editable {
+			t.Errorf("%s: editable is not false", f.name)
 		}
 	}
 }
@@ -295,6 +303,34 @@ func TestEveryDatasourceIsTheVariable(t *testing.T) {
 		if count == 0 {
 			t.Errorf("%s: no datasource reference at all", f.name)
 		}
+	}
+}
+
+// Every panel works on the default families: a query that reads a detail
+// family belongs to a panel whose description says it needs it (and shows
+// no data without it).
+func TestDetailFamiliesAreMarked(t *testing.T) {
+	queries, err := Expressions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := 0
+	for _, q := range queries {
+		for _, m := range metricRef.FindAllStringSubmatch(q.Expr, -1) {
+			if !slices.Contains(config.DetailFamilies, m[1]) {
+				continue
+			}
+			if !q.NeedsDetail(m[1]) {
+				t.Errorf("%s %q/%s reads the detail family %s; its description must say \"needs detail family %s\"", q.Dashboard, q.Panel, q.RefID, m[1], m[1])
+			}
+			marked++
+		}
+	}
+	if marked == 0 {
+		t.Error("no panel reads a detail family: the check checks nothing")
+	}
+	if (Query{Description: "Databases per address."}).NeedsDetail("breach_source_databases") {
+		t.Error("a description that does not say so counts as marked")
 	}
 }
 

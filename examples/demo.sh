@@ -40,6 +40,7 @@ cat <<MSG
    landing page:     http://$WEB_ADDR/
    simulator API:    http://$SIM_ADDR/api/v1/me   (Bearer token in examples/demo-secrets/)
    OpenAPI document: http://$SIM_ADDR/openapi.json
+   alert sink:       http://$SIM_ADDR/notifications/<receiver>   (examples/alertmanager.yml posts here; logged)
    webhook receiver: http://$HOOK_ADDR/webhook   (the simulator posts signed alerts every $SWEEP)
 
    try:  curl -s http://$WEB_ADDR/metrics | grep -E '^breach_(source_breaches|alerts_total|address_state)'

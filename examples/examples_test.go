@@ -6,11 +6,14 @@ package examples
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -416,4 +419,160 @@ func hasPort(svc k8sObject, name string) bool {
 		}
 	}
 	return false
+}
+
+// Debian 12's docker-compose 1.29 rejects top-level keys newer than its
+// schema (name:, include:): compose.yaml keeps to the ones it knows.
+func TestComposeTopLevelKeysSuitDockerCompose1(t *testing.T) {
+	var top map[string]interface{}
+	readYAML(t, "compose.yaml", &top)
+	for key := range top {
+		switch key {
+		case "services", "secrets", "volumes", "networks", "configs":
+		default:
+			t.Errorf("compose.yaml: top-level key %q is unknown to docker-compose 1.29", key)
+		}
+	}
+}
+
+// Every receiver of the example Alertmanager posts to the simulator's
+// notification sink, which make demo and compose run.
+func TestAlertmanagerReceiversReachTheSink(t *testing.T) {
+	var am struct {
+		Receivers []struct {
+			Name           string `yaml:"name"`
+			WebhookConfigs []struct {
+				URL string `yaml:"url"`
+			} `yaml:"webhook_configs"`
+			EmailConfigs []interface{} `yaml:"email_configs"`
+		} `yaml:"receivers"`
+	}
+	readYAML(t, "alertmanager.yml", &am)
+	if len(am.Receivers) == 0 {
+		t.Fatal("alertmanager.yml: no receivers")
+	}
+	for _, r := range am.Receivers {
+		if len(r.EmailConfigs) > 0 {
+			t.Errorf("receiver %s mails: nothing in the demo receives mail, so every one would fail", r.Name)
+		}
+		if len(r.WebhookConfigs) == 0 {
+			t.Errorf("receiver %s has no webhook", r.Name)
+		}
+		for _, w := range r.WebhookConfigs {
+			if want := "http://127.0.0.1:8099/notifications/" + r.Name; w.URL != want {
+				t.Errorf("receiver %s posts to %s, want the simulator's sink %s", r.Name, w.URL, want)
+			}
+		}
+	}
+}
+
+// amtool accepts the example Alertmanager config where it is installed
+// (make e2e installs Debian's prometheus-alertmanager, which has it).
+func TestAlertmanagerConfigPassesAmtool(t *testing.T) {
+	amtool, err := exec.LookPath("amtool")
+	if err != nil {
+		t.Skip("amtool not installed (Debian's prometheus-alertmanager has it)")
+	}
+	if out, err := exec.Command(amtool, "check-config", "alertmanager.yml").CombinedOutput(); err != nil {
+		t.Errorf("amtool check-config alertmanager.yml: %v\n%s", err, out)
+	}
+}
+
+// Every deployment example sets the same GOMEMLIMIT and memory limit, the
+// soft limit below the hard one with room for what the Go runtime does not
+// count (stacks of idle goroutines are counted, but not the kernel's socket
+// buffers or the binary's own pages): at least a tenth of the hard limit.
+func TestGOMEMLIMITIsBelowTheMemoryLimits(t *testing.T) {
+	var deployment struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Env []struct {
+							Name  string `yaml:"name"`
+							Value string `yaml:"value"`
+						} `yaml:"env"`
+						Resources struct {
+							Limits map[string]string `yaml:"limits"`
+						} `yaml:"resources"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	readYAML(t, "kubernetes/deployment.yaml", &deployment)
+	var compose struct {
+		Services map[string]struct {
+			Environment map[string]string `yaml:"environment"`
+			MemLimit    string            `yaml:"mem_limit"`
+		} `yaml:"services"`
+	}
+	readYAML(t, "compose.yaml", &compose)
+	unit, err := os.ReadFile("breach_exporter.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type limits struct {
+		soft, hard string
+		units      map[string]uint // of hard
+	}
+	goUnits := map[string]uint{"B": 0, "KiB": 10, "MiB": 20, "GiB": 30}
+	found := map[string]limits{}
+	for _, c := range deployment.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == "GOMEMLIMIT" {
+				found["kubernetes/deployment.yaml"] = limits{e.Value, c.Resources.Limits["memory"], map[string]uint{"Ki": 10, "Mi": 20, "Gi": 30}}
+			}
+		}
+	}
+	exporter := compose.Services["breach_exporter"]
+	found["compose.yaml"] = limits{exporter.Environment["GOMEMLIMIT"], exporter.MemLimit, map[string]uint{"k": 10, "m": 20, "g": 30}}
+	soft := regexp.MustCompile(`(?m)^Environment=GOMEMLIMIT=(\S+)$`).FindSubmatch(unit)
+	hard := regexp.MustCompile(`(?m)^MemoryMax=(\S+)$`).FindSubmatch(unit)
+	if soft != nil && hard != nil {
+		found["breach_exporter.service"] = limits{string(soft[1]), string(hard[1]), map[string]uint{"K": 10, "M": 20, "G": 30}}
+	}
+
+	var first *[2]int64
+	for _, file := range []string{"kubernetes/deployment.yaml", "compose.yaml", "breach_exporter.service"} {
+		l, ok := found[file]
+		if !ok {
+			t.Errorf("%s: no GOMEMLIMIT and memory limit", file)
+			continue
+		}
+		s, errS := bytesOf(l.soft, goUnits)
+		h, errH := bytesOf(l.hard, l.units)
+		if errS != nil || errH != nil {
+			t.Errorf("%s: GOMEMLIMIT %q (%v), memory limit %q (%v)", file, l.soft, errS, l.hard, errH)
+			continue
+		}
+		if s > h-h/10 {
+			t.Errorf("%s: GOMEMLIMIT %s is not at least a tenth below the memory limit %s", file, l.soft, l.hard)
+		}
+		if first == nil {
+			first = &[2]int64{s, h}
+		} else if *first != [2]int64{s, h} {
+			t.Errorf("%s: GOMEMLIMIT %s and limit %s differ from kubernetes/deployment.yaml's", file, l.soft, l.hard)
+		}
+	}
+}
+
+// bytesOf parses a number followed by one of units, each the power of two
+// it stands for: the files' units differ (Kubernetes' M is 10^6, systemd's
+// 2^20), so each file names its own.
+func bytesOf(s string, units map[string]uint) (int64, error) {
+	m := regexp.MustCompile(`^(\d+)([A-Za-z]*)$`).FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a number and a unit", s)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	shift, ok := units[m[2]]
+	if !ok {
+		return 0, fmt.Errorf("%q: unit %q is not one of %v", s, m[2], units)
+	}
+	return n << shift, nil
 }

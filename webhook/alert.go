@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/strictjson"
 )
 
 // EventAlertCreated is the only event the spec defines today.
@@ -33,6 +35,10 @@ type Delta struct {
 	HasNewPlaintext    bool     `json:"has_new_plaintext"`
 	IsFirstScan        bool     `json:"is_first_scan"`
 }
+
+// alertNames are the spec's member names of alert.created and its delta.
+var alertNames = []string{"event", "severity", "address", "source", "summary", "delta", "observed_at", "dashboard_url",
+	"previous_count", "new_count", "new_source_dbs", "newly_exposed_fields", "has_new_plaintext", "is_first_scan"}
 
 // envelope is the part every event shares: the event name decides how the
 // rest is read, so a future event type is not judged by alert.created's
@@ -63,8 +69,14 @@ type wireAlert struct {
 //
 // The body is decoded once as an alert; only when that fails is it decoded
 // again for its event name alone, so that a future event of another shape is
-// not judged by alert.created's.
+// not judged by alert.created's. Before either, member names are held to
+// the spec's exactly (strictjson): a duplicate member or a case variant
+// ("SEVERITY" beside "severity") is malformed, not a value encoding/json
+// would pick silently.
 func parseBody(body []byte) (string, Alert, error) {
+	if err := strictjson.Check(body, alertNames...); err != nil {
+		return "", Alert{}, err
+	}
 	var w wireAlert
 	if err := json.Unmarshal(body, &w); err != nil {
 		var env envelope

@@ -20,7 +20,7 @@ import (
 func BenchmarkWebhook(b *testing.B) {
 	f := newFixture(b, settings{Addresses: []string{"alice@example.com"}})
 	h, err := NewHandler(prometheus.NewRegistry(), Options{
-		Config: f.config, Registry: f.registry, Clock: clockwork.NewRealClock(), Logger: log.NewNopLogger(),
+		Config: f.config, Watchlist: f.watchlist, Clock: clockwork.NewRealClock(), Logger: log.NewNopLogger(),
 	})
 	if err != nil {
 		b.Fatal(err)

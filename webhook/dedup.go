@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"sync"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
 type digest = [sha256.Size]byte
@@ -14,8 +16,12 @@ type digest = [sha256.Size]byte
 // and the cap are the config's, passed on every check, so a reload applies
 // to the next one.
 type dedup struct {
-	mu      sync.Mutex
-	seenAt  map[digest]time.Time
+	mu     sync.Mutex
+	seenAt map[digest]time.Time
+	// pending holds bodies accepted but not yet durable: a copy arriving
+	// meanwhile is a duplicate, a snapshot does not hold them, and a failed
+	// commit forgets them so the sender's retry is accepted.
+	pending map[digest]struct{}
 	order   []dedupEntry // insertion order; order[head:] is live
 	head    int
 	changes uint64 // entries remembered so far, for savers to see a change
@@ -27,29 +33,51 @@ type dedupEntry struct {
 }
 
 func newDedup() *dedup {
-	return &dedup{seenAt: make(map[digest]time.Time)}
+	return &dedup{seenAt: make(map[digest]time.Time), pending: make(map[digest]struct{})}
 }
 
-// checkAndRemember reports whether key was remembered within window; when
-// it was not and remember is true, it is remembered from now on, evicting
-// the oldest past maxEntries. One call under one lock, so two concurrent
-// copies of a body cannot both pass.
-func (d *dedup) checkAndRemember(key digest, now time.Time, remember bool, window time.Duration, maxEntries int) (seen bool) {
+// check reports whether key was remembered within window or is pending;
+// when it was not and reserve is true, it is pending from now on, until
+// remember or release. One call under one lock, so two concurrent copies
+// of a body cannot both pass.
+func (d *dedup) check(key digest, now time.Time, reserve bool, window time.Duration, maxEntries int) (seen bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.prune(now, window, maxEntries)
 	if _, ok := d.seenAt[key]; ok {
 		return true
 	}
-	if remember {
-		if len(d.seenAt) >= maxEntries {
-			d.popFront()
-		}
-		d.seenAt[key] = now
-		d.order = append(d.order, dedupEntry{key: key, at: now})
-		d.changes++
+	if _, ok := d.pending[key]; ok {
+		return true
+	}
+	if reserve {
+		d.pending[key] = struct{}{}
 	}
 	return false
+}
+
+// remember moves key from pending (if there) to the memory, evicting the
+// oldest past maxEntries.
+func (d *dedup) remember(key digest, at time.Time, maxEntries int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.pending, key)
+	if _, ok := d.seenAt[key]; ok {
+		return
+	}
+	for len(d.seenAt) >= max(maxEntries, 1) {
+		d.popFront()
+	}
+	d.seenAt[key] = at
+	d.order = append(d.order, dedupEntry{key: key, at: at})
+	d.changes++
+}
+
+// release forgets a pending key whose commit failed.
+func (d *dedup) release(key digest) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.pending, key)
 }
 
 // prune drops expired entries and, after a shrink, the oldest over the cap.
@@ -77,22 +105,16 @@ func (d *dedup) popFront() {
 	}
 }
 
-// Remembered is one body the receiver remembers having accepted.
-type Remembered struct {
-	Digest [sha256.Size]byte
-	At     time.Time
-}
-
 // Remembered returns the bodies remembered, oldest first, and a count that
 // grows with every body remembered, so a saver can tell whether anything
 // changed. Entries past the window are dropped at the next check.
-func (h *Handler) Remembered() ([]Remembered, uint64) {
+func (h *Handler) Remembered() ([]breach.RememberedWebhook, uint64) {
 	d := h.dedup
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]Remembered, 0, len(d.order)-d.head)
+	out := make([]breach.RememberedWebhook, 0, len(d.order)-d.head)
 	for _, e := range d.order[d.head:] {
-		out = append(out, Remembered{Digest: e.key, At: e.at})
+		out = append(out, breach.RememberedWebhook{Digest: e.key, At: e.at})
 	}
 	return out, d.changes
 }
@@ -107,7 +129,7 @@ func (h *Handler) RememberedChanges() uint64 {
 
 // Restore remembers bodies accepted before a restart, oldest first, so a
 // replay of one after the restart is a duplicate. Call it before serving.
-func (h *Handler) Restore(entries []Remembered) {
+func (h *Handler) Restore(entries []breach.RememberedWebhook) {
 	d := h.dedup
 	d.mu.Lock()
 	defer d.mu.Unlock()

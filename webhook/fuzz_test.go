@@ -69,8 +69,8 @@ func FuzzHandler(f *testing.F) {
 		if after := alertExposition(t, fx); after != before {
 			t.Fatalf("badly signed request changed the alert series:\n%s\n---\n%s", before, after)
 		}
-		if q := fx.queued(); len(q) != 0 || fx.registry.Len() != 1 {
-			t.Fatalf("badly signed request queued %v for a re-read or changed the watched addresses (%d)", q, fx.registry.Len())
+		if q := fx.queued(); len(q) != 0 || fx.watchlist.Len() != 1 {
+			t.Fatalf("badly signed request queued %v for a re-read or changed the watched addresses (%d)", q, fx.watchlist.Len())
 		}
 	})
 }

@@ -1,6 +1,6 @@
 // Package webhook receives the breach monitoring service's signed alert
 // webhooks (spec section 6) and records each accepted alert in the
-// registry, which counts it under its address and has the address re-read
+// watchlist, which counts it under its address and has the address re-read
 // at once.
 //
 // The endpoint faces the internet, so nothing about a request is trusted
@@ -11,6 +11,7 @@
 package webhook
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -26,17 +27,18 @@ import (
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // Handler is the webhook endpoint. It is safe for concurrent use.
 type Handler struct {
-	config   *config.Current
-	registry *registry.Registry
-	clock    clockwork.Clock
-	logger   log.Logger
-	metrics  *metrics
-	dedup    *dedup
+	config    *config.Current
+	watchlist *watchlist.List
+	clock     clockwork.Clock
+	logger    log.Logger
+	metrics   *metrics
+	dedup     *dedup
+	journal   Journal // nil: persistence off
 }
 
 // Options are the handler's collaborators.
@@ -44,44 +46,61 @@ type Options struct {
 	// Config gives the secrets and limits in force, read once per request,
 	// so a reload applies to the next request without a call here.
 	Config *config.Current
-	// Registry counts accepted alerts under their address, queues the
+	// Watchlist counts accepted alerts under their address, queues the
 	// address for a re-read, and discovers addresses it does not watch.
-	Registry *registry.Registry
-	Clock    clockwork.Clock
-	Logger   log.Logger
+	Watchlist *watchlist.List
+	Clock     clockwork.Clock
+	Logger    log.Logger
+	// Journal makes an accepted alert durable before it is answered; nil
+	// with persistence off.
+	Journal Journal
+}
+
+// Journal is where accepted alerts become durable (internal/persist's
+// write-ahead journal).
+type Journal interface {
+	// Commit makes a durable, then calls apply, in the journal's order;
+	// an error means neither happened.
+	Commit(a watchlist.AcceptedAlert, apply func()) error
 }
 
 // NewHandler registers the receiver's own metrics on reg and returns the
-// handler. The per-address alert series are the registry's.
+// handler. The per-address alert series are the watchlist's.
 func NewHandler(reg prometheus.Registerer, o Options) (*Handler, error) {
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
 	}
 	return &Handler{
-		config:   o.Config,
-		registry: o.Registry,
-		clock:    o.Clock,
-		logger:   o.Logger,
-		metrics:  m,
-		dedup:    newDedup(),
+		config:    o.Config,
+		watchlist: o.Watchlist,
+		clock:     o.Clock,
+		logger:    o.Logger,
+		metrics:   m,
+		dedup:     newDedup(),
+		journal:   o.Journal,
 	}, nil
 }
 
 // ServeHTTP answers, checking in this order: 405 (not POST), 413 (body over
 // the cap), 401 (signature missing, malformed or wrong), 415 (not
 // application/json), 400 (signed but not a valid event), then 204 for an
-// unknown event, a duplicate, a stale alert or an accepted one.
+// unknown event, a duplicate, a stale alert or an accepted one, or 503
+// when the alert could not be made durable.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := h.clock.Now()
 	outcome := h.serve(w, r)
-	h.metrics.requests[outcome].Inc()
+	// An accepted alert was counted with its effects (apply), so that a
+	// snapshot holds the count and the alert together.
+	if outcome != outcomeAccepted {
+		h.metrics.requests[outcome].Inc()
+	}
 	h.metrics.duration.Observe(h.clock.Since(start).Seconds())
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
-	snap := h.config.Load()
-	s := &snap.Config.Webhook
+	bundle := h.config.Load()
+	s := &bundle.Config.Webhook
 
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -98,7 +117,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "body unreadable")
 	}
 
-	if !validSignature(r.Header, body, snap.Secrets) {
+	if !validSignature(r.Header, body, bundle.Secrets) {
 		return h.reject(w, r, http.StatusUnauthorized, outcomeInvalidSignature, "signature missing, malformed or wrong")
 	}
 
@@ -110,12 +129,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	if err != nil {
 		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, err.Error())
 	}
+	// A signed body is the service's, but a buggy sender echoing the API
+	// token must not make it a label value or put it in a log line, as a
+	// reply of the API that carries it is refused too.
+	if bundle.Token != nil {
+		if token := bundle.Token.Get(); token != "" && bytes.Contains(body, []byte(token)) {
+			return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "the body carries the API token")
+		}
+	}
 	if event != EventAlertCreated {
 		return h.ignore(w, r, outcomeUnknownEvent)
 	}
 	// An address not watched may become a discovered one: polled, and a
 	// label value. A watched one was checked when it came in.
-	if !h.registry.Watches(alert.Address) && !breach.ValidEmail(alert.Address) {
+	if !h.watchlist.Watches(alert.Address) && !breach.ValidEmail(alert.Address) {
 		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed,
 			fmt.Sprintf("address is not a valid email address of at most %d bytes", breach.MaxAddressBytes))
 	}
@@ -125,7 +152,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	stale := maxAge > 0 && alert.ObservedAt.Before(now.Add(-maxAge))
 	// Only accepted bodies are remembered: a duplicate is a body that was
 	// already counted, so a replay of a stale one is stale again.
-	if h.dedup.checkAndRemember(sha256.Sum256(body), now, !stale, time.Duration(s.DedupWindow), s.DedupMaxEntries) {
+	key := sha256.Sum256(body)
+	if h.dedup.check(key, now, !stale, time.Duration(s.DedupWindow), s.DedupMaxEntries) {
 		return h.ignore(w, r, outcomeDuplicate)
 	}
 	if stale {
@@ -134,18 +162,49 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 
 	// Accepted alerts are not logged: the counters are the record, and with
 	// go-kit even a filtered debug line costs its timestamp and caller on the
-	// endpoint's busiest path.
-	h.record(alert, now)
+	// endpoint's busiest path. 204 means durable: a failed commit is 503,
+	// which the sender retries.
+	a := h.accepted(key, alert, now)
+	if err := h.commit(a, s.DedupMaxEntries); err != nil {
+		h.dedup.release(key)
+		w.Header().Set("Retry-After", "1")
+		return h.reject(w, r, http.StatusServiceUnavailable, outcomeUnavailable, err.Error())
+	}
 	w.WriteHeader(http.StatusNoContent)
 	return outcomeAccepted
 }
 
-// record counts an accepted alert under its address (the registry also
-// queues the address for a re-read), or without an address label when the
-// address is not watched and may not be discovered.
-func (h *Handler) record(a Alert, now time.Time) {
-	// The registry bounds the values (length, number of distinct ones).
-	d := registry.AlertDelta{
+// commit makes a durable when the journal is on, then applies it.
+func (h *Handler) commit(a watchlist.AcceptedAlert, maxEntries int) error {
+	apply := func() { h.apply(a, maxEntries) }
+	if h.journal == nil {
+		apply()
+		return nil
+	}
+	return h.journal.Commit(a, apply)
+}
+
+// Replay applies alerts accepted before a restart, from the journal, in
+// its order. Call it after Restore and before serving.
+func (h *Handler) Replay(as []watchlist.AcceptedAlert) {
+	maxEntries := h.config.Load().Config.Webhook.DedupMaxEntries
+	for _, a := range as {
+		h.apply(a, maxEntries)
+	}
+}
+
+// apply is everything an accepted alert changes: the duplicate memory, its
+// counts and the accepted outcome.
+func (h *Handler) apply(a watchlist.AcceptedAlert, maxEntries int) {
+	h.dedup.remember(a.Digest, a.At, maxEntries)
+	h.record(a.Address, a.Delta)
+	h.metrics.requests[outcomeAccepted].Inc()
+}
+
+// accepted is the record of an accepted alert.
+func (h *Handler) accepted(key [sha256.Size]byte, a Alert, now time.Time) watchlist.AcceptedAlert {
+	// The watchlist bounds the values (length, number of distinct ones).
+	d := watchlist.AlertDelta{
 		Source:        a.Source,
 		Severity:      a.Severity,
 		NewDatabases:  len(a.Delta.NewSourceDBs),
@@ -153,17 +212,24 @@ func (h *Handler) record(a Alert, now time.Time) {
 		NewPlaintext:  a.Delta.HasNewPlaintext,
 		ObservedAt:    a.ObservedAt,
 	}
-	if inFuture(a.ObservedAt, now) {
+	if breach.InFuture(a.ObservedAt, now) {
 		d.ObservedAt = time.Time{}
 		h.metrics.futureObserved.Inc()
 	}
-	switch h.registry.RecordAlert(a.Address, d) {
-	case registry.AlertDiscovered:
+	return watchlist.AcceptedAlert{Digest: key, At: now, Address: a.Address, Delta: d}
+}
+
+// record counts an accepted alert under its address (the watchlist also
+// queues the address for a re-read), or without an address label when the
+// address is not watched and may not be discovered.
+func (h *Handler) record(address string, d watchlist.AlertDelta) {
+	switch h.watchlist.RecordAlert(address, d) {
+	case watchlist.AlertDiscovered:
 		level.Info(h.logger).Log("msg", "Alert for an address not in the config; polling it from now on (webhook.discover_addresses)",
-			"address", h.registry.Label(breach.Key(a.Address)))
-	case registry.AlertUntracked:
+			"address", h.watchlist.Label(breach.Key(address)))
+	case watchlist.AlertUntracked:
 		h.metrics.untracked[untrackedDiscoveryOff].Inc()
-	case registry.AlertRefused:
+	case watchlist.AlertRefused:
 		h.metrics.untracked[untrackedDiscoveryLimit].Inc()
 	}
 }
@@ -193,6 +259,11 @@ func (h *Handler) reject(w http.ResponseWriter, r *http.Request, status int, out
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	if r.Body == nil { // only possible for a hand-built request
 		r.Body = http.NoBody
+	}
+	if r.ContentLength > max {
+		// Refused before the first read, so a client that sent
+		// "Expect: 100-continue" gets 413 instead of "100 Continue".
+		return nil, &http.MaxBytesError{Limit: max}
 	}
 	body := http.MaxBytesReader(w, r.Body, max)
 	size := int64(512)

@@ -34,8 +34,9 @@ func TestAcceptedAlertCountsAndQueuesReread(t *testing.T) {
 		t.Fatalf("got %d %q, want 204 with an empty body", rec.Code, rec.Body)
 	}
 
-	// breach_alerts_total exists at 0 for every known source and severity
-	// of a watched address; the other families start with its first alert.
+	// breach_alerts_total exists at 0 for critical alerts of every known
+	// source of a watched address; the other families start with its first
+	// alert.
 	const expected = `
 # HELP breach_alerts_total Accepted alert.created webhooks.
 # TYPE breach_alerts_total counter
@@ -43,14 +44,6 @@ breach_alerts_total{address="alice@example.com",severity="critical",source="arch
 breach_alerts_total{address="alice@example.com",severity="critical",source="combolist"} 1
 breach_alerts_total{address="alice@example.com",severity="critical",source="enriched"} 0
 breach_alerts_total{address="alice@example.com",severity="critical",source="index"} 0
-breach_alerts_total{address="alice@example.com",severity="info",source="archive"} 0
-breach_alerts_total{address="alice@example.com",severity="info",source="combolist"} 0
-breach_alerts_total{address="alice@example.com",severity="info",source="enriched"} 0
-breach_alerts_total{address="alice@example.com",severity="info",source="index"} 0
-breach_alerts_total{address="alice@example.com",severity="warning",source="archive"} 0
-breach_alerts_total{address="alice@example.com",severity="warning",source="combolist"} 0
-breach_alerts_total{address="alice@example.com",severity="warning",source="enriched"} 0
-breach_alerts_total{address="alice@example.com",severity="warning",source="index"} 0
 # HELP breach_alert_new_databases_total Source databases reported as new by accepted alerts (sum of len(delta.new_source_dbs)).
 # TYPE breach_alert_new_databases_total counter
 breach_alert_new_databases_total{address="alice@example.com",source="combolist"} 2
@@ -74,6 +67,7 @@ breach_webhook_requests_total{outcome="method_not_allowed"} 0
 breach_webhook_requests_total{outcome="not_found"} 0
 breach_webhook_requests_total{outcome="stale"} 0
 breach_webhook_requests_total{outcome="too_large"} 0
+breach_webhook_requests_total{outcome="unavailable"} 0
 breach_webhook_requests_total{outcome="unknown_event"} 0
 breach_webhook_requests_total{outcome="unsupported_media_type"} 0
 # HELP breach_webhook_alerts_untracked_total Accepted alerts for an address that is not watched and was not discovered, by reason (discovery_off, discovery_limit); counted here, without an address label.
@@ -295,8 +289,8 @@ func TestSettingsRejected(t *testing.T) {
 	for name, webhook := range bad {
 		path := filepath.Join(dir, "config.yml")
 		testkit.WriteFile(t, path, "api: {base_url: 'http://127.0.0.1:1/api/v1', token_file: token}\nwebhook:\n"+webhook)
-		if snap, err := config.LoadSnapshot(path, config.LoadOptions{Webhook: true}); err == nil {
-			t.Errorf("the load accepted %s: %+v", name, snap.Config.Webhook)
+		if bundle, err := config.LoadBundle(path, config.LoadOptions{Webhook: true}); err == nil {
+			t.Errorf("the load accepted %s: %+v", name, bundle.Config.Webhook)
 		}
 	}
 	// A refused load changes nothing.
@@ -311,13 +305,13 @@ func TestSecretsAreCopied(t *testing.T) {
 	testkit.WriteFile(t, filepath.Join(dir, "secret"), string(testSecret)+"\n")
 	path := filepath.Join(dir, "config.yml")
 	testkit.WriteFile(t, path, "api: {base_url: 'http://127.0.0.1:1/api/v1', token_file: token}\nwebhook: {secret_files: [secret]}\n")
-	snap, err := config.LoadSnapshot(path, config.LoadOptions{Webhook: true})
+	bundle, err := config.LoadBundle(path, config.LoadOptions{Webhook: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newFixture(t, settings{})
-	f.config.Store(snap)
-	f.sync(snap)
+	f.config.Store(bundle)
+	f.sync(bundle)
 	testkit.WriteFile(t, filepath.Join(dir, "secret"), string(otherSecret))
 	f.expectOutcome([]byte(validAlert), outcomeAccepted)
 	if rec := f.post(alertBody("signed with the file's new secret"), otherSecret); rec.Code != http.StatusUnauthorized {
@@ -333,7 +327,7 @@ func TestDuplicateWithinWindowThenExpiry(t *testing.T) {
 		t.Fatalf("queued for a re-read: %v, want alice", got)
 	}
 	// The scheduler sends the re-read; a duplicate must not ask again.
-	f.registry.Started(breach.Key("alice@example.com"), f.clock.Now())
+	f.watchlist.Started(breach.Key("alice@example.com"), f.clock.Now())
 	f.clock.Advance(time.Hour - time.Second)
 	f.expectOutcome(body, outcomeDuplicate)
 	if got := f.alertCount("alice@example.com", "combolist", "critical"); got != 1 {
@@ -390,7 +384,7 @@ func TestMaxEventAge(t *testing.T) {
 	if n := f.alertSeries(); n != 0 {
 		t.Fatalf("a stale alert created %d series", n)
 	}
-	if n := f.registry.Len(); n != 0 {
+	if n := f.watchlist.Len(); n != 0 {
 		t.Fatalf("a stale alert made %d addresses watched", n)
 	}
 	// A stale body is not remembered: with a looser limit it is accepted.
@@ -408,12 +402,7 @@ func TestMaxEventAge(t *testing.T) {
 // not move the last-observed gauge: a date far ahead would pin it for good.
 func TestFutureObservedAtDoesNotMoveLastObserved(t *testing.T) {
 	f := newFixture(t, settings{})
-	at := func(ts string) []byte {
-		return []byte(strings.Replace(validAlert, "2025-03-01T11:59:00Z", ts, 1))
-	}
-	lastObserved := func() float64 {
-		return f.sample("breach_alert_last_observed_timestamp_seconds", "address", "alice@example.com", "source", "combolist")
-	}
+	at, lastObserved := observedAt, f.lastObserved
 	// testStart is 12:00: five minutes ahead is still believed.
 	f.expectOutcome(at("2025-03-01T12:05:00Z"), outcomeAccepted)
 	if got, want := lastObserved(), float64(testStart.Add(5*time.Minute).Unix()); got != want {
@@ -461,13 +450,14 @@ func TestUpdateShrinksDedupKeepingNewest(t *testing.T) {
 	f.expectOutcome(newer, outcomeAccepted)
 }
 
-// Only breach_alerts_total exists before the first alert, for every known
-// source and severity of every watched address: the rules take increase()
-// of it. The other alert families start with an address's first alert.
+// Only breach_alerts_total exists before the first alert, for critical
+// alerts of every known source of every watched address: the rules take
+// increase() of it. The other alert families start with an address's first
+// alert.
 func TestConfiguredAddressesStartAtZero(t *testing.T) {
 	f := newFixture(t, settings{Addresses: []string{"alice@example.com", "carol@example.com"}})
 	counts := map[string]int{
-		"breach_alerts_total":                          2 * 4 * 3,
+		"breach_alerts_total":                          2 * 4,
 		"breach_alert_new_databases_total":             0,
 		"breach_alert_exposed_fields_total":            0,
 		"breach_alert_new_plaintext_passwords_total":   0,
@@ -478,7 +468,7 @@ func TestConfiguredAddressesStartAtZero(t *testing.T) {
 			t.Errorf("%s: %d series (err %v), want %d", name, n, err, want)
 		}
 	}
-	if got := f.alertCount("carol@example.com", "enriched", "info"); got != 0 {
+	if got := f.alertCount("carol@example.com", "enriched", "critical"); got != 0 {
 		t.Errorf("pre-initialised counter = %v", got)
 	}
 	// An alert creates its source's other series, new databases and new
@@ -621,14 +611,19 @@ func TestUntrackedAlerts(t *testing.T) {
 	})
 }
 
+// observedAt is validAlert observed at ts.
+func observedAt(ts string) []byte {
+	return []byte(strings.Replace(validAlert, "2025-03-01T11:59:00Z", ts, 1))
+}
+
+// lastObserved is alice's last-observed gauge for validAlert's feed.
+func (f *fixture) lastObserved() float64 {
+	return f.sample("breach_alert_last_observed_timestamp_seconds", "address", "alice@example.com", "source", "combolist")
+}
+
 func TestLastObservedNeverMovesBack(t *testing.T) {
 	f := newFixture(t, settings{})
-	at := func(ts string) []byte {
-		return []byte(strings.Replace(validAlert, "2025-03-01T11:59:00Z", ts, 1))
-	}
-	gauge := func() float64 {
-		return f.sample("breach_alert_last_observed_timestamp_seconds", "address", "alice@example.com", "source", "combolist")
-	}
+	at, gauge := observedAt, f.lastObserved
 	f.expectOutcome(at("2025-03-01T11:00:00Z"), outcomeAccepted)
 	f.expectOutcome(at("2025-03-01T10:00:00Z"), outcomeAccepted)
 	if got, want := gauge(), float64(time.Date(2025, 3, 1, 11, 0, 0, 0, time.UTC).Unix()); got != want {

@@ -22,8 +22,8 @@ import (
 	"github.com/breach-exporter/breach_exporter/collector"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 func TestMain(m *testing.M) {
@@ -75,9 +75,12 @@ type settings struct {
 	MaxDiscovered   int  // webhook.max_discovered_addresses
 }
 
-// snapshot builds the config snapshot s describes, as a load would, minus
+// bundle builds the config bundle s describes, as a load would, minus
 // the files: the receiver only reads the webhook section and the secrets.
-func (s settings) snapshot(t testing.TB) *config.Snapshot {
+// testToken is the API token of the bundle in force.
+const testToken = "svc_ak_webhook-test-token"
+
+func (s settings) bundle(t testing.TB) *config.Bundle {
 	t.Helper()
 	cfg, err := config.Parse([]byte("api: {base_url: 'http://127.0.0.1:1/api/v1'}\n"))
 	if err != nil {
@@ -104,6 +107,8 @@ func (s settings) snapshot(t testing.TB) *config.Snapshot {
 	if s.LabelMode != "" {
 		cfg.Labels.Address = s.LabelMode
 	}
+	// Every alert family the receiver feeds is served.
+	cfg.Metrics.DetailFamilies = config.DetailFamilies
 	for _, a := range s.Addresses {
 		cfg.Addresses = append(cfg.Addresses, config.Address{Email: a})
 	}
@@ -114,56 +119,56 @@ func (s settings) snapshot(t testing.TB) *config.Snapshot {
 	if secrets == nil {
 		secrets = [][]byte{testSecret}
 	}
-	return &config.Snapshot{Config: cfg, Secrets: secrets}
+	return &config.Bundle{Config: cfg, Secrets: secrets, Token: config.NewTokenSource(testToken, nil)}
 }
 
 // fixture is the receiver wired as the exporter wires it: the config in
-// force, the registry its alerts are counted in, and the collector that
+// force, the watchlist its alerts are counted in, and the collector that
 // exports the per-address series beside the receiver's own.
 type fixture struct {
-	t        testing.TB
-	h        *Handler
-	reg      *prometheus.Registry // the receiver's own metrics
-	config   *config.Current
-	registry *registry.Registry
-	metrics  http.Handler        // reg and the collector: /metrics
-	gatherer prometheus.Gatherer // a scrape of metrics, parsed
-	clock    *clockwork.FakeClock
+	t         testing.TB
+	h         *Handler
+	reg       *prometheus.Registry // the receiver's own metrics
+	config    *config.Current
+	watchlist *watchlist.List
+	metrics   http.Handler        // reg and the collector: /metrics
+	gatherer  prometheus.Gatherer // a scrape of metrics, parsed
+	clock     *clockwork.FakeClock
 }
 
 func newFixture(t testing.TB, s settings) *fixture {
 	t.Helper()
-	snap := s.snapshot(t)
+	bundle := s.bundle(t)
 	f := &fixture{
-		t:        t,
-		reg:      prometheus.NewRegistry(),
-		config:   config.NewCurrent(snap),
-		registry: registry.New(),
-		clock:    clockwork.NewFakeClockAt(testStart),
+		t:         t,
+		reg:       prometheus.NewRegistry(),
+		config:    config.NewCurrent(bundle),
+		watchlist: watchlist.New(),
+		clock:     clockwork.NewFakeClockAt(testStart),
 	}
-	f.sync(snap)
-	h, err := NewHandler(f.reg, Options{Config: f.config, Registry: f.registry, Clock: f.clock, Logger: log.NewNopLogger()})
+	f.sync(bundle)
+	h, err := NewHandler(f.reg, Options{Config: f.config, Watchlist: f.watchlist, Clock: f.clock, Logger: log.NewNopLogger()})
 	if err != nil {
 		t.Fatalf("NewHandler: %v", err)
 	}
 	f.h = h
-	f.metrics = collector.NewHandler(collector.New(f.registry, f.config, true), f.reg, log.NewNopLogger())
+	f.metrics = collector.NewHandler(collector.New(f.watchlist, f.config, true), f.reg, log.NewNopLogger())
 	f.gatherer = testkit.ScrapeGatherer(t, f.metrics)
 	return f
 }
 
-// update is a reload as the exporter does it: the new snapshot goes in
-// force, then the registry follows its addresses and label mode.
+// update is a reload as the exporter does it: the new bundle goes in
+// force, then the watchlist follows its addresses and label mode.
 func (f *fixture) update(s settings) {
 	f.t.Helper()
-	snap := s.snapshot(f.t)
-	f.config.Store(snap)
-	f.sync(snap)
+	bundle := s.bundle(f.t)
+	f.config.Store(bundle)
+	f.sync(bundle)
 }
 
-func (f *fixture) sync(snap *config.Snapshot) {
-	cfg := snap.Config
-	f.registry.Sync(cfg.Watched(), cfg.Labels.Address, cfg.Webhook.DiscoveryLimit())
+func (f *fixture) sync(bundle *config.Bundle) {
+	cfg := bundle.Config
+	f.watchlist.Sync(cfg.Watched(), cfg.Labels.Address, cfg.Webhook.DiscoveryLimit())
 }
 
 // samples gathers what /metrics would serve.
@@ -192,7 +197,7 @@ func (f *fixture) alertCount(address, source, severity string) float64 {
 // immediate re-read (what the old onAlert callback asked the exporter for).
 func (f *fixture) queued() []string {
 	var out []string
-	for _, e := range f.registry.Snapshot().Entries {
+	for _, e := range f.watchlist.View().Entries {
 		if e.Schedule.Urgent != 0 {
 			out = append(out, e.Address.Email)
 		}

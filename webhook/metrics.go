@@ -1,7 +1,9 @@
 package webhook
 
 import (
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Outcomes of breach_webhook_requests_total; every request gets exactly one.
@@ -15,12 +17,13 @@ const (
 	outcomeTooLarge             = "too_large"
 	outcomeMethodNotAllowed     = "method_not_allowed"
 	outcomeUnsupportedMediaType = "unsupported_media_type"
+	outcomeUnavailable          = "unavailable" // 503: could not be made durable
 )
 
 var outcomes = []string{
 	outcomeAccepted, outcomeDuplicate, outcomeStale, outcomeUnknownEvent,
 	outcomeInvalidSignature, outcomeMalformed, outcomeTooLarge,
-	outcomeMethodNotAllowed, outcomeUnsupportedMediaType, outcomeNotFound,
+	outcomeMethodNotAllowed, outcomeUnsupportedMediaType, outcomeUnavailable, outcomeNotFound,
 }
 
 // Reasons of breach_webhook_alerts_untracked_total: why an accepted alert
@@ -31,7 +34,7 @@ const (
 )
 
 // metrics are the receiver's own series, none per address: those are the
-// registry's, so they follow the address wherever it goes.
+// watchlist's, so they follow the address wherever it goes.
 type metrics struct {
 	requests       map[string]prometheus.Counter // by outcome
 	duration       prometheus.Histogram
@@ -70,4 +73,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.untracked[r] = untracked.WithLabelValues(r)
 	}
 	return m, nil
+}
+
+// Counts returns the counters kept across a restart. Called where no
+// alert is being applied (the journal's writer), it is consistent with
+// Remembered and the watchlist's alert counts.
+func (h *Handler) Counts() breach.WebhookCounts {
+	return breach.WebhookCounts{
+		Accepted:                counterValue(h.metrics.requests[outcomeAccepted]),
+		UntrackedDiscoveryOff:   counterValue(h.metrics.untracked[untrackedDiscoveryOff]),
+		UntrackedDiscoveryLimit: counterValue(h.metrics.untracked[untrackedDiscoveryLimit]),
+	}
+}
+
+// RestoreCounts adds counts from before a restart. Call it before serving.
+func (h *Handler) RestoreCounts(c breach.WebhookCounts) {
+	h.metrics.requests[outcomeAccepted].Add(c.Accepted)
+	h.metrics.untracked[untrackedDiscoveryOff].Add(c.UntrackedDiscoveryOff)
+	h.metrics.untracked[untrackedDiscoveryLimit].Add(c.UntrackedDiscoveryLimit)
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if c.Write(&m) != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }

@@ -15,13 +15,21 @@ import (
 const HealthyPath = "/-/healthy"
 
 // Limits of the webhook listener. A sender posts one small body per
-// alert, so anything slower or bigger than this is not the service.
+// alert, so anything slower or bigger than this is not the service: a
+// connection that trickles its request holds a slot for at most
+// readTimeout.
 const (
-	readHeaderTimeout = 5 * time.Second  // slowloris: headers must arrive promptly
-	readTimeout       = 10 * time.Second // headers plus a body of at most max_body_bytes
+	readHeaderTimeout = 3 * time.Second  // slowloris: headers (and a TLS handshake) must arrive promptly
+	readTimeout       = 5 * time.Second  // headers plus a body of at most max_body_bytes
 	writeTimeout      = 10 * time.Second // the answer is a status line and a tiny body
 	idleTimeout       = 60 * time.Second // keep-alive between alerts
-	maxHeaderBytes    = 16 << 10         // the service's headers plus a proxy's additions
+	// headerLimit is what a request line and its headers may take at most:
+	// the service's headers plus a proxy's additions. Past it the answer
+	// is 431.
+	headerLimit = 16 << 10
+	// net/http reads MaxHeaderBytes plus 4096 bytes of slack for its
+	// buffer before it answers 431, so the field is set that much lower.
+	maxHeaderBytes = headerLimit - 4096
 )
 
 // NewServer returns the webhook listener's server: it serves exactly path
@@ -63,35 +71,42 @@ func serveHealthy(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "Healthy\n")
 }
 
-// Serve listens on listenAddress through exporter-toolkit, so
-// webConfigFile (empty for none) can add TLS and basic auth to this
-// listener alone. It returns when the server stops: nil after Shutdown or
-// Close, the error otherwise (address in use, bad web config).
+// Serve listens on listenAddress (TCP) and serves srv there through
+// exporter-toolkit, so webConfigFile (empty for none) can add TLS and basic
+// auth to this listener alone. It returns when the server stops: nil after
+// Shutdown or Close, the error otherwise (address in use, bad web config).
 //
 // Connection-level errors (TLS handshakes from scanners, resets) go to
 // logger at debug level unless srv.ErrorLog is already set: on a public
 // port they are noise.
 //
-// It holds at most lim.MaxConnections connections open at once (see
-// package listen): a flood of idle connections waits in the kernel's queue
-// instead of taking the process's descriptors, and the listener recovers by
-// itself when the flood stops.
+// It holds at most lim.MaxConnections connections open at once, and
+// lim.PerClient from one client (see package listen): a flood of idle
+// connections waits in the kernel's queue instead of taking the process's
+// descriptors, one client's slow connections cannot take every slot, and
+// the listener recovers by itself when a flood stops.
 func Serve(srv *http.Server, listenAddress, webConfigFile string, lim listen.Limit, logger *slog.Logger) error {
-	if listenAddress == "" {
-		// net.Listen would pick a random port on every interface.
-		return errors.New("webhook: empty listen address")
-	}
 	if srv.ErrorLog == nil {
 		srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
 	}
-	systemdSocket := false
-	flags := &web.FlagConfig{
-		WebListenAddresses: &[]string{listenAddress},
-		WebConfigFile:      &webConfigFile,
-		WebSystemdSocket:   &systemdSocket,
+	l, err := listen.TCP(listenAddress, lim)
+	if err != nil {
+		return err
 	}
-	return listen.Serve(srv, flags, lim, logger)
+	defer l.Close()
+	logger.Info("Connection limits", "max_connections", lim.MaxConnections, "max_connections_per_client", lim.PerClient)
+	err = web.Serve(l, srv, &web.FlagConfig{WebConfigFile: &webConfigFile}, logger)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
 }
 
-// DefaultMaxConnections is --webhook.max-connections' default.
-const DefaultMaxConnections = 256
+// Defaults of --webhook.max-connections and
+// --webhook.max-connections-per-client: it takes 16 clients (addresses,
+// or IPv6 /64s) to fill every slot, while the service's deliveries (one
+// POST per alert) need a few connections at a time.
+const (
+	DefaultMaxConnections          = 256
+	DefaultMaxConnectionsPerClient = 16
+)

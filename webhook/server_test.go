@@ -1,9 +1,11 @@
 package webhook
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,9 +23,80 @@ import (
 
 func TestServerTimeouts(t *testing.T) {
 	srv := NewServer(newFixture(t, settings{}).h, "/webhook")
-	if srv.ReadHeaderTimeout != 5*time.Second || srv.ReadTimeout != 10*time.Second ||
-		srv.WriteTimeout != 10*time.Second || srv.IdleTimeout != 60*time.Second || srv.MaxHeaderBytes != 16<<10 {
+	if srv.ReadHeaderTimeout != 3*time.Second || srv.ReadTimeout != 5*time.Second ||
+		srv.WriteTimeout != 10*time.Second || srv.IdleTimeout != 60*time.Second {
 		t.Fatalf("limits not as documented: %+v", srv)
+	}
+}
+
+// startServer serves NewServer over a loopback port, as Serve would
+// (the server's own limits apply, unlike httptest.NewServer's).
+func startServer(t *testing.T, f *fixture) string {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Config = NewServer(f.h, "/webhook")
+	ts.Start()
+	t.Cleanup(ts.Close)
+	return ts.Listener.Addr().String()
+}
+
+// roundTrip writes a raw request on a new connection and reads the first
+// response line.
+func roundTrip(t *testing.T, addr, request string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, request); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
+// The header cap is what the README says, counted over the request line
+// and the headers up to the blank line: 16 KiB passes, one byte more is 431.
+func TestHeaderCapIs16KiB(t *testing.T) {
+	addr := startServer(t, newFixture(t, settings{}))
+	request := func(size int) string {
+		head := "GET /-/healthy HTTP/1.1\r\nHost: x\r\nX-Pad: "
+		tail := "\r\n\r\n"
+		return head + strings.Repeat("a", size-len(head)-len(tail)) + tail
+	}
+	for size, want := range map[int]string{
+		headerLimit:     "HTTP/1.1 200 OK",
+		headerLimit + 1: "HTTP/1.1 431 Request Header Fields Too Large",
+	} {
+		if got := roundTrip(t, addr, request(size)); got != want {
+			t.Errorf("%d bytes of request line and headers: %q, want %q", size, got, want)
+		}
+	}
+}
+
+// A client that announces a body over the cap and waits for "100 Continue"
+// gets 413 instead, and its body is never asked for.
+func TestExpectContinueOverTheCapIs413(t *testing.T) {
+	f := newFixture(t, settings{MaxBodyBytes: 1000})
+	addr := startServer(t, f)
+	request := func(length int) string {
+		return fmt.Sprintf("POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+			"X-Service-Signature: sha256=%064d\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", 0, length)
+	}
+	if got := roundTrip(t, addr, request(1001)); got != "HTTP/1.1 413 Request Entity Too Large" {
+		t.Errorf("Content-Length over the cap with Expect: 100-continue: %q, want 413", got)
+	}
+	if got := f.outcomeCount(outcomeTooLarge); got != 1 {
+		t.Errorf("too_large = %v, want 1", got)
+	}
+	// Within the cap the body is asked for.
+	if got := roundTrip(t, addr, request(1000)); got != "HTTP/1.1 100 Continue" {
+		t.Errorf("Content-Length within the cap with Expect: 100-continue: %q, want 100 Continue", got)
 	}
 }
 

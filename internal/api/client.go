@@ -3,10 +3,12 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +29,9 @@ type Options struct {
 	Timeout      time.Duration // per request, including reading the body
 	MaxBodyBytes int64         // response body cap
 	Metrics      *Metrics      // shared by every Client of the process
+	// Now is the exporter's clock: an answer's date-times may not be far
+	// ahead of it (DecodeBreaches).
+	Now func() time.Time
 }
 
 // Client calls the service's JSON API. It is safe for concurrent use. It
@@ -43,6 +48,7 @@ type Client struct {
 	timeout      time.Duration
 	maxBodyBytes int64
 	metrics      *Metrics
+	now          func() time.Time
 }
 
 // New returns a Client for o.
@@ -55,6 +61,7 @@ func New(o Options) *Client {
 		timeout:      o.Timeout,
 		maxBodyBytes: o.MaxBodyBytes,
 		metrics:      o.Metrics,
+		now:          o.Now,
 	}
 }
 
@@ -62,10 +69,15 @@ func New(o Options) *Client {
 // whenever a response arrived.
 func (c *Client) Me(ctx context.Context) (Me, breach.RateLimit, error) {
 	var m Me
-	rl, err := c.call(ctx, EndpointMe, c.meURL, func(body []byte) (err error) {
-		m, err = DecodeMe(body)
-		return err
+	rl, err := c.call(ctx, EndpointMe, c.meURL, func(body []byte, token string) (err error) {
+		if m, err = DecodeMe(body); err != nil {
+			return err
+		}
+		return echoes(token, map[string][]string{"id": {m.ID}, "email": {m.Email}, "plan": {m.Plan}})
 	})
+	if err != nil {
+		m = Me{}
+	}
 	return m, rl, err
 }
 
@@ -75,17 +87,46 @@ func (c *Client) Breaches(ctx context.Context, email string) (Breaches, breach.R
 	u := *c.breachesURL
 	u.RawQuery = url.Values{"email": {email}}.Encode()
 	var b Breaches
-	rl, err := c.call(ctx, EndpointBreaches, u.String(), func(body []byte) (err error) {
-		b, err = DecodeBreaches(body, email)
-		return err
+	rl, err := c.call(ctx, EndpointBreaches, u.String(), func(body []byte, token string) (err error) {
+		if b, err = DecodeBreaches(body, email, c.now()); err != nil {
+			return err
+		}
+		for i, s := range b.Sources {
+			if err := echoes(token, map[string][]string{"source": {s.Source}, "source_dbs": s.SourceDBs, "fields_exposed": s.FieldsExposed}); err != nil {
+				return fmt.Errorf("sources[%d]: %w", i, err)
+			}
+		}
+		return echoes(token, map[string][]string{"email": {b.Email}})
 	})
+	if err != nil {
+		b = Breaches{}
+	}
 	return b, rl, err
 }
 
-// call sends one GET, decodes a 200 body with decode, and records the
-// request, its duration and any failure: the one place the API's metrics
-// are written.
-func (c *Client) call(ctx context.Context, endpoint, rawURL string, decode func([]byte) error) (breach.RateLimit, error) {
+// echoes reports an error when a value of a decoded answer contains the
+// token. A server that repeats the bearer token in its data is broken, and
+// whatever it sent would put the token into a label (and the whole answer
+// is suspect): the answer is a bad body, so the address keeps its last good
+// values, and the error names the member, never the value.
+func echoes(token string, values map[string][]string) error {
+	if token == "" {
+		return nil
+	}
+	for member, list := range values {
+		for _, v := range list {
+			if strings.Contains(v, token) {
+				return fmt.Errorf("%s repeats the API token", member)
+			}
+		}
+	}
+	return nil
+}
+
+// call sends one GET, decodes a 200 body with decode (given the token the
+// request carried), and records the request, its duration and any failure:
+// the one place the API's metrics are written.
+func (c *Client) call(ctx context.Context, endpoint, rawURL string, decode func(body []byte, token string) error) (breach.RateLimit, error) {
 	start := time.Now()
 	code, rl, e := c.get(ctx, rawURL, decode)
 	c.metrics.requests.WithLabelValues(endpoint, code).Inc()
@@ -99,13 +140,13 @@ func (c *Client) call(ctx context.Context, endpoint, rawURL string, decode func(
 
 // get sends one GET and decodes a 200 body; any other status becomes an
 // *Error. code is the HTTP status, or "error" when no response arrived.
-func (c *Client) get(ctx context.Context, rawURL string, decode func([]byte) error) (code string, rl breach.RateLimit, e *Error) {
+func (c *Client) get(ctx context.Context, rawURL string, decode func([]byte, string) error) (code string, rl breach.RateLimit, e *Error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return "error", rl, &Error{Kind: KindTransport, Err: err}
+		return "error", rl, &Error{Kind: KindTransport, Err: withoutQuery(err)}
 	}
 	token := c.token()
 	if token != "" {
@@ -115,7 +156,7 @@ func (c *Client) get(ctx context.Context, rawURL string, decode func([]byte) err
 
 	resp, err := c.httpClient.Do(req)
 	if err != nil {
-		return "error", rl, &Error{Kind: KindTransport, Err: err}
+		return "error", rl, &Error{Kind: KindTransport, Err: withoutQuery(err)}
 	}
 	// Reading to the end (within the cap) before closing lets the
 	// transport reuse the connection, error responses included.
@@ -135,10 +176,30 @@ func (c *Client) get(ctx context.Context, rawURL string, decode func([]byte) err
 	case tooBig:
 		return code, rl, badBody(fmt.Errorf("body is larger than %d bytes", c.maxBodyBytes))
 	}
-	if err := decode(body); err != nil {
+	if err := decode(body, token); err != nil {
 		return code, rl, badBody(err)
 	}
 	return code, rl, nil
+}
+
+// withoutQuery drops the query from the URL an *url.Error repeats: the
+// query of /breaches is the address, which the caller's logs show only as
+// its label (labels.address).
+func withoutQuery(err error) error {
+	var urlErr *url.Error
+	if !errors.As(err, &urlErr) {
+		return err
+	}
+	shown := urlErr.URL
+	if u, perr := url.Parse(urlErr.URL); perr == nil {
+		if u.RawQuery != "" {
+			u.RawQuery = "<redacted>"
+		}
+		shown = u.Redacted()
+	} else if i := strings.IndexByte(shown, '?'); i >= 0 {
+		shown = shown[:i] + "?<redacted>"
+	}
+	return &url.Error{Op: urlErr.Op, URL: shown, Err: urlErr.Err}
 }
 
 func badBody(err error) *Error {
@@ -178,8 +239,13 @@ func (c *Client) statusError(status int, rl breach.RateLimit, body []byte, token
 	return e
 }
 
+// addressLike is anything in a server's message that may be an email
+// address, plain or percent-encoded as in a query.
+var addressLike = regexp.MustCompile(`(?i)[^\s"'<>(),;]*(?:@|%40)[^\s"'<>(),;]*`)
+
 // serverMessage returns the error text of a documented {"error": "..."}
-// body, or nil. The token is blanked in case a server echoes it back.
+// body, or nil. The token and anything like an address are blanked in case
+// a server echoes them back: the logs show an address only as its label.
 func serverMessage(body []byte, token string) error {
 	var eb struct {
 		Error string `json:"error"`
@@ -191,6 +257,7 @@ func serverMessage(body []byte, token string) error {
 	if token != "" {
 		msg = strings.ReplaceAll(msg, token, "<redacted>")
 	}
+	msg = addressLike.ReplaceAllLiteralString(msg, "<address>")
 	if len(msg) > maxServerMessageLen {
 		msg = strings.ToValidUTF8(msg[:maxServerMessageLen], "") + "..."
 	}

@@ -65,6 +65,7 @@ func newClient(t *testing.T, srv *httptest.Server, modify ...func(*Options)) *Cl
 		Timeout:      10 * time.Second,
 		MaxBodyBytes: 4 << 20,
 		Metrics:      newMetrics(t),
+		Now:          time.Now,
 	}
 	for _, m := range modify {
 		m(&o)
@@ -548,9 +549,15 @@ func TestConnectionRefused(t *testing.T) {
 		Timeout:      10 * time.Second,
 		MaxBodyBytes: 4 << 20,
 		Metrics:      m,
+		Now:          time.Now,
 	})
-	_, rl, err := c.Breaches(t.Context(), "alice@example.com")
+	_, rl, err := c.Breaches(t.Context(), "Secret.Person@example.com")
 	e := assertKind(t, err, KindTransport)
+	// The URL of the request is in the error, but not its query: the
+	// address goes into logs only as its label.
+	if msg := strings.ToLower(err.Error()); strings.Contains(msg, "secret") || !strings.Contains(msg, addr+"/api/v1/breaches?<redacted>") {
+		t.Errorf("error shows the address or no URL at all: %v", err)
+	}
 	if e.StatusCode != 0 {
 		t.Errorf("StatusCode = %d, want 0", e.StatusCode)
 	}
@@ -704,18 +711,55 @@ func TestServerMessageIsPassedOnRedacted(t *testing.T) {
 			respond(500, nil, `{"error":"`+long+`"}`)(w, r)
 			return
 		}
-		respond(404, nil, `{"error":"not_monitored for `+testToken+`"}`)(w, r)
+		respond(400, nil, `{"error":"bad_request for `+testToken+` (Alice@Example.com, email=alice%40example.com, other bob@example.org)"}`)(w, r)
 	})
 	c := newClient(t, srv)
 	_, _, err := c.Breaches(t.Context(), "alice@example.com")
-	assertKind(t, err, KindNotMonitored)
-	if !strings.Contains(err.Error(), `"not_monitored for <redacted>"`) {
-		t.Errorf("server message missing or not redacted: %v", err)
+	assertKind(t, err, KindBadRequest)
+	if want := `"bad_request for <redacted> (<address>, <address>, other <address>)"`; !strings.Contains(err.Error(), want) {
+		t.Errorf("server message missing or not redacted: %v, want %s", err, want)
 	}
 	_, _, err = c.Me(t.Context())
 	assertKind(t, err, KindServer)
 	if n := len(err.Error()); n > maxServerMessageLen+100 {
 		t.Errorf("error message is %d bytes long: server text not truncated", n)
+	}
+}
+
+// A server that repeats the token in its data (as a feed, a database, a
+// field, a time or an id) sends a bad body: nothing of it is kept, and the
+// error names the member without the value.
+func TestAnswerRepeatingTheTokenIsABadBody(t *testing.T) {
+	for name, body := range map[string]string{
+		"source":          breachesWith(withMember("source", `"`+testToken+`"`)),
+		"database":        breachesWith(withMember("source_dbs", `["LinkedIn","dump of `+testToken+`"]`)),
+		"field":           breachesWith(withMember("fields_exposed", `["`+testToken+`"]`)),
+		"last_scanned_at": breachesWith(withMember("last_scanned_at", `"`+testToken+`"`)),
+		"email":           `{"email":"` + testToken + `","sources":[]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := newServer(t, respond(200, nil, body))
+			b, _, err := newClient(t, srv).Breaches(t.Context(), askedFor)
+			assertKind(t, err, KindBadBody) // also checks the token is not in the error
+			if !reflect.DeepEqual(b, Breaches{}) {
+				t.Errorf("data alongside the error: %+v", b)
+			}
+			if strings.Contains(err.Error(), "secret123") {
+				t.Errorf("error quotes the token: %v", err)
+			}
+		})
+	}
+	for _, member := range []string{"id", "plan"} {
+		t.Run("me "+member, func(t *testing.T) {
+			fields := map[string]string{"id": "u1", "email": "owner@example.com", "plan": "pro"}
+			fields[member] = "x" + testToken
+			srv := newServer(t, respond(200, nil, `{"id":"`+fields["id"]+`","email":"owner@example.com","plan":"`+fields["plan"]+`"}`))
+			m, _, err := newClient(t, srv).Me(t.Context())
+			assertKind(t, err, KindBadBody)
+			if m != (Me{}) || !strings.Contains(err.Error(), member+" repeats the API token") {
+				t.Errorf("got %+v, %v", m, err)
+			}
+		})
 	}
 }
 

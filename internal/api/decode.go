@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/strictjson"
 )
 
 // The decoders below hold a 200 reply to the spec (section 2) before
@@ -21,10 +22,21 @@ import (
 //
 // What they check:
 //   - the body is one JSON object (trailing data after it is an error);
+//   - member names are the spec's, exactly: a member that differs from one
+//     only in case ("BREACH_COUNT") and a member that appears twice in one
+//     object are errors (strictjson), where encoding/json alone would take
+//     either silently;
 //   - every required member is present, not null, and of its type: strings,
 //     arrays of strings (no null elements), booleans, date-times (RFC 3339,
 //     which covers the spec's "YYYY-MM-DDTHH:MM:SS.sssZ" and its form
 //     without milliseconds);
+//   - date-times are plausible: from 2000-01-01T00:00:00Z (older than any
+//     scan the service can have made) to one day after the exporter's
+//     clock (no clock skew or time-zone mistake is larger). A time in the
+//     future would make every staleness rule blind for as long as it lasts,
+//     year 0 would read as a scan 2,000 years overdue. A leap second
+//     (23:59:60 UTC, which RFC 3339 allows and Go's parser does not) is read
+//     as 23:59:59.999: still in its own day, and before the next second;
 //   - breach_count is an integer >= 0 (1.5, -1, "3", true are errors; 3.0
 //     and 3e0 are integers, as JSON Schema counts them) that fits an int64
 //     exactly (at most 2^53);
@@ -45,12 +57,24 @@ import (
 //     as long as the service keeps sending them; the label layer cuts
 //     source and field values to 64 bytes, database names to 256 bytes and
 //     the number of database series per feed.
-//   - duplicate members: the last one wins, as in encoding/json; repeated
-//     feeds in sources are deduplicated by the collector (first wins).
+//   - repeated feeds in sources are deduplicated by the collector (first
+//     wins).
 
 // maxExactInteger is the largest breach_count taken: every integer up to it
 // is exact in a float64, so the gauge shows exactly what the service said.
 const maxExactInteger = 1 << 53
+
+// The spec's member names, for strictjson.Check.
+var (
+	meNames       = []string{"id", "email", "plan"}
+	breachesNames = []string{"email", "sources", "source", "breach_count", "source_dbs",
+		"fields_exposed", "has_plaintext_password", "last_scanned_at", "last_changed_at"}
+)
+
+// Plausible date-times (see above).
+var minDateTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const maxDateTimeAhead = 24 * time.Hour
 
 // DecodeMe decodes and validates the body of GET /me.
 func DecodeMe(body []byte) (Me, error) {
@@ -59,7 +83,7 @@ func DecodeMe(body []byte) (Me, error) {
 		Email json.RawMessage `json:"email"`
 		Plan  json.RawMessage `json:"plan"`
 	}
-	if err := decodeObject(body, &raw); err != nil {
+	if err := decodeDocument(body, &raw, meNames); err != nil {
 		return Me{}, err
 	}
 	var m Me
@@ -77,13 +101,14 @@ func DecodeMe(body []byte) (Me, error) {
 }
 
 // DecodeBreaches decodes and validates the body of GET /breaches asked for
-// email.
-func DecodeBreaches(body []byte, email string) (Breaches, error) {
+// email; now is the exporter's clock, which date-times may not be far ahead
+// of.
+func DecodeBreaches(body []byte, email string, now time.Time) (Breaches, error) {
 	var raw struct {
 		Email   json.RawMessage `json:"email"`
 		Sources json.RawMessage `json:"sources"`
 	}
-	if err := decodeObject(body, &raw); err != nil {
+	if err := decodeDocument(body, &raw, breachesNames); err != nil {
 		return Breaches{}, err
 	}
 	got, err := requiredString("email", raw.Email)
@@ -101,7 +126,7 @@ func DecodeBreaches(body []byte, email string) (Breaches, error) {
 	}
 	b := Breaches{Email: got, Sources: make([]breach.SourceState, 0, len(entries))}
 	for i, e := range entries {
-		s, err := decodeSourceState(e)
+		s, err := decodeSourceState(e, now)
 		if err != nil {
 			return Breaches{}, fmt.Errorf("sources[%d]: %w", i, err)
 		}
@@ -110,7 +135,7 @@ func DecodeBreaches(body []byte, email string) (Breaches, error) {
 	return b, nil
 }
 
-func decodeSourceState(data json.RawMessage) (breach.SourceState, error) {
+func decodeSourceState(data json.RawMessage, now time.Time) (breach.SourceState, error) {
 	var raw struct {
 		Source               json.RawMessage `json:"source"`
 		BreachCount          json.RawMessage `json:"breach_count"`
@@ -140,13 +165,25 @@ func decodeSourceState(data json.RawMessage) (breach.SourceState, error) {
 	if s.HasPlaintextPassword, err = boolean("has_plaintext_password", raw.HasPlaintextPassword); err != nil {
 		return breach.SourceState{}, err
 	}
-	if s.LastScannedAt, err = dateTime("last_scanned_at", raw.LastScannedAt); err != nil {
+	if s.LastScannedAt, err = dateTime("last_scanned_at", raw.LastScannedAt, now); err != nil {
 		return breach.SourceState{}, err
 	}
-	if s.LastChangedAt, err = dateTime("last_changed_at", raw.LastChangedAt); err != nil {
+	if s.LastChangedAt, err = dateTime("last_changed_at", raw.LastChangedAt, now); err != nil {
 		return breach.SourceState{}, err
 	}
 	return s, nil
+}
+
+// decodeDocument is decodeObject for a whole body, whose member names at
+// every depth are first held to names: after that, encoding/json's
+// case-insensitive matching can only take the exact name.
+func decodeDocument(body []byte, dst any, names []string) error {
+	if kind(body) == '{' {
+		if err := strictjson.Check(body, names...); err != nil {
+			return err
+		}
+	}
+	return decodeObject(body, dst)
 }
 
 // decodeObject unmarshals data, which must be exactly one JSON object, into
@@ -302,15 +339,46 @@ func count(name string, raw json.RawMessage) (int64, error) {
 	return n, nil
 }
 
-func dateTime(name string, raw json.RawMessage) (time.Time, error) {
+func dateTime(name string, raw json.RawMessage, now time.Time) (time.Time, error) {
 	s, err := requiredString(name, raw)
 	if err != nil {
 		return time.Time{}, err
 	}
-	// UnmarshalText is time's strict RFC 3339, as its JSON decoding uses.
-	var t time.Time
-	if err := t.UnmarshalText([]byte(s)); err != nil {
-		return time.Time{}, fmt.Errorf("%s is %.40q, want an RFC 3339 date-time", name, s)
+	t, ok := parseDateTime(s)
+	if !ok {
+		// The value is quoted only when it cannot be anything but a
+		// malformed date: a server echoing the token or an address here
+		// must not put it into a log.
+		if strings.Trim(s, "0123456789-:.TZtz+ ") == "" && len(s) <= 40 {
+			return time.Time{}, fmt.Errorf("%s is %q, want an RFC 3339 date-time", name, s)
+		}
+		return time.Time{}, fmt.Errorf("%s is not an RFC 3339 date-time", name)
+	}
+	switch {
+	case t.Before(minDateTime):
+		return time.Time{}, fmt.Errorf("%s is %s, before %s: no scan can be that old", name, t.Format(time.RFC3339), minDateTime.Format(time.RFC3339))
+	case t.After(now.Add(maxDateTimeAhead)):
+		return time.Time{}, fmt.Errorf("%s is %s, more than %s ahead of this host's clock (%s)", name, t.Format(time.RFC3339), maxDateTimeAhead, now.UTC().Format(time.RFC3339))
 	}
 	return t, nil
+}
+
+// parseDateTime is time's strict RFC 3339 (as its JSON decoding uses), plus
+// the leap second it rejects: 23:59:60 UTC reads as 23:59:59.999.
+func parseDateTime(s string) (time.Time, bool) {
+	var t time.Time
+	if t.UnmarshalText([]byte(s)) == nil {
+		return t, true
+	}
+	// The seconds are at [17:19] in every RFC 3339 date-time.
+	if len(s) < 20 || s[16] != ':' || s[17:19] != "60" {
+		return time.Time{}, false
+	}
+	if t.UnmarshalText([]byte(s[:17]+"59"+s[19:])) != nil {
+		return time.Time{}, false
+	}
+	if u := t.UTC(); u.Hour() != 23 || u.Minute() != 59 {
+		return time.Time{}, false // leap seconds end a UTC day
+	}
+	return t.Truncate(time.Second).Add(time.Second - time.Millisecond), true
 }

@@ -13,6 +13,10 @@ import (
 
 const askedFor = "alice@example.com"
 
+// decodeNow is the exporter's clock in decoder tests: later than every
+// valid time below.
+var decodeNow = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
 // validSource is one BreachSourceState with every required member.
 const validSource = `{"source":"archive","breach_count":3,"source_dbs":["LinkedIn 2012","Adobe 2013"],` +
 	`"fields_exposed":["password","username"],"has_plaintext_password":true,` +
@@ -41,8 +45,8 @@ func breachesWith(sources ...string) string {
 	return `{"email":"` + askedFor + `","sources":[` + strings.Join(sources, ",") + `]}`
 }
 
-// malformedBreaches are the replies of issue 10 (point 4) and their kin:
-// each must be a bad body, never "verified, no feeds" or zeroed values.
+// malformedBreaches are valid JSON replies that break the spec: each must be
+// a bad body, never "verified, no feeds" or zeroed values.
 func malformedBreaches() map[string]string {
 	cases := map[string]string{
 		"sources null":                 `{"email":"` + askedFor + `","sources":null}`,
@@ -88,6 +92,22 @@ func malformedBreaches() map[string]string {
 		"array body":                   `[]`,
 		"trailing data":                breachesWith(validSource) + ` {}`,
 		"truncated":                    breachesWith(validSource)[:60],
+		// encoding/json alone matches member names case-insensitively and
+		// lets the last of two win.
+		"case variant beside the member": breachesWith(strings.Replace(validSource, `"breach_count":3`, `"breach_count":3,"BREACH_COUNT":777`, 1)),
+		"case variant alone":             breachesWith(strings.Replace(validSource, `"breach_count"`, `"Breach_Count"`, 1)),
+		"case variant of email":          `{"EMAIL":"` + askedFor + `","email":"` + askedFor + `","sources":[]}`,
+		"folded s in sources":            `{"email":"` + askedFor + `","\u017fources":[]}`,
+		"member twice":                   breachesWith(strings.Replace(validSource, `"breach_count":3`, `"breach_count":3,"breach_count":777`, 1)),
+		"sources twice":                  `{"email":"` + askedFor + `","sources":[],"sources":[` + validSource + `]}`,
+		"unknown member twice":           `{"email":"` + askedFor + `","x":1,"x":2,"sources":[]}`,
+		// Implausible times: before any scan, or far ahead of our clock.
+		"year 0":                     breachesWith(withMember("last_scanned_at", `"0000-01-01T00:00:00.000Z"`)),
+		"year 9999":                  breachesWith(withMember("last_changed_at", `"9999-12-31T23:59:59.999Z"`)),
+		"before 2000":                breachesWith(withMember("last_changed_at", `"1999-12-31T23:59:59.999Z"`)),
+		"two days ahead":             breachesWith(withMember("last_scanned_at", `"2026-11-25T12:00:00.000Z"`)),
+		"leap second not at day end": breachesWith(withMember("last_scanned_at", `"2016-12-31T12:59:60.000Z"`)),
+		"second 61":                  breachesWith(withMember("last_scanned_at", `"2016-12-31T23:59:61.000Z"`)),
 	}
 	return cases
 }
@@ -95,7 +115,7 @@ func malformedBreaches() map[string]string {
 func TestDecodeBreachesRejectsMalformedReplies(t *testing.T) {
 	for name, body := range malformedBreaches() {
 		t.Run(name, func(t *testing.T) {
-			b, err := DecodeBreaches([]byte(body), askedFor)
+			b, err := DecodeBreaches([]byte(body), askedFor, decodeNow)
 			if err == nil {
 				t.Fatalf("accepted %s as %+v", body, b)
 			}
@@ -131,7 +151,7 @@ func TestDecodeBreachesAccepts(t *testing.T) {
 	}
 	check := func(t *testing.T, body, email string, want Breaches) {
 		t.Helper()
-		got, err := DecodeBreaches([]byte(body), email)
+		got, err := DecodeBreaches([]byte(body), email, decodeNow)
 		if err != nil {
 			t.Fatalf("rejected: %v", err)
 		}
@@ -160,6 +180,29 @@ func TestDecodeBreachesAccepts(t *testing.T) {
 		w := want
 		w.BreachCount = 3000
 		check(t, breachesWith(withMember("breach_count", `3e3`)), askedFor, Breaches{Email: askedFor, Sources: []breach.SourceState{w}})
+	})
+	t.Run("leap second", func(t *testing.T) {
+		w := want
+		w.LastScannedAt = time.Date(2016, 12, 31, 23, 59, 59, 999_000_000, time.UTC)
+		w.LastChangedAt = time.Date(2016, 12, 31, 23, 59, 59, 999_000_000, time.UTC)
+		body := withMember("last_scanned_at", `"2016-12-31T23:59:60.500Z"`)
+		// With an offset: 23:59:60 UTC is 00:59:60 at +01:00.
+		body = strings.Replace(body, `"2024-04-30T08:00:00.000Z"`, `"2017-01-01T00:59:60+01:00"`, 1)
+		got, err := DecodeBreaches([]byte(breachesWith(body)), askedFor, decodeNow)
+		if err != nil {
+			t.Fatalf("rejected: %v", err)
+		}
+		if s := got.Sources[0]; !s.LastScannedAt.Equal(w.LastScannedAt) || !s.LastChangedAt.Equal(w.LastChangedAt) {
+			t.Fatalf("read as %v and %v, want both %v", s.LastScannedAt, s.LastChangedAt, w.LastScannedAt)
+		}
+	})
+	t.Run("times at the bounds", func(t *testing.T) {
+		w := want
+		w.LastScannedAt = decodeNow.Add(24 * time.Hour)
+		w.LastChangedAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+		body := withMember("last_scanned_at", `"2026-11-24T12:00:00.000Z"`)
+		body = strings.Replace(body, `"2024-04-30T08:00:00.000Z"`, `"2000-01-01T00:00:00.000Z"`, 1)
+		check(t, breachesWith(body), askedFor, Breaches{Email: askedFor, Sources: []breach.SourceState{w}})
 	})
 	t.Run("timestamps without milliseconds", func(t *testing.T) {
 		w := want
@@ -228,7 +271,7 @@ func FuzzDecodeBreaches(f *testing.F) {
 		f.Add([]byte(body), askedFor)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, email string) {
-		b, err := DecodeBreaches(body, email)
+		b, err := DecodeBreaches(body, email, decodeNow)
 		if err != nil {
 			if !reflect.DeepEqual(b, Breaches{}) {
 				t.Fatalf("data alongside the error %v: %+v", err, b)
@@ -265,14 +308,15 @@ func FuzzDecodeMe(f *testing.F) {
 			t.Fatalf("accepted a body that is not an object: %v", err)
 		}
 		for name, got := range map[string]string{"id": m.ID, "email": m.Email, "plan": m.Plan} {
-			if v, ok := member(generic, name); ok && v != got {
+			if v := mustMember(t, generic, name); v != got {
 				t.Fatalf("%s = %q, a plain decoding says %#v", name, got, v)
 			}
 		}
 	})
 }
 
-// checkBreaches asserts what an accepted reply guarantees.
+// checkBreaches asserts what an accepted reply guarantees, among it that a
+// plain decoding finds every member under its exact name and only there.
 func checkBreaches(t *testing.T, body []byte, email string, b Breaches) {
 	t.Helper()
 	if !json.Valid(body) {
@@ -288,9 +332,8 @@ func checkBreaches(t *testing.T, body []byte, email string, b Breaches) {
 	if err := json.Unmarshal(body, &generic); err != nil {
 		t.Fatalf("accepted a body that is not an object: %v", err)
 	}
-	plainSources, unique := member(generic, "sources")
-	plain, _ := plainSources.([]any)
-	if unique && len(plain) != len(b.Sources) {
+	plain, _ := mustMember(t, generic, "sources").([]any)
+	if len(plain) != len(b.Sources) {
 		t.Fatalf("%d sources, a plain decoding has %d", len(b.Sources), len(plain))
 	}
 	for i, s := range b.Sources {
@@ -307,57 +350,62 @@ func checkBreaches(t *testing.T, body []byte, email string, b Breaches) {
 				t.Fatalf("sources[%d]: empty field", i)
 			}
 		}
-		if !unique {
-			continue
-		}
 		entry, _ := plain[i].(map[string]any)
 		if entry == nil {
 			t.Fatalf("sources[%d] accepted, a plain decoding has %#v", i, plain[i])
 		}
-		if v, ok := member(entry, "source"); ok && v != s.Source {
+		if v := mustMember(t, entry, "source"); v != s.Source {
 			t.Fatalf("sources[%d].source = %q, plain %#v", i, s.Source, v)
 		}
-		if v, ok := member(entry, "breach_count"); ok {
-			n, isNumber := v.(float64)
-			if !isNumber || n != float64(s.BreachCount) || n != math.Trunc(n) {
-				t.Fatalf("sources[%d].breach_count = %d, plain %#v", i, s.BreachCount, v)
-			}
+		v := mustMember(t, entry, "breach_count")
+		if n, isNumber := v.(float64); !isNumber || n != float64(s.BreachCount) || n != math.Trunc(n) {
+			t.Fatalf("sources[%d].breach_count = %d, plain %#v", i, s.BreachCount, v)
 		}
-		if v, ok := member(entry, "has_plaintext_password"); ok && v != s.HasPlaintextPassword {
+		if v := mustMember(t, entry, "has_plaintext_password"); v != s.HasPlaintextPassword {
 			t.Fatalf("sources[%d].has_plaintext_password = %v, plain %#v", i, s.HasPlaintextPassword, v)
 		}
-		if v, ok := member(entry, "source_dbs"); ok && !sameStrings(v, s.SourceDBs) {
+		if v := mustMember(t, entry, "source_dbs"); !sameStrings(v, s.SourceDBs) {
 			t.Fatalf("sources[%d].source_dbs = %q, plain %#v", i, s.SourceDBs, v)
 		}
-		if v, ok := member(entry, "fields_exposed"); ok && !sameStrings(v, s.FieldsExposed) {
+		if v := mustMember(t, entry, "fields_exposed"); !sameStrings(v, s.FieldsExposed) {
 			t.Fatalf("sources[%d].fields_exposed = %q, plain %#v", i, s.FieldsExposed, v)
 		}
 		for name, got := range map[string]time.Time{"last_scanned_at": s.LastScannedAt, "last_changed_at": s.LastChangedAt} {
-			v, ok := member(entry, name)
-			if !ok {
-				continue
-			}
+			v := mustMember(t, entry, name)
 			text, _ := v.(string)
-			var want time.Time
-			if err := want.UnmarshalText([]byte(text)); err != nil || !want.Equal(got) {
+			want, ok := parseDateTime(text)
+			if !ok || !want.Equal(got) {
 				t.Fatalf("sources[%d].%s = %v, plain %#v", i, name, got, v)
+			}
+			if got.Before(minDateTime) || got.After(decodeNow.Add(maxDateTimeAhead)) {
+				t.Fatalf("sources[%d].%s = %v accepted, out of the plausible range", i, name, got)
 			}
 		}
 	}
 }
 
-// member looks name up the way encoding/json matches struct fields (exact,
-// else case-insensitively); ok is false unless exactly one key matches, since
-// a map keeps no order to tell which of several the decoder took last.
+// mustMember fails unless a plain decoding of an accepted reply has name,
+// and no case variant of it.
+func mustMember(t *testing.T, m map[string]any, name string) any {
+	t.Helper()
+	v, ok := member(m, name)
+	if !ok {
+		t.Fatalf("accepted, but a plain decoding has no %s, or a case variant of it", name)
+	}
+	return v
+}
+
+// member looks name up exactly, as the decoder must; ok is false when
+// another key matches it case-insensitively, which the decoder must have
+// rejected.
 func member(m map[string]any, name string) (v any, ok bool) {
-	matches := 0
-	for k, val := range m {
-		if strings.EqualFold(k, name) {
-			matches++
-			v = val
+	for k := range m {
+		if k != name && strings.EqualFold(k, name) {
+			return nil, false
 		}
 	}
-	return v, matches == 1
+	v, ok = m[name]
+	return v, ok
 }
 
 func sameStrings(v any, want []string) bool {

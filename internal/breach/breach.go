@@ -2,11 +2,12 @@
 // enums with their known values, a feed's scan state, the rate-limit figures
 // every response carries, and watched addresses with their one key and their
 // label. It imports nothing of the exporter's, so the API client, the
-// registry, the collector and the webhook receiver all share these types
+// watchlist, the collector and the webhook receiver all share these types
 // without importing each other.
 package breach
 
 import (
+	"crypto/sha256"
 	"net/mail"
 	"slices"
 	"strings"
@@ -23,12 +24,20 @@ var KnownSources = []string{"archive", "combolist", "index", "enriched"}
 // KnownFields are the spec's exposed-value categories (Field).
 var KnownFields = []string{"password", "hash", "username", "name", "dob", "address", "phone", "ip"}
 
+// SensitiveFields are the categories whose values the service keeps
+// encrypted and shows only in its audited dashboard (spec section 1:
+// passwords, dates of birth, addresses, phone numbers): their exposure is
+// what BreachSensitiveFieldExposed pages for.
+var SensitiveFields = []string{"password", "dob", "address", "phone"}
+
 // KnownPlans are the spec's subscription tiers (Plan).
 var KnownPlans = []string{"free", "personal", "pro", "business"}
 
-// KnownSeverities are the spec's alert severities; critical means "rotate
-// credentials now".
-var KnownSeverities = []string{"critical", "warning", "info"}
+// Critical is the severity that means "rotate credentials now".
+const Critical = "critical"
+
+// KnownSeverities are the spec's alert severities.
+var KnownSeverities = []string{Critical, "warning", "info"}
 
 // PlanWithoutWebhooks reports whether plan is one the service delivers no
 // webhooks to (spec section 6: Pro and Business only). An unknown plan is
@@ -108,4 +117,21 @@ func Distinct(values []string) []string {
 		}
 	}
 	return out
+}
+
+// RememberedWebhook is a signed webhook body the receiver accepted, by the
+// SHA-256 of its bytes, and when: what its duplicate check remembers and the
+// state snapshot keeps across a restart.
+type RememberedWebhook struct {
+	Digest [sha256.Size]byte
+	At     time.Time
+}
+
+// WebhookCounts are the webhook receiver's counters that move only with accepted alerts:
+// they are kept across a restart with the alerts themselves, so that a
+// restart neither loses them nor, replayed from the journal, counts twice.
+type WebhookCounts struct {
+	Accepted                float64
+	UntrackedDiscoveryOff   float64
+	UntrackedDiscoveryLimit float64
 }

@@ -1,6 +1,7 @@
 package breach
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
@@ -24,8 +25,9 @@ func TestLabel(t *testing.T) {
 	alice := Address{Email: "Alice@Example.com"}
 	ops := Address{Email: "ops@example.com", Alias: "ops"}
 	discovered := Address{Email: "New.User@Example.org", Discovered: true}
+	key := []byte("0123456789abcdef")
 	for _, tc := range []struct {
-		mode LabelMode
+		mode Labeler
 		addr Address
 		want string
 	}{
@@ -37,10 +39,41 @@ func TestLabel(t *testing.T) {
 		{LabelHash, alice, HashLabel("alice@example.com")},
 		{LabelHash, ops, HashLabel("ops@example.com")},
 		{LabelHash, discovered, HashLabel("new.user@example.org")},
+		{Keyed{Mode: LabelHMAC, Key: key}, ops, HMACLabel(key, "ops@example.com")}, // alias ignored
+		{Keyed{Mode: LabelHMAC, Key: key}, discovered, HMACLabel(key, "new.user@example.org")},
+		{Keyed{Mode: LabelAlias, Key: key}, ops, "ops"},
+		{Keyed{Mode: LabelAlias, Key: key}, discovered, HMACLabel(key, "new.user@example.org")}, // no alias: keyed, not hashed
 	} {
 		if got := tc.mode.Label(tc.addr); got != tc.want {
-			t.Errorf("%s.Label(%+v) = %q, want %q", tc.mode, tc.addr, got, tc.want)
+			t.Errorf("%v.Label(%+v) = %q, want %q", tc.mode, tc.addr, got, tc.want)
 		}
+	}
+}
+
+// hmac without its key makes no label: any it could make would show more
+// than the mode promises.
+func TestHMACNeedsAKey(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("hmac without a key made a label")
+		}
+	}()
+	LabelHMAC.Label(Address{Email: "ops@example.com"})
+}
+
+func TestHMACLabel(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("alice@example.com"))
+	want := "hmac:" + hex.EncodeToString(mac.Sum(nil))[:32]
+	for _, input := range []string{"alice@example.com", "Alice@Example.COM"} {
+		if got := HMACLabel(key, input); got != want {
+			t.Errorf("HMACLabel(%q) = %q, want %q", input, got, want)
+		}
+	}
+	// Without the key, hashing candidates confirms nothing.
+	if HMACLabel([]byte("fedcba9876543210"), "alice@example.com") == want || HashLabel("alice@example.com") == want {
+		t.Error("the label does not depend on the key")
 	}
 }
 

@@ -2,10 +2,12 @@
 //
 // Parsing is strict: an unknown key is an error that names it. Every
 // validation error names the field path and the offending value, and no
-// error ever contains a secret (the API token and webhook secrets are only
-// read on demand by ReadToken and ReadSecrets, never by Load).
+// error ever contains a secret (the API token, the label key and webhook
+// secrets are only read on demand by ReadToken, ReadLabelKey and
+// ReadSecrets, never by Load).
 //
-// Relative file paths (api.token_file, webhook.secret_files and the files of
+// Relative file paths (api.token_file, labels.address_key_file,
+// webhook.secret_files, acknowledgements_file and the files of
 // api.tls_config) are relative to the directory of the configuration file,
 // as in Prometheus, so a config keeps working whatever the working directory
 // of the process is. Load resolves them; Parse, which has no file, leaves
@@ -13,17 +15,12 @@
 package config
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
 	"time"
 
 	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
-	"go.yaml.in/yaml/v2"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
@@ -41,6 +38,10 @@ type Config struct {
 	Addresses []Address     `yaml:"addresses"`
 	Labels    LabelsConfig  `yaml:"labels"`
 	Webhook   WebhookConfig `yaml:"webhook"`
+	Metrics   MetricsConfig `yaml:"metrics"`
+	// AcknowledgementsFile names the acknowledgements (internal/acknowledge):
+	// the exposures people have handled. Empty means none.
+	AcknowledgementsFile string `yaml:"acknowledgements_file"`
 }
 
 // APIConfig says how to reach the breach monitoring service's API.
@@ -69,6 +70,10 @@ type Address struct {
 // LabelsConfig says what goes into the address label.
 type LabelsConfig struct {
 	Address breach.LabelMode `yaml:"address"`
+	// AddressKeyFile holds the HMAC key of labels.address hmac (required
+	// there), and of the labels of addresses without an alias in alias
+	// mode (optional there: without it they are hashed without a key).
+	AddressKeyFile string `yaml:"address_key_file"`
 }
 
 // WebhookConfig configures the embedded alert receiver.
@@ -127,7 +132,7 @@ func defaultWebhook() WebhookConfig {
 		DedupWindow:     model.Duration(24 * time.Hour),
 		DedupMaxEntries: 100000,
 		// Each discovered address costs a share of the request budget and
-		// about 60 series; a thousand is far more than alerts about an
+		// about 20 series by default; a thousand is far more than alerts about an
 		// account's own addresses should ever reveal.
 		MaxDiscoveredAddresses: 1000,
 	}
@@ -135,74 +140,64 @@ func defaultWebhook() WebhookConfig {
 
 // Load reads, strictly parses, completes with defaults and validates the
 // file at path, and makes its relative file paths relative to the file's
-// directory. It does not read the token or the webhook secrets.
+// directory. It does not read the token or the webhook secrets. Its error
+// is a Problems listing everything wrong, each naming the file and, where
+// the file has it, the line.
 func Load(path string) (*Config, error) {
+	c, _, problems := load(path)
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return c, nil
+}
+
+// load is Load that also returns what LoadBundle needs to go on checking
+// a config that has problems: the config as far as it decoded (nil when the
+// file could not be read or parsed) and the line of each field.
+func load(path string) (*Config, lineIndex, Problems) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, Problems{{Msg: err.Error()}}
 	}
-	c, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	c, lines, problems := parse(data)
+	if c != nil {
+		c.setDirectory(filepath.Dir(path))
 	}
-	c.setDirectory(filepath.Dir(path))
-	return c, nil
+	return c, lines, problems.place(path, lines)
 }
 
 // Parse is Load without the file: strict parse, defaults, validation.
 // Relative paths are left as they are.
 func Parse(data []byte) (*Config, error) {
+	c, lines, problems := parse(data)
+	if len(problems) > 0 {
+		return nil, problems.place("", lines)
+	}
+	return c, nil
+}
+
+func parse(data []byte) (*Config, lineIndex, Problems) {
 	c := &Config{
 		API:     defaultAPI(),
 		Refresh: defaultRefresh(),
 		Labels:  defaultLabels(),
 		Webhook: defaultWebhook(),
 	}
-	if err := yaml.UnmarshalStrict(data, c); err != nil {
-		return nil, readableYAMLError(err)
+	lines, problems := decode(data, c)
+	if lines == nil {
+		return nil, nil, problems // not YAML at all
 	}
-	// "refresh:" with nothing under it decodes as null, which zeroes the
-	// section; treat it like an absent section rather than as zero values.
-	resetIfZero(&c.API, defaultAPI())
-	resetIfZero(&c.Refresh, defaultRefresh())
-	resetIfZero(&c.Labels, defaultLabels())
-	resetIfZero(&c.Webhook, defaultWebhook())
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func resetIfZero[T any](section *T, defaults T) {
-	if reflect.ValueOf(section).Elem().IsZero() {
-		*section = defaults
-	}
+	return c, lines, append(problems, problemsOf(c.Validate())...)
 }
 
 func (c *Config) setDirectory(dir string) {
 	c.API.TokenFile = config.JoinDir(dir, c.API.TokenFile)
+	c.Labels.AddressKeyFile = config.JoinDir(dir, c.Labels.AddressKeyFile)
 	c.API.TLSConfig.SetDirectory(dir)
+	c.AcknowledgementsFile = config.JoinDir(dir, c.AcknowledgementsFile)
 	for i, f := range c.Webhook.SecretFiles {
 		c.Webhook.SecretFiles[i] = config.JoinDir(dir, f)
 	}
-}
-
-// UnmarshalYAML names the key of a bad value inside api.
-func (c *APIConfig) UnmarshalYAML(unmarshal func(any) error) error {
-	type api APIConfig // yaml names this type when the node is not a mapping
-	return decodeSection(unmarshal, "api", (*api)(c))
-}
-
-// UnmarshalYAML names the key of a bad value inside refresh.
-func (c *RefreshConfig) UnmarshalYAML(unmarshal func(any) error) error {
-	type refresh RefreshConfig
-	return decodeSection(unmarshal, "refresh", (*refresh)(c))
-}
-
-// UnmarshalYAML names the key of a bad value inside webhook.
-func (c *WebhookConfig) UnmarshalYAML(unmarshal func(any) error) error {
-	type webhook WebhookConfig
-	return decodeSection(unmarshal, "webhook", (*webhook)(c))
 }
 
 // UnmarshalYAML accepts an address as a plain string or as {email, alias}.
@@ -214,63 +209,4 @@ func (a *Address) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	type address Address
 	return unmarshal((*address)(a))
-}
-
-// decodeSection decodes one mapping into out, a pointer to a struct. yaml
-// reports structural problems (unknown key, wrong kind of node) with a line
-// number and the key, but an error raised by a value's own unmarshaler (a
-// bad duration, URL or TLS setting) comes back bare. For those, decode the
-// keys one at a time to find the one that fails, and name it.
-func decodeSection(unmarshal func(any) error, section string, out any) error {
-	// The keys are read first: after a failed decode yaml's state still
-	// holds that decode's errors and would report them again.
-	var keys yaml.MapSlice
-	if err := unmarshal(&keys); err != nil {
-		keys = nil // not a mapping: the decode below says so with a line number
-	}
-	err := unmarshal(out)
-	if err == nil || isStructural(err) {
-		return err
-	}
-	for _, item := range keys {
-		single, mErr := yaml.Marshal(yaml.MapSlice{item})
-		if mErr != nil {
-			continue
-		}
-		probe := reflect.New(reflect.TypeOf(out).Elem()).Interface()
-		if pErr := yaml.UnmarshalStrict(single, probe); pErr != nil && !isStructural(pErr) {
-			return fmt.Errorf("%s.%v: %w", section, item.Key, err)
-		}
-	}
-	return fmt.Errorf("%s: %w", section, err)
-}
-
-func isStructural(err error) bool {
-	var typeErr *yaml.TypeError
-	return errors.As(err, &typeErr)
-}
-
-// yaml's messages name Go types, which mean nothing to whoever edits the
-// file; say it in the file's terms instead.
-var yamlMessageRewrites = []struct {
-	pattern *regexp.Regexp
-	replace string
-}{
-	{regexp.MustCompile(`field (\S+) not found in type \S+`), `unknown key "$1"`},
-	{regexp.MustCompile(`field (\S+) already set in type \S+`), `duplicate key "$1"`},
-	{regexp.MustCompile(` into config\.(\w+)$`), ` into $1`},
-}
-
-func readableYAMLError(err error) error {
-	var typeErr *yaml.TypeError
-	if !errors.As(err, &typeErr) {
-		return err
-	}
-	for i, msg := range typeErr.Errors {
-		for _, r := range yamlMessageRewrites {
-			msg = r.pattern.ReplaceAllString(msg, r.replace)
-		}
-		typeErr.Errors[i] = msg
-	}
-	return typeErr
 }

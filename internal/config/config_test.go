@@ -1,8 +1,7 @@
 package config
 
 import (
-	"github.com/breach-exporter/breach_exporter/internal/breach"
-
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
 const minimalYAML = "api:\n  base_url: https://breaches.example.com/api/v1\n"
@@ -124,13 +125,13 @@ func TestLoadMinimalExample(t *testing.T) {
 
 func TestLoadBrokenExamples(t *testing.T) {
 	for file, wants := range map[string][]string{
-		"unknown_key.yml":       {`unknown key "token_fle"`, "line 3"},
+		"unknown_key.yml":       {`unknown key "token_fle"`, "unknown_key.yml:3: api:"},
 		"bad_duration.yml":      {"refresh.interval", `"15 minutes"`},
 		"duplicate_address.yml": {"addresses[2]", `"Alice@Example.com" duplicates addresses[0]`},
-		"alias_missing.yml":     {"addresses[1].alias", "alice@example.com"},
+		"alias_missing.yml":     {"addresses[1].alias", "required when labels.address is alias"},
 		"tls_conflict.yml":      {"api.tls_config", "ca_file"},
 		"no_base_url.yml":       {"api.base_url", "required"},
-		"not_a_mapping.yml":     {"line 1", "cannot unmarshal"},
+		"not_a_mapping.yml":     {"not_a_mapping.yml:1: the file: must be a mapping of keys, not a list"},
 	} {
 		t.Run(file, func(t *testing.T) {
 			path := filepath.Join("testdata", "broken", file)
@@ -159,7 +160,8 @@ func TestLoadResolvesRelativePathsAgainstConfigDir(t *testing.T) {
 	yml := minimalYAML +
 		"  token_file: secrets/token\n" +
 		"  tls_config:\n    ca_file: ca.pem\n" +
-		"webhook:\n  secret_files: [hook, /abs/hook]\n"
+		"webhook:\n  secret_files: [hook, /abs/hook]\n" +
+		"acknowledgements_file: acks/handled.yml\n"
 	path := filepath.Join(dir, "breach_exporter.yml")
 	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
@@ -173,6 +175,7 @@ func TestLoadResolvesRelativePathsAgainstConfigDir(t *testing.T) {
 		{"api.tls_config.ca_file", c.API.TLSConfig.CAFile, filepath.Join(dir, "ca.pem")},
 		{"webhook.secret_files[0]", c.Webhook.SecretFiles[0], filepath.Join(dir, "hook")},
 		{"webhook.secret_files[1]", c.Webhook.SecretFiles[1], "/abs/hook"},
+		{"acknowledgements_file", c.AcknowledgementsFile, filepath.Join(dir, "acks", "handled.yml")},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %q, want %q", tc.field, tc.got, tc.want)
@@ -205,7 +208,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad webhook.max_event_age", minimalYAML + "webhook:\n  max_event_age: old\n", []string{"webhook.max_event_age", `"old"`}},
 		{"bad api.proxy_url", minimalYAML + "  proxy_url: '::'\n", []string{"api.proxy_url", `"::"`}},
 		{"bad tls min_version", minimalYAML + "  tls_config:\n    min_version: TLS99\n", []string{"api.tls_config", "TLS99"}},
-		{"api not a mapping", "api: https://x.org\n", []string{"line 1", "into api"}},
+		{"api not a mapping", "api: https://x.org\n", []string{"line 1: api: must be a mapping of keys"}},
 		{"address a list", minimalYAML + "addresses:\n  - [a@x.org]\n", []string{"line 4", "into address"}},
 		{"requests_per_minute not a number", minimalYAML + "  requests_per_minute: many\n", []string{"line 3", "many"}},
 		{"discover_addresses not a bool", minimalYAML + "webhook:\n  discover_addresses: maybe\n", []string{"line 4", "maybe"}},
@@ -246,5 +249,43 @@ func TestDiscover(t *testing.T) {
 		if got := c.Webhook.Discover(); got != tc.want {
 			t.Errorf("%q: Discover() = %v, want %v", tc.yml, got, tc.want)
 		}
+	}
+}
+
+// Five independent mistakes are five problems, each with the file and the
+// line of its key or item, in the order of the file.
+func TestLoadReportsEveryProblemWithItsLine(t *testing.T) {
+	path := filepath.Join("testdata", "broken", "five_errors.yml")
+	_, err := Load(path)
+	var problems Problems
+	if !errors.As(err, &problems) {
+		t.Fatalf("Load error = %v, want a Problems", err)
+	}
+	want := []string{
+		path + `:3: api.requests_per_minute: 61 is out of range 1..60`,
+		path + `:5: refresh.interval: unknown unit " minutes" in duration "15 minutes"`,
+		path + `:6: refresh: unknown key "me_intervall"`,
+		path + `:9: addresses[1]: "not-an-address" is not a valid email address`,
+		path + `:10: addresses[2]: "Alice@Example.com" duplicates addresses[0]`,
+	}
+	if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestParseDuplicateKeyNamesBothLines(t *testing.T) {
+	assertParseFails(t, minimalYAML+"refresh:\n  interval: 5m\n  interval: 6m\n",
+		`line 5: refresh: duplicate key "interval" (first at line 4)`)
+}
+
+func TestParseSyntaxErrorHasLine(t *testing.T) {
+	assertParseFails(t, minimalYAML+"refresh:\n\tinterval: 5m\n", "line 4: not valid YAML")
+}
+
+func TestParseMergeKeys(t *testing.T) {
+	c := mustParse(t, minimalYAML+
+		"refresh:\n  <<: {interval: 30m, me_interval: 10m}\n  me_interval: 20m\n")
+	if c.Refresh.Interval != minutes(30) || c.Refresh.MeInterval != minutes(20) {
+		t.Errorf("refresh = %+v, want the merged interval and the written me_interval", c.Refresh)
 	}
 }

@@ -2,10 +2,13 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"unicode"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
 const tokenPrefix = "svc_ak_"
@@ -55,13 +58,37 @@ func validToken(token string) bool {
 	return true
 }
 
+// MinWebhookSecretBytes is the shortest webhook secret taken: an HMAC key
+// shorter than 128 bits could be guessed by whoever sees signed bodies.
+const MinWebhookSecretBytes = 16
+
+// ReadLabelKey reads the key of labels.address_key_file; nil when none is
+// set. Trailing whitespace (the newline an editor adds) is not part of it,
+// as for the webhook secrets. It is read on every load, so a reload picks up
+// a new key (and every hmac label changes with it).
+func (l *LabelsConfig) ReadLabelKey() ([]byte, error) {
+	if l.AddressKeyFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(l.AddressKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("labels.address_key_file: %w", err)
+	}
+	key := trimTrailingSpace(data)
+	if len(key) < breach.MinLabelKeyBytes {
+		return nil, fmt.Errorf("labels.address_key_file: %q holds %d bytes, want at least %d (e.g. the output of openssl rand -hex 32)", l.AddressKeyFile, len(key), breach.MinLabelKeyBytes)
+	}
+	return key, nil
+}
+
 // ReadSecrets reads every webhook secret, in the order of
 // webhook.secret_files, or the single secret in the
 // BREACH_EXPORTER_WEBHOOK_SECRET environment variable when no file is set.
 // Trailing whitespace (the newline an editor adds) is not part of a secret.
-// An empty secret is an error naming where it came from; no secret
-// configured at all returns (nil, nil), and the caller decides whether the
-// receiver can run without one (it cannot).
+// An empty, unreadable or too short secret (MinWebhookSecretBytes) is an
+// error naming where it came from (all of them, not only the first); no
+// secret configured at all returns (nil, nil), and the caller decides
+// whether the receiver can run without one (it cannot).
 func (c *WebhookConfig) ReadSecrets() ([][]byte, error) {
 	if len(c.SecretFiles) == 0 {
 		raw, set := os.LookupEnv(WebhookSecretEnv)
@@ -72,21 +99,42 @@ func (c *WebhookConfig) ReadSecrets() ([][]byte, error) {
 		if len(secret) == 0 {
 			return nil, fmt.Errorf("environment variable %s: the webhook secret is empty", WebhookSecretEnv)
 		}
+		if err := checkSecretLength(secret); err != nil {
+			return nil, fmt.Errorf("environment variable %s: %w", WebhookSecretEnv, err)
+		}
 		return [][]byte{secret}, nil
 	}
 	secrets := make([][]byte, 0, len(c.SecretFiles))
+	var errs []error
 	for i, f := range c.SecretFiles {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("webhook.secret_files[%d]: %w", i, err)
+			errs = append(errs, fmt.Errorf("webhook.secret_files[%d]: %w", i, err))
+			continue
 		}
 		secret := trimTrailingSpace(data)
 		if len(secret) == 0 {
-			return nil, fmt.Errorf("webhook.secret_files[%d]: %q is empty", i, f)
+			errs = append(errs, fmt.Errorf("webhook.secret_files[%d]: %q is empty", i, f))
+			continue
+		}
+		if err := checkSecretLength(secret); err != nil {
+			errs = append(errs, fmt.Errorf("webhook.secret_files[%d]: %q: %w", i, f, err))
+			continue
 		}
 		secrets = append(secrets, secret)
 	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
 	return secrets, nil
+}
+
+// checkSecretLength refuses a webhook secret too short to be an HMAC key.
+func checkSecretLength(secret []byte) error {
+	if len(secret) < MinWebhookSecretBytes {
+		return fmt.Errorf("the webhook secret has %d bytes, want at least %d: generate a new one in the dashboard", len(secret), MinWebhookSecretBytes)
+	}
+	return nil
 }
 
 func trimTrailingSpace(b []byte) []byte {

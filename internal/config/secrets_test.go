@@ -56,14 +56,7 @@ func TestReadToken(t *testing.T) {
 			}
 			got, err := c.ReadToken()
 			if tc.wantError != nil {
-				if err == nil {
-					t.Fatalf("ReadToken() succeeded, want an error")
-				}
-				for _, want := range tc.wantError {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("error %q does not contain %q", err, want)
-					}
-				}
+				checkError(t, "ReadToken()", err, tc.wantError)
 				return
 			}
 			if err != nil || got != tc.want {
@@ -135,10 +128,12 @@ func TestReadTokenPicksUpRotation(t *testing.T) {
 
 func TestReadSecrets(t *testing.T) {
 	dir := t.TempDir()
-	current := writeFile(t, dir, "current", "s3cret-current\n")
+	current := writeFile(t, dir, "current", "s3cret-current-0001\n")
 	next := writeFile(t, dir, "next", "  leading kept, trailing dropped \t\r\n\n")
-	binary := writeFile(t, dir, "binary", "\x00\x01\xff")
+	binary := writeFile(t, dir, "binary", "\x00\x01\xff"+strings.Repeat("\x80", 13))
 	empty := writeFile(t, dir, "empty", " \n")
+	short := writeFile(t, dir, "short", "s3cre\n")
+	fifteen := writeFile(t, dir, "fifteen", "s3cret-15-bytes\n")
 	absent := filepath.Join(dir, "absent")
 
 	for _, tc := range []struct {
@@ -149,9 +144,13 @@ func TestReadSecrets(t *testing.T) {
 		wantError []string
 	}{
 		{name: "several files in order", files: []string{current, next, binary},
-			want: [][]byte{[]byte("s3cret-current"), []byte("  leading kept, trailing dropped"), []byte("\x00\x01\xff")}},
-		{name: "files win over env", files: []string{current}, env: ptr("from-env"), want: [][]byte{[]byte("s3cret-current")}},
-		{name: "env fallback", env: ptr("from-env\n"), want: [][]byte{[]byte("from-env")}},
+			want: [][]byte{[]byte("s3cret-current-0001"), []byte("  leading kept, trailing dropped"), []byte("\x00\x01\xff" + strings.Repeat("\x80", 13))}},
+		{name: "files win over env", files: []string{current}, env: ptr("from-env-0123456789"), want: [][]byte{[]byte("s3cret-current-0001")}},
+		{name: "env fallback", env: ptr("from-env-0123456789\n"), want: [][]byte{[]byte("from-env-0123456789")}},
+		// An HMAC key of 5 bytes can be guessed from signed bodies.
+		{name: "5-byte file", files: []string{current, short}, wantError: []string{"webhook.secret_files[1]", short, "5 bytes, want at least 16"}},
+		{name: "15-byte file", files: []string{fifteen}, wantError: []string{"webhook.secret_files[0]", fifteen, "15 bytes"}},
+		{name: "short env", env: ptr("s3cret\n"), wantError: []string{WebhookSecretEnv, "6 bytes, want at least 16"}},
 		{name: "none configured", want: nil},
 		{name: "empty file", files: []string{current, empty}, wantError: []string{"webhook.secret_files[1]", empty, "empty"}},
 		{name: "missing file", files: []string{absent}, wantError: []string{"webhook.secret_files[0]", absent}},
@@ -166,14 +165,7 @@ func TestReadSecrets(t *testing.T) {
 			c := WebhookConfig{SecretFiles: tc.files}
 			got, err := c.ReadSecrets()
 			if tc.wantError != nil {
-				if err == nil {
-					t.Fatalf("ReadSecrets() succeeded, want an error")
-				}
-				for _, want := range tc.wantError {
-					if !strings.Contains(err.Error(), want) {
-						t.Errorf("error %q does not contain %q", err, want)
-					}
-				}
+				checkError(t, "ReadSecrets()", err, tc.wantError)
 				if strings.Contains(err.Error(), "s3cret") {
 					t.Errorf("error %q echoes a secret", err)
 				}
@@ -187,3 +179,46 @@ func TestReadSecrets(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+func TestReadLabelKey(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, dir, "good", "s3cret-label-key-0123\n")
+	short := writeFile(t, dir, "short", "s3cret-label\n")
+	if key, err := (&LabelsConfig{AddressKeyFile: good}).ReadLabelKey(); err != nil || string(key) != "s3cret-label-key-0123" {
+		t.Errorf("ReadLabelKey() = %q, %v", key, err)
+	}
+	if key, err := (&LabelsConfig{}).ReadLabelKey(); err != nil || key != nil {
+		t.Errorf("no key file: ReadLabelKey() = %q, %v; want nothing", key, err)
+	}
+	for file, wants := range map[string][]string{
+		short:                         {"labels.address_key_file", short, "12 bytes, want at least 16"},
+		filepath.Join(dir, "missing"): {"labels.address_key_file", "missing"},
+	} {
+		_, err := (&LabelsConfig{AddressKeyFile: file}).ReadLabelKey()
+		if err == nil {
+			t.Errorf("%s: accepted", file)
+			continue
+		}
+		for _, want := range wants {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not contain %q", err, want)
+			}
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("error %q echoes the key", err)
+		}
+	}
+}
+
+// checkError fails unless err is an error naming every part of want.
+func checkError(t *testing.T, call string, err error, want []string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s succeeded, want an error", call)
+	}
+	for _, part := range want {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error %q does not contain %q", err, part)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -42,11 +43,13 @@ func (c *Config) Validate() error {
 	}
 
 	if !slices.Contains(breach.LabelModes, c.Labels.Address) {
-		fail("labels.address: %q must be one of %s, %s, %s", c.Labels.Address, breach.LabelEmail, breach.LabelAlias, breach.LabelHash)
+		fail("labels.address: %q must be one of %s, %s, %s, %s", c.Labels.Address, breach.LabelEmail, breach.LabelAlias, breach.LabelHash, breach.LabelHMAC)
 	}
+	c.Labels.validateKeyFile(fail)
 	c.validateAddresses(fail)
 
 	c.Webhook.validate(fail)
+	c.Metrics.validate(fail)
 
 	return errors.Join(errs...)
 }
@@ -106,11 +109,11 @@ func (c *Config) validateAddresses(fail func(string, ...any)) {
 		case a.Email == "":
 			fail("addresses[%d]: email is required", i)
 		case !breach.ValidEmail(a.Email):
-			fail("addresses[%d]: %q is not a valid email address", i, a.Email)
+			fail("addresses[%d]: %sis not a valid email address", i, c.quoteAddress(a.Email))
 		default:
 			key := breach.Key(a.Email)
 			if j, seen := firstIndex[key]; seen {
-				fail("addresses[%d]: %q duplicates addresses[%d]", i, a.Email, j)
+				fail("addresses[%d]: %sduplicates addresses[%d]", i, c.quoteAddress(a.Email), j)
 			} else {
 				firstIndex[key] = i
 			}
@@ -120,20 +123,53 @@ func (c *Config) validateAddresses(fail func(string, ...any)) {
 		}
 		switch {
 		case a.Alias == "":
-			fail("addresses[%d].alias: is required for %q when labels.address is %s", i, a.Email, breach.LabelAlias)
+			fail("addresses[%d].alias: is required when labels.address is %s", i, breach.LabelAlias)
 		case !utf8.ValidString(a.Alias):
 			fail("addresses[%d].alias: %q is not valid UTF-8", i, a.Alias)
-		case strings.HasPrefix(a.Alias, breach.HashPrefix):
+		case strings.HasPrefix(a.Alias, breach.HashPrefix), strings.HasPrefix(a.Alias, breach.HMACPrefix):
 			// Discovered addresses without an alias are labelled with
-			// HashLabel; an alias must not be mistaken for one.
-			fail("addresses[%d].alias: %q must not start with %q", i, a.Alias, breach.HashPrefix)
+			// HashLabel or HMACLabel; an alias must not be mistaken for one.
+			fail("addresses[%d].alias: %q must not start with %q or %q", i, a.Alias, breach.HashPrefix, breach.HMACPrefix)
 		default:
-			if j, seen := aliasIndex[a.Alias]; seen {
-				fail("addresses[%d].alias: %q duplicates addresses[%d].alias", i, a.Alias, j)
-			} else {
-				aliasIndex[a.Alias] = i
-			}
+			checkAliasUnique(aliasIndex, i, a.Alias, fail)
 		}
+	}
+}
+
+// quoteAddress is how a validation error shows an address, followed by a
+// space: quoted in email mode, where every label shows it anyway, and not
+// at all in the other modes, whose logs must not (the index names it).
+func (c *Config) quoteAddress(email string) string {
+	if c.Labels.Address != breach.LabelEmail {
+		return ""
+	}
+	return strconv.Quote(email) + " "
+}
+
+// checkAliasUnique fails when alias, as a label (cut to the label cap),
+// equals an earlier one: two series would then be the same.
+func checkAliasUnique(seen map[string]int, i int, alias string, fail func(string, ...any)) {
+	label := breach.LabelValue(alias, breach.MaxAddressBytes)
+	j, dup := seen[label]
+	switch {
+	case !dup:
+		seen[label] = i
+	case label == alias:
+		fail("addresses[%d].alias: %q duplicates addresses[%d].alias", i, alias, j)
+	default:
+		fail("addresses[%d].alias: equals addresses[%d].alias in its first %d bytes, all a label keeps: make them differ there", i, j, breach.MaxAddressBytes)
+	}
+}
+
+// validateKeyFile: hmac labels need their key; alias labels may use it for
+// addresses without an alias; the other modes would ignore it, which must
+// not pass for protection.
+func (l *LabelsConfig) validateKeyFile(fail func(string, ...any)) {
+	switch {
+	case l.Address == breach.LabelHMAC && l.AddressKeyFile == "":
+		fail("labels.address_key_file: is required when labels.address is %s", breach.LabelHMAC)
+	case l.AddressKeyFile != "" && l.Address != breach.LabelHMAC && l.Address != breach.LabelAlias:
+		fail("labels.address_key_file: is only used when labels.address is %s or %s, not %s", breach.LabelHMAC, breach.LabelAlias, l.Address)
 	}
 }
 

@@ -30,9 +30,17 @@ func TestValidationErrors(t *testing.T) {
 		{"surrounding space", base + "addresses:\n  - ' alice@x.org'\n", []string{"addresses[0]", `" alice@x.org"`}},
 		{"email missing", base + "addresses:\n  - {alias: ops}\n", []string{"addresses[0]", "email is required"}},
 		{"duplicate address", base + "addresses: [a@x.org, b@x.org, c@x.org, A@X.org]\n", []string{"addresses[3]", `"A@X.org" duplicates addresses[0]`}},
-		{"alias missing", base + "labels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: a}\n  - b@x.org\n", []string{"addresses[1].alias", `"b@x.org"`}},
+		{"alias missing", base + "labels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: a}\n  - b@x.org\n", []string{"addresses[1].alias", "required"}},
 		{"alias duplicate", base + "labels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: ops}\n  - {email: b@x.org, alias: ops}\n", []string{"addresses[1].alias", `"ops" duplicates addresses[0].alias`}},
 		{"alias looks like a hash", base + "labels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: 'sha256:0011'}\n", []string{"addresses[0].alias", `"sha256:0011"`}},
+		{"alias looks like an hmac", base + "labels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: 'hmac:0011'}\n", []string{"addresses[0].alias", `"hmac:0011"`}},
+		// Labels are cut to 254 bytes: aliases equal up to there would be
+		// one series.
+		{"aliases equal in their first 254 bytes", base + "labels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: " + strings.Repeat("o", 254) + "-a}\n  - b@x.org\n  - {email: c@x.org, alias: " + strings.Repeat("o", 254) + "-c}\n",
+			[]string{"addresses[2].alias", "equals addresses[0].alias in its first 254 bytes"}},
+		{"hmac without a key", base + "labels: {address: hmac}\n", []string{"labels.address_key_file", "required", "hmac"}},
+		{"key file in hash mode", base + "labels: {address: hash, address_key_file: key}\n", []string{"labels.address_key_file", "only used", "not hash"}},
+		{"key file in email mode", base + "labels: {address_key_file: key}\n", []string{"labels.address_key_file", "not email"}},
 		{"secret_files empty path", base + "webhook:\n  secret_files: ['']\n", []string{"webhook.secret_files[0]", "empty path"}},
 		{"secret_files duplicate", base + "webhook:\n  secret_files: [/s, /s]\n", []string{"webhook.secret_files[1]", `"/s" duplicates webhook.secret_files[0]`}},
 		{"max_body_bytes 0", base + "webhook:\n  max_body_bytes: 0\n", []string{"webhook.max_body_bytes", "0 is out of range"}},
@@ -51,6 +59,9 @@ func TestValidationAccepts(t *testing.T) {
 		{"60 per minute", "api:\n  base_url: https://x.org\n  requests_per_minute: 60\n"},
 		{"aliases only checked in alias mode", "api:\n  base_url: https://x.org\naddresses:\n  - {email: a@x.org, alias: same}\n  - {email: b@x.org, alias: same}\n  - c@x.org\n"},
 		{"hash mode", "api:\n  base_url: https://x.org\nlabels: {address: hash}\naddresses: [a@x.org]\n"},
+		{"hmac mode", "api:\n  base_url: https://x.org\nlabels: {address: hmac, address_key_file: key}\naddresses: [a@x.org]\n"},
+		{"alias mode with a key", "api:\n  base_url: https://x.org\nlabels: {address: alias, address_key_file: key}\naddresses: [{email: a@x.org, alias: a}]\n"},
+		{"long aliases that differ early", "api:\n  base_url: https://x.org\nlabels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: a" + strings.Repeat("o", 300) + "}\n  - {email: b@x.org, alias: b" + strings.Repeat("o", 300) + "}\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Parse([]byte(tc.yml)); err != nil {
@@ -108,6 +119,31 @@ func TestBaseURLPasswordNeverShown(t *testing.T) {
 }
 
 // assertParseFails parses yml and wants an error containing every one of wants.
+// Validation errors are logged (at start and on a failed reload): outside
+// email mode they name an address by its index, never show it.
+func TestValidationErrorsHideAddresses(t *testing.T) {
+	const base = "api:\n  base_url: https://breaches.example.com/api/v1\n"
+	for _, mode := range []string{"hash", "alias", "hmac"} {
+		yml := base + "labels: {address: " + mode + ", address_key_file: key}\naddresses:\n" +
+			"  - {email: secret.person@x.org, alias: a}\n  - {email: Secret.Person@x.org, alias: b}\n  - {email: 'Secret <secret.person@x.org>', alias: c}\n  - secret.other@x.org\n"
+		if mode == "hash" {
+			yml = strings.Replace(yml, ", address_key_file: key", "", 1)
+		}
+		_, err := Parse([]byte(yml))
+		if err == nil {
+			t.Fatalf("%s: accepted", mode)
+		}
+		if strings.Contains(strings.ToLower(err.Error()), "secret") {
+			t.Errorf("%s: the error shows an address: %v", mode, err)
+		}
+		for _, want := range []string{"addresses[1]: duplicates addresses[0]", "addresses[2]: is not a valid email address"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not say %q", mode, err, want)
+			}
+		}
+	}
+}
+
 func assertParseFails(t *testing.T, yml string, wants ...string) {
 	t.Helper()
 	c, err := Parse([]byte(yml))

@@ -3,7 +3,6 @@
 package deploytest
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 // repoRoot is the exporter's module root, two levels above this package.
@@ -140,13 +140,7 @@ func get(url string) (string, int) {
 
 func post(t *testing.T, url string, body []byte, signature string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Service-Signature", signature)
-	resp, err := client.Do(req)
+	resp, err := client.Do(testkit.SignedRequest(t, url, body, signature))
 	if err != nil {
 		t.Fatalf("POST %s: %v", url, err)
 	}

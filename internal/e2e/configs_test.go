@@ -45,11 +45,18 @@ func writeYAML(t *testing.T, path string, v any) {
 // the example's structure changed.
 func mapAt(t *testing.T, file string, m yamlMap, key string) yamlMap {
 	t.Helper()
-	child, ok := m[key].(yamlMap)
+	return valueAt[yamlMap](t, file, m, key, "a mapping")
+}
+
+// valueAt returns the value under key as a T, failing with the file and key
+// when it is not what (a mapping, a string).
+func valueAt[T any](t *testing.T, file string, m yamlMap, key, what string) T {
+	t.Helper()
+	v, ok := m[key].(T)
 	if !ok {
-		t.Fatalf("%s: %q is not a mapping", file, key)
+		t.Fatalf("%s: %q is not %s", file, key, what)
 	}
-	return child
+	return v
 }
 
 // mapsAt returns the list of mappings under key.
@@ -70,11 +77,7 @@ func mapsAt(t *testing.T, file string, m yamlMap, key string) []yamlMap {
 
 func stringAt(t *testing.T, file string, m yamlMap, key string) string {
 	t.Helper()
-	s, ok := m[key].(string)
-	if !ok {
-		t.Fatalf("%s: %q is not a string", file, key)
-	}
-	return s
+	return valueAt[string](t, file, m, key, "a string")
 }
 
 // absolute resolves a path of a config file as its program does: relative to
@@ -104,6 +107,7 @@ type exporterSetup struct {
 	tokenFile  string   // the API token the simulator must accept (a copy the test may rotate)
 	secretFile string   // the webhook secret the simulator must sign with
 	addresses  []string // configured emails
+	ackFile    string   // acknowledgements_file, absolute; empty at the start
 }
 
 // subjectAddress is added to the demo's addresses for the alert scenarios:
@@ -162,6 +166,18 @@ func exporterConfig(t *testing.T, examples, out, simAddr string) exporterSetup {
 	}
 	cfg["addresses"] = append(list, subjectAddress)
 	setup.addresses = append(setup.addresses, subjectAddress)
+
+	// The example's acknowledgements name its demo addresses; the test
+	// starts with none, in a file of the same relative name next to out
+	// (relative paths are relative to the config file).
+	ack := stringAt(t, file, cfg, "acknowledgements_file")
+	if filepath.IsAbs(ack) {
+		t.Fatalf("%s: acknowledgements_file %q should be relative to the file", file, ack)
+	}
+	setup.ackFile = filepath.Join(filepath.Dir(out), ack)
+	if err := os.WriteFile(setup.ackFile, []byte("acknowledgements: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	// /me every 5s: plan and API-up changes show within seconds; the
 	// addresses still fit in a 15s round at 55 requests a minute.

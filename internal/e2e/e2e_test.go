@@ -22,7 +22,7 @@ const (
 	// runTimeout bounds everything after the builds. cleanupMargin is kept
 	// before go test's own -timeout so that processes are always stopped.
 	buildTimeout  = 4 * time.Minute
-	runTimeout    = 6 * time.Minute
+	runTimeout    = 8 * time.Minute
 	cleanupMargin = 30 * time.Second
 	pollInterval  = 250 * time.Millisecond
 

@@ -41,7 +41,7 @@ func TestEveryRateSelectorMatchesAFreshExporter(t *testing.T) {
 }
 
 // The check must catch the mistakes it exists for: a counter created with
-// its first event (the 429s of the issue, a per-address webhook counter) and
+// its first event (the 429 counter, a per-address webhook counter) and
 // a label value that is never pre-initialised.
 func TestRateSelectorCheckCatchesLazyCounters(t *testing.T) {
 	scraped := freshExporterSeries(t)
@@ -132,6 +132,7 @@ webhook:
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { exp.Close() }) // after Run has stopped
 	testkit.Go(t, exp.Run)
 	testkit.Eventually(t, "the exporter's first request", func() bool { return len(api.Requests()) > 0 })
 	series := flattenSeries(testkit.ParseText(t, testkit.ScrapeText(t, exp.MetricsHandler(reg))))

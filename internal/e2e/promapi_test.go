@@ -20,22 +20,33 @@ const httpTimeout = 10 * time.Second
 
 var httpClient = &http.Client{Timeout: httpTimeout}
 
-// getOK answers nil when a GET of url answers 200.
-func getOK(ctx context.Context, url string) error {
+// httpGet sends a GET of url with the test's client.
+func httpGet(ctx context.Context, url string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	resp, err := httpClient.Do(req)
+	return httpClient.Do(req)
+}
+
+// getOK answers nil when a GET of url answers 200.
+func getOK(ctx context.Context, url string) error {
+	_, err := getBody(ctx, url)
+	return err
+}
+
+// getBody returns the body of a GET of url that answers 200.
+func getBody(ctx context.Context, url string) ([]byte, error) {
+	resp, err := httpGet(ctx, url)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return nil
+	return body, err
 }
 
 // promAPI is the part of Prometheus's HTTP API the test reads.
@@ -50,11 +61,7 @@ func (p promAPI) get(ctx context.Context, path string, params url.Values, out an
 	if len(params) > 0 {
 		u += "?" + params.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := httpClient.Do(req)
+	resp, err := httpGet(ctx, u)
 	if err != nil {
 		return err
 	}
@@ -259,11 +266,7 @@ type amAlert struct {
 
 // alerts lists every alert Alertmanager has received and not yet resolved.
 func (a amAPI) alerts(ctx context.Context) ([]amAlert, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+"/api/v2/alerts", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := httpClient.Do(req)
+	resp, err := httpGet(ctx, a.base+"/api/v2/alerts")
 	if err != nil {
 		return nil, err
 	}

@@ -31,20 +31,15 @@ import (
 // testFor and every look-back (range windows and offsets) at testLookBack,
 // so that each alert fires and resolves within the test. Thresholds are
 // kept. The shipped file stays the source: the copy is made from it at
-// every run.
-//
-// keep_firing_for is testKeepFiring: longer than the exporter's restart
-// (a few seconds: the scrape gap it must bridge), short enough that the
-// alert resolves within the test.
+// every run. testLookBack is also what bridges the scrapes an exporter
+// restart misses (a few seconds) in BreachPlaintextPasswordExposed.
 const (
-	testFor        = "5s"
-	testLookBack   = "40s"
-	testKeepFiring = "15s"
+	testFor      = "5s"
+	testLookBack = "40s"
 )
 
 var (
 	forLine    = regexp.MustCompile(`(?m)^(\s+for:\s*)(\S+)\s*$`)
-	keepFiring = regexp.MustCompile(`(?m)^(\s+keep_firing_for:\s*)(\S+)\s*$`)
 	rangeWin   = regexp.MustCompile(`\[(\d+[smhdwy])\]`)
 	offsetWord = regexp.MustCompile(`\boffset\s+(\d+[smhdwy])`)
 )
@@ -57,18 +52,16 @@ func writeTestRules(t *testing.T, src, out string) {
 	}
 	text := string(data)
 	fors, windows, offsets := len(forLine.FindAllString(text, -1)), len(rangeWin.FindAllString(text, -1)), len(offsetWord.FindAllString(text, -1))
-	keeps := len(keepFiring.FindAllString(text, -1))
-	if fors == 0 || windows == 0 || offsets == 0 || keeps == 0 {
-		t.Fatalf("%s: %d for:, %d range windows, %d offsets, %d keep_firing_for; the test copy expects all four", src, fors, windows, offsets, keeps)
+	if fors == 0 || windows == 0 || offsets == 0 {
+		t.Fatalf("%s: %d for:, %d range windows, %d offsets; the test copy expects all three", src, fors, windows, offsets)
 	}
 	text = forLine.ReplaceAllString(text, "${1}"+testFor)
-	text = keepFiring.ReplaceAllString(text, "${1}"+testKeepFiring)
 	text = rangeWin.ReplaceAllString(text, "["+testLookBack+"]")
 	text = offsetWord.ReplaceAllString(text, "offset "+testLookBack)
-	header := fmt.Sprintf("# TEST COPY made by internal/e2e from %s: every for: is %s, every\n"+
-		"# keep_firing_for %s and every range window and offset %s, so that each\n"+
-		"# alert fires and resolves within the test; thresholds are unchanged.\n"+
-		"# Do not use it anywhere else.\n", src, testFor, testKeepFiring, testLookBack)
+	header := fmt.Sprintf("# TEST COPY made by internal/e2e from %s: every for: is %s and\n"+
+		"# every range window and offset %s, so that each alert fires and\n"+
+		"# resolves within the test; thresholds are unchanged.\n"+
+		"# Do not use it anywhere else.\n", src, testFor, testLookBack)
 	if err := os.WriteFile(out, []byte(header+text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -396,19 +389,22 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 		name: "exposure (subject)",
 		want: []wantAlert{
 			subject("BreachPlaintextPasswordExposed", nil),
-			subject("BreachNewDatabase", map[string]string{"database": "e2e-new-2026"}),
-			subject("BreachSensitiveFieldExposed", map[string]string{"field": "password"}),
-			subject("BreachSensitiveFieldExposed", map[string]string{"field": "phone"}),
+			// Per address, on the default families: the exporter counts
+			// the new database and the two sensitive fields (password,
+			// phone) between two answers.
+			{name: "BreachNewDatabase", labels: map[string]string{"address": subjectAddress}},
+			{name: "BreachSensitiveFieldExposed", labels: map[string]string{"address": subjectAddress}},
 			subject("BreachCriticalAlertReceived", nil),
 		},
 		trigger: func(ctx context.Context) error {
-			// The exposure alerts compare with the state a look-back ago,
-			// when the address must already have been verified and read.
+			// The exporter counts news against the address's previous
+			// answer: its first one (the set-up feed) must be in, and
+			// Prometheus must hold the counters at 0 before they move.
 			err := s.poll(ctx, 2*time.Minute, func(ctx context.Context) error {
-				got, err := s.prom.query(ctx, fmt.Sprintf(`breach_source_field_exposed{job=%q, address=%q, source=%q, field="phone"} offset %s == 0 and on (address) breach_address_state{job=%q, state="verified"} offset %s == 1`,
-					jobName, subjectAddress, source, testLookBack, jobName, testLookBack))
+				got, err := s.prom.query(ctx, fmt.Sprintf(`breach_source_breaches{job=%q, address=%q, source=%q} and on (address) (breach_address_new_databases_total{job=%q} offset 5s == 0)`,
+					jobName, subjectAddress, source, jobName))
 				if err == nil && len(got) == 0 {
-					err = fmt.Errorf("%s not verified and read %s ago yet", subjectAddress, testLookBack)
+					err = fmt.Errorf("%s not read yet", subjectAddress)
 				}
 				return err
 			})
@@ -593,9 +589,11 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 		},
 	}
 
-	// The issue's check: a plaintext password alert fires, the exporter
-	// restarts, and the snapshot carries the state: the alert never
-	// resolves (restartKeepsAlert).
+	// A plaintext password alert fires, the exporter restarts, and the
+	// snapshot carries the state: the alert never resolves
+	// (restartKeepsAlert). Then its lifecycle: acknowledged, it resolves;
+	// a restart does not bring it back; a change of the feed does
+	// (acknowledgedLifecycle).
 	plaintext := subject("BreachPlaintextPasswordExposed", nil)
 	restart := scenario{
 		name: "restart keeps the state",
@@ -604,7 +602,10 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 			return s.adminPost(ctx, "/admin/feed", subjectFeed(source, true), http.StatusOK)
 		},
 		during: func(ctx context.Context) error {
-			return s.restartKeepsAlert(ctx, t, plaintext)
+			if err := s.restartKeepsAlert(ctx, t, plaintext); err != nil {
+				return err
+			}
+			return s.acknowledgedLifecycle(ctx, t, plaintext)
 		},
 		clear: func(ctx context.Context) error {
 			if err := s.adminPost(ctx, "/admin/fault", map[string]string{"kind": "", "email": subjectAddress}, http.StatusNoContent); err != nil {
@@ -667,8 +668,8 @@ func subjectFeed(source string, plaintext bool) map[string]any {
 // the snapshot), the series is served again, and through it all the alert
 // stays firing in Prometheus without a break (same activeAt) and the
 // webhook receiver gets no resolved notification for it. The watch lasts
-// past the test copy's keep_firing_for from the stop, so without the
-// state the alert would have resolved.
+// past the test copy's look-back from the stop, so without the state the
+// alert would have resolved.
 func (s *stack) restartKeepsAlert(ctx context.Context, t *testing.T, w wantAlert) error {
 	firingAlert := func(ctx context.Context) (activeAlert, error) {
 		active, err := s.prom.alerts(ctx)
@@ -780,9 +781,9 @@ func (s *stack) restartKeepsAlert(ctx context.Context, t *testing.T, w wantAlert
 	back := time.Now()
 
 	// Long enough for a resolution to be evaluated, sent and notified
-	// (1s each), and past keep_firing_for from the stop.
-	keep, _ := time.ParseDuration(testKeepFiring)
-	hold := max(time.Until(back.Add(5*time.Second)), time.Until(stopped.Add(keep+3*time.Second)))
+	// (1s each), and past the look-back from the stop.
+	lookBack, _ := time.ParseDuration(testLookBack)
+	hold := max(time.Until(back.Add(5*time.Second)), time.Until(stopped.Add(lookBack+3*time.Second)))
 	select {
 	case err := <-watched:
 		if err != nil {

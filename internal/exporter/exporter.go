@@ -1,7 +1,7 @@
 // Package exporter wires the parts of breach_exporter together: the config
-// snapshot in force, the address registry, the scheduler with its API
+// bundle in force, the watchlist, the scheduler with its API
 // client, the collector and the webhook receiver. A reload is one swap of
-// the snapshot plus one sync of the registry. main only parses flags and
+// the bundle plus one sync of the watchlist. main only parses flags and
 // runs listeners.
 package exporter
 
@@ -22,8 +22,8 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
 	"github.com/breach-exporter/breach_exporter/internal/scheduler"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 	"github.com/breach-exporter/breach_exporter/webhook"
 )
 
@@ -50,16 +50,17 @@ type Exporter struct {
 	clock  clockwork.Clock
 
 	config    *config.Current
-	registry  *registry.Registry
+	watchlist *watchlist.List
 	collector *collector.Collector
 	scheduler *scheduler.Scheduler
 	hook      *webhook.Handler // nil when the receiver is off
 	store     *persist.Store   // nil when persistence is off
+	journal   *persist.Journal // nil when either is off
 
 	reloads chan chan error
 	// What the last snapshot saved, so an unchanged state is not written
-	// again: the registry's generation and the webhook's count of bodies
-	// remembered. Owned by Run, and by Save after Run has returned.
+	// again: the watchlist's generation and the webhook's count of bodies
+	// remembered. Owned by Run, and by Close after Run has returned.
 	savedGeneration, savedSeen uint64
 
 	reloadOK   prometheus.Gauge
@@ -68,14 +69,14 @@ type Exporter struct {
 
 // New loads the config and builds every part. Any problem is returned: the
 // program must not start half-configured.
-func New(o Options) (*Exporter, error) {
+func New(o Options) (_ *Exporter, err error) {
 	if o.Logger == nil {
 		o.Logger = log.NewNopLogger()
 	}
 	if o.Clock == nil {
 		o.Clock = clockwork.NewRealClock()
 	}
-	snap, err := config.LoadSnapshot(o.ConfigFile, o.loadOptions())
+	bundle, err := config.LoadBundle(o.ConfigFile, o.loadOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -84,12 +85,12 @@ func New(o Options) (*Exporter, error) {
 		return nil, err
 	}
 	e := &Exporter{
-		opts:     o,
-		logger:   o.Logger,
-		clock:    o.Clock,
-		config:   config.NewCurrent(snap),
-		registry: registry.New(),
-		reloads:  make(chan chan error),
+		opts:      o,
+		logger:    o.Logger,
+		clock:     o.Clock,
+		config:    config.NewCurrent(bundle),
+		watchlist: watchlist.New(),
+		reloads:   make(chan chan error),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_config_last_reload_successful",
 			Help: "1 when the last config load succeeded, else 0.",
@@ -100,46 +101,56 @@ func New(o Options) (*Exporter, error) {
 		}),
 	}
 	var saved *persist.State
+	persistLogger := log.With(e.logger, "component", "persist")
 	if o.StoragePath != "" {
-		if e.store, err = persist.Open(o.StoragePath, o.Registerer, log.With(e.logger, "component", "persist")); err != nil {
+		if e.store, err = persist.Open(o.StoragePath, o.Registerer, persistLogger); err != nil {
 			return nil, fmt.Errorf("--storage.path %q: %w", o.StoragePath, err)
 		}
 		if st, ok := e.store.Load(); ok {
 			saved = &st
-			e.registry.Restore(st.Registry)
+			e.watchlist.Restore(st.Watchlist, e.clock.Now())
 		}
 	}
+	// From here on a failed start releases the folder.
+	defer func() {
+		if err != nil {
+			e.release()
+		}
+	}()
 	// The first sync drops what the snapshot holds and the config no
 	// longer allows.
-	e.syncRegistry(snap)
+	e.syncWatchlist(bundle)
+	e.warn(bundle)
 	if saved != nil {
-		e.store.Restored(e.registry.Len())
-		level.Info(e.logger).Log("msg", "Restored the state snapshot", "addresses", e.registry.Len(), "remembered_webhooks", len(saved.Seen))
-	}
-	e.collector = collector.New(e.registry, e.config, o.Webhook)
-	e.scheduler = scheduler.New(scheduler.Options{
-		Registry: e.registry,
-		Config:   e.config,
-		Connect:  connect(apiMetrics),
-		Clock:    e.clock,
-		Logger:   log.With(e.logger, "component", "scheduler"),
-		Webhook:  o.Webhook,
-	})
-	if o.Webhook {
-		e.hook, err = webhook.NewHandler(o.Registerer, webhook.Options{
-			Config:   e.config,
-			Registry: e.registry,
-			Clock:    e.clock,
-			Logger:   log.With(e.logger, "component", "webhook"),
-		})
-		if err != nil {
-			return nil, err
+		restored := 0
+		for _, se := range saved.Watchlist.Entries {
+			if e.watchlist.Watches(se.Address.Email) {
+				restored++
+			}
 		}
-		if saved != nil {
-			e.hook.Restore(saved.Seen)
+		e.store.Restored(restored)
+		level.Info(e.logger).Log("msg", "Restored the state snapshot", "addresses", restored, "remembered_webhooks", len(saved.Seen))
+	}
+	e.collector = collector.New(e.watchlist, e.config, o.Webhook)
+	e.scheduler = scheduler.New(scheduler.Options{
+		Watchlist: e.watchlist,
+		Config:    e.config,
+		Connect:   connect(apiMetrics, e.clock),
+		Clock:     e.clock,
+		Logger:    log.With(e.logger, "component", "scheduler"),
+		Webhook:   o.Webhook,
+	})
+	var replayed int
+	if o.Webhook {
+		if replayed, err = e.startReceiver(saved); err != nil {
+			return nil, err
 		}
 	}
 	e.savedGeneration, e.savedSeen = e.changes()
+	if replayed > 0 {
+		// The next tick folds the replayed alerts into a snapshot.
+		e.savedSeen = 0
+	}
 	for _, c := range []prometheus.Collector{versioncollector.NewCollector("breach_exporter"), e.reloadOK, e.reloadTime} {
 		if err := o.Registerer.Register(c); err != nil {
 			return nil, err
@@ -149,14 +160,61 @@ func New(o Options) (*Exporter, error) {
 	return e, nil
 }
 
+// startReceiver builds the webhook handler with what it held before the
+// restart: the snapshot's duplicate memory and counts, then the journal's
+// alerts accepted since. It returns how many alerts the journal replayed.
+func (e *Exporter) startReceiver(saved *persist.State) (int, error) {
+	var replay []watchlist.AcceptedAlert
+	if e.store != nil {
+		var position uint64
+		if saved != nil {
+			position = saved.Journal
+		}
+		var err error
+		e.journal, replay, err = persist.OpenJournal(e.opts.StoragePath, position, e.opts.Registerer, log.With(e.logger, "component", "journal"))
+		if err != nil {
+			return 0, fmt.Errorf("--storage.path %q: journal: %w", e.opts.StoragePath, err)
+		}
+	}
+	var err error
+	e.hook, err = webhook.NewHandler(e.opts.Registerer, webhook.Options{
+		Config:    e.config,
+		Watchlist: e.watchlist,
+		Clock:     e.clock,
+		Logger:    log.With(e.logger, "component", "webhook"),
+		Journal:   e.journalOrNil(),
+	})
+	if err != nil {
+		return 0, err
+	}
+	if saved != nil {
+		e.hook.Restore(saved.Seen)
+		e.hook.RestoreCounts(saved.Webhook)
+	}
+	e.hook.Replay(replay)
+	if len(replay) > 0 {
+		level.Info(e.logger).Log("msg", "Replayed the journal: alerts accepted after the last snapshot", "alerts", len(replay))
+	}
+	return len(replay), nil
+}
+
+// journalOrNil keeps a nil *persist.Journal from becoming a non-nil
+// webhook.Journal.
+func (e *Exporter) journalOrNil() webhook.Journal {
+	if e.journal == nil {
+		return nil
+	}
+	return e.journal
+}
+
 func (o Options) loadOptions() config.LoadOptions {
 	return config.LoadOptions{UserAgent: o.UserAgent, Webhook: o.Webhook}
 }
 
-// connect builds the API client of a config snapshot; every client counts
-// into the same metrics.
-func connect(m *api.Metrics) func(*config.Snapshot) scheduler.Client {
-	return func(s *config.Snapshot) scheduler.Client {
+// connect builds the API client of a config bundle; every client counts
+// into the same metrics and checks times against the same clock.
+func connect(m *api.Metrics, clock clockwork.Clock) func(*config.Bundle) scheduler.Client {
+	return func(s *config.Bundle) scheduler.Client {
 		return api.New(api.Options{
 			BaseURL:      s.BaseURL,
 			HTTPClient:   s.HTTPClient,
@@ -164,21 +222,42 @@ func connect(m *api.Metrics) func(*config.Snapshot) scheduler.Client {
 			Timeout:      time.Duration(s.Config.API.Timeout),
 			MaxBodyBytes: config.APIMaxResponseBytes,
 			Metrics:      m,
+			Now:          clock.Now,
 		})
 	}
 }
 
-// syncRegistry makes the registry watch what snap configures: its
+// syncWatchlist makes the watchlist watch what bundle configures: its
 // addresses under its label mode, and discovered ones within its limit (none
 // with discovery off).
-func (e *Exporter) syncRegistry(snap *config.Snapshot) {
-	cfg := snap.Config
-	e.registry.Sync(cfg.Watched(), cfg.Labels.Address, cfg.Webhook.DiscoveryLimit())
+func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
+	cfg := bundle.Config
+	e.watchlist.Sync(cfg.Watched(), bundle.Labels, cfg.Webhook.DiscoveryLimit())
+	if bundle.Acknowledgements == nil {
+		return
+	}
+	// Addresses come and go (a discovered one may come back with its next
+	// alert): an acknowledgement for one not watched now is kept, and said.
+	watched := map[string]bool{}
+	for _, en := range e.watchlist.View().Entries {
+		watched[en.Address.Key()] = true
+	}
+	for _, w := range bundle.Acknowledgements.Unwatched(func(k string) bool { return watched[k] }) {
+		level.Warn(e.logger).Log("msg", "Acknowledgement for an address that is not watched", "file", cfg.AcknowledgementsFile, "err", w)
+	}
+}
+
+// warn logs what the bundle's config gets wrong that does not matter yet,
+// such as a secret file that cannot be read while the receiver is off.
+func (e *Exporter) warn(bundle *config.Bundle) {
+	for _, w := range bundle.Warnings {
+		level.Warn(e.logger).Log("msg", "Configuration problem ignored", "problem", w)
+	}
 }
 
 // Run polls the API, serves reload requests and writes the state snapshot
 // every interval until ctx ends. Reloads go through this one goroutine so
-// that SIGHUP and /-/reload never race. Call Save after Run returns and the
+// that SIGHUP and /-/reload never race. Call Close after Run returns and the
 // listeners are shut down, for the last snapshot.
 func (e *Exporter) Run(ctx context.Context) {
 	var wg sync.WaitGroup
@@ -211,7 +290,7 @@ func (e *Exporter) Run(ctx context.Context) {
 // changes returns what tells whether the state worth saving changed; it
 // copies nothing.
 func (e *Exporter) changes() (generation, seen uint64) {
-	generation = e.registry.Generation()
+	generation = e.watchlist.Generation()
 	if e.hook != nil {
 		seen = e.hook.RememberedChanges()
 	}
@@ -230,15 +309,50 @@ func (e *Exporter) Save() error {
 	}
 	st := persist.State{}
 	var generation, seen uint64
-	st.Registry, generation = e.registry.Save()
-	if e.hook != nil {
-		st.Seen, seen = e.hook.Remembered()
+	take := func() {
+		st.Watchlist, generation = e.watchlist.Save()
+		if e.hook != nil {
+			st.Seen, seen = e.hook.Remembered()
+			st.Webhook = e.hook.Counts()
+		}
+	}
+	var mark persist.Mark
+	if e.journal != nil {
+		// Between two journal writes, so that the state and the journal
+		// position agree.
+		mark = e.journal.Cut(take)
+		st.Journal = mark.Position
+	} else {
+		take()
 	}
 	if err := e.store.Save(st, e.clock.Now()); err != nil {
 		return err
 	}
 	e.savedGeneration, e.savedSeen = generation, seen
+	if e.journal != nil {
+		if err := e.journal.Drop(mark); err != nil {
+			level.Warn(e.logger).Log("msg", "Could not remove journal files the snapshot holds; the next start skips their records", "err", err)
+		}
+	}
 	return nil
+}
+
+// Close writes the last snapshot and releases the storage folder: call it
+// once, after Run has returned and the listeners are shut down.
+func (e *Exporter) Close() error {
+	err := e.Save()
+	e.release()
+	return err
+}
+
+// release closes the journal and unlocks the storage folder.
+func (e *Exporter) release() {
+	if e.journal != nil {
+		e.journal.Close()
+	}
+	if e.store != nil {
+		e.store.Close()
+	}
 }
 
 // Reload asks Run to reload the config and waits for the outcome.
@@ -257,19 +371,20 @@ func (e *Exporter) Reload(ctx context.Context) error {
 	}
 }
 
-// reload loads a new snapshot and, only when all of it loaded, puts it in
-// force and syncs the registry to it; a failure keeps the old one whole.
+// reload loads a new bundle and, only when all of it loaded, puts it in
+// force and syncs the watchlist to it; a failure keeps the old one whole.
 func (e *Exporter) reload() error {
-	snap, err := config.LoadSnapshot(e.opts.ConfigFile, e.opts.loadOptions())
+	bundle, err := config.LoadBundle(e.opts.ConfigFile, e.opts.loadOptions())
 	if err != nil {
 		e.markReload(false)
 		level.Error(e.logger).Log("msg", "Config reload failed; keeping the previous config", "err", err)
 		return err
 	}
-	e.config.Store(snap)
-	e.syncRegistry(snap)
+	e.config.Store(bundle)
+	e.syncWatchlist(bundle)
+	e.warn(bundle)
 	e.markReload(true)
-	level.Info(e.logger).Log("msg", "Config reloaded", "addresses", len(snap.Config.Addresses))
+	level.Info(e.logger).Log("msg", "Config reloaded", "addresses", len(bundle.Config.Addresses))
 	return nil
 }
 
@@ -282,12 +397,12 @@ func (e *Exporter) markReload(ok bool) {
 	e.reloadOK.Set(0)
 }
 
-// MetricsHandler serves registry and the per-address series together at
+// MetricsHandler serves the gatherer's families and the per-address series together at
 // /metrics. The collector is not a registry collector: it renders each
 // address's lines once and copies them into every scrape, which at 10,000
 // addresses is what keeps a scrape under a second (bench/README.md).
-func (e *Exporter) MetricsHandler(registry prometheus.Gatherer) http.Handler {
-	return collector.NewHandler(e.collector, registry, e.logger)
+func (e *Exporter) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
+	return collector.NewHandler(e.collector, gatherer, e.logger)
 }
 
 // WebhookHandler is the receiver's handler, nil when it is off.

@@ -1,7 +1,6 @@
 package exporter
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -80,7 +79,7 @@ func newFixtureWith(t *testing.T, configTail string, setup func(*testkit.API)) *
 func writeConfig(t *testing.T, dir, baseURL, tail string) {
 	t.Helper()
 	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken)
-	testkit.WriteFile(t, filepath.Join(dir, "secret"), "hook-secret")
+	testkit.WriteFile(t, filepath.Join(dir, "secret"), "exporter-hook-secret")
 	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
   base_url: %s
   token_file: token
@@ -95,14 +94,19 @@ func (f *fixture) postAlert(address string) int {
 		"summary":"new plaintext password","delta":{"previous_count":1,"new_count":2,"new_source_dbs":["y"],
 		"newly_exposed_fields":["password"],"has_new_plaintext":true,"is_first_scan":false},
 		"observed_at":%q,"dashboard_url":"https://service.example/a"}`, address, f.clock.Now().UTC().Format("2006-01-02T15:04:05Z")))
-	mac := hmac.New(sha256.New, []byte("hook-secret"))
-	mac.Write(body)
-	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	f.exp.WebhookHandler().ServeHTTP(rec, signed(string(body)))
+	return rec.Code
+}
+
+// signed is a webhook request for body, signed with writeConfig's secret.
+func signed(body string) *http.Request {
+	mac := hmac.New(sha256.New, []byte("exporter-hook-secret"))
+	mac.Write([]byte(body))
+	req := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Service-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	rec := httptest.NewRecorder()
-	f.exp.WebhookHandler().ServeHTTP(rec, req)
-	return rec.Code
+	return req
 }
 
 // An accepted alert re-reads its address at once, not at the next
@@ -264,7 +268,7 @@ func (f *fixture) rewriteConfig(old, new string) {
 
 // After a reload removes an address that has received alerts, no series of
 // the whole /metrics output carries its label: not its cached API values,
-// not its alert counters (issue 9).
+// not its alert counters.
 func TestReloadRemovesEverySeriesOfARemovedAddress(t *testing.T) {
 	f := newFixture(t, "addresses: [alice@example.com, bob@example.com]\n")
 	for range 3 {
@@ -293,7 +297,7 @@ func TestReloadRemovesEverySeriesOfARemovedAddress(t *testing.T) {
 }
 
 // After a reload turns discovery off, a discovered address that has
-// received alerts and been polled leaves no series behind (issue 9).
+// received alerts and been polled leaves no series behind.
 func TestReloadWithoutDiscoveryRemovesEverySeriesOfADiscoveredAddress(t *testing.T) {
 	f := newFixture(t, "  discover_addresses: true\naddresses: [alice@example.com]\n")
 	if code := f.postAlert("carol@example.com"); code != http.StatusNoContent {

@@ -2,9 +2,6 @@ package exporter
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -19,8 +16,10 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // run is one life of an exporter with persistence: it runs until stop,
@@ -36,8 +35,15 @@ type run struct {
 // at baseURL; webhookTail adds settings under webhook.
 func start(t *testing.T, dir, storage, baseURL, addresses, webhookTail string) *run {
 	t.Helper()
+	return startAt(t, clockwork.NewFakeClock(), dir, storage, baseURL, addresses, webhookTail)
+}
+
+// startAt is start on a given clock: a later life starts where the last
+// one's clock ended, or the state it saved would be in its future.
+func startAt(t *testing.T, clock *clockwork.FakeClock, dir, storage, baseURL, addresses, webhookTail string) *run {
+	t.Helper()
 	writeConfig(t, dir, baseURL, webhookTail+"addresses: "+addresses+"\n")
-	r := &run{reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock()}
+	r := &run{reg: prometheus.NewRegistry(), clock: clock}
 	var err error
 	r.exp, err = New(Options{
 		ConfigFile:       filepath.Join(dir, "config.yml"),
@@ -59,7 +65,7 @@ func start(t *testing.T, dir, storage, baseURL, addresses, webhookTail string) *
 		}
 		stopped = true
 		stopRun()
-		if err := r.exp.Save(); err != nil {
+		if err := r.exp.Close(); err != nil {
 			t.Errorf("last snapshot: %v", err)
 		}
 	}
@@ -67,8 +73,8 @@ func start(t *testing.T, dir, storage, baseURL, addresses, webhookTail string) *
 	return r
 }
 
-// feedLines renders the feed series and address states, as the issue's
-// done-when compares them across a restart.
+// feedLines renders the feed series and address states, the lines a
+// restart must keep.
 func feedLines(t *testing.T, r *run) []string {
 	t.Helper()
 	var out []string
@@ -80,15 +86,6 @@ func feedLines(t *testing.T, r *run) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func signed(body string) *http.Request {
-	mac := hmac.New(sha256.New, []byte("hook-secret"))
-	mac.Write([]byte(body))
-	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader([]byte(body)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Service-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	return req
 }
 
 func alertFor(address string) string {
@@ -127,7 +124,7 @@ func TestRestartKeepsTheState(t *testing.T) {
 
 	// Second life: the API is gone.
 	api.Refuse()
-	second := start(t, dir, storage, api.BaseURL(), "[alice@example.com, bob@example.com]", "")
+	second := startAt(t, clockwork.NewFakeClockAt(first.clock.Now()), dir, storage, api.BaseURL(), "[alice@example.com, bob@example.com]", "")
 	if after := feedLines(t, second); !slices.Equal(before, after) {
 		t.Fatalf("after the restart the first scrape differs:\nbefore %q\n after %q", before, after)
 	}
@@ -142,7 +139,7 @@ func TestRestartKeepsTheState(t *testing.T) {
 	second.stop()
 
 	// Third life: bob is no longer configured and discovery is off.
-	third := start(t, dir, storage, api.BaseURL(), "[alice@example.com]", "  discover_addresses: false\n")
+	third := startAt(t, clockwork.NewFakeClockAt(second.clock.Now()), dir, storage, api.BaseURL(), "[alice@example.com]", "  discover_addresses: false\n")
 	lines := strings.Join(feedLines(t, third), "\n")
 	if strings.Contains(lines, "bob@") || strings.Contains(lines, "found@") || !strings.Contains(lines, "alice@") {
 		t.Errorf("after a restart with a smaller config:\n%s", lines)
@@ -198,6 +195,7 @@ func TestDamagedSnapshotNeverStopsAStart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("a snapshot cut to %d of %d bytes stopped the start: %v", len(data), len(good), err)
 		}
+		exp.release()
 		samples := testkit.Samples(t, reg)
 		if samples["breach_exporter_state_load_failures_total{}"] != 1 || samples["breach_exporter_state_restored_addresses{}"] != 0 {
 			t.Fatalf("a snapshot cut to %d bytes: load failures %v, restored %v", len(data),
@@ -218,5 +216,122 @@ func TestDamagedSnapshotNeverStopsAStart(t *testing.T) {
 		StoragePath: storage, SnapshotInterval: time.Minute})
 	if err != nil || discoveredOf(exp) != 1 {
 		t.Fatalf("the intact snapshot: %v, %d discovered", err, discoveredOf(exp))
+	}
+	exp.release()
+}
+
+// startOnSnapshot writes st as the snapshot in a fresh folder and builds an
+// exporter on it, its clock at now, the API down.
+func startOnSnapshot(t *testing.T, st persist.State, now time.Time, addresses string) (*Exporter, *prometheus.Registry) {
+	t.Helper()
+	down := testkit.NewAPI(t, nil)
+	down.Refuse()
+	dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
+	data, err := persist.Encode(st, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(storage, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := persist.Write(storage, data); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, dir, down.BaseURL(), "addresses: "+addresses+"\n")
+	reg := prometheus.NewRegistry()
+	exp, err := New(Options{ConfigFile: filepath.Join(dir, "config.yml"), Registerer: reg, Clock: clockwork.NewFakeClockAt(now),
+		Webhook: true, StoragePath: storage, SnapshotInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(exp.release)
+	return exp, reg
+}
+
+// A restored snapshot goes through the bounds of the live paths: a source
+// name of 100,000 bytes is cut, of 150 unknown sources and 150 unknown
+// fields only 16 each become label values, and the rest is counted in
+// breach_label_values_dropped_total, for the cached answers and the alert
+// counts alike.
+func TestRestoredSnapshotKeepsTheBounds(t *testing.T) {
+	now := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
+	var fields []string
+	for i := range 150 {
+		fields = append(fields, fmt.Sprintf("field%03d", i))
+	}
+	sources := []breach.SourceState{{Source: strings.Repeat("s", 100_000), BreachCount: 1}}
+	var alerts []watchlist.AlertCount
+	for i := range 150 {
+		sources = append(sources, breach.SourceState{Source: fmt.Sprintf("feed%03d", i), BreachCount: 1, FieldsExposed: fields})
+		alerts = append(alerts, watchlist.AlertCount{Family: watchlist.AlertsBySeverity, Source: fmt.Sprintf("alertfeed%03d", i), Label: "critical", Value: 1})
+	}
+	st := persist.State{Watchlist: watchlist.Saved{Entries: []watchlist.SavedEntry{{
+		Address: breach.Address{Email: "alice@example.com"}, State: breach.Verified, Sources: sources,
+		LastRefresh: now.Add(-time.Minute), LastAttempt: now.Add(-time.Minute), Alerts: alerts,
+	}}}}
+	exp, reg := startOnSnapshot(t, st, now, "[alice@example.com]")
+
+	text := testkit.ScrapeText(t, exp.MetricsHandler(reg))
+	sourceLabels := map[string]bool{}
+	fieldLabels := map[string]bool{}
+	for _, f := range testkit.ParseText(t, text) {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if len(l.GetValue()) > breach.MaxDatabaseBytes {
+					t.Fatalf("%s: a label value of %d bytes", f.GetName(), len(l.GetValue()))
+				}
+				switch l.GetName() {
+				case "source":
+					sourceLabels[l.GetValue()] = true
+				case "field":
+					fieldLabels[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	if n := len(sourceLabels); n > len(breach.KnownSources)+watchlist.MaxUnknownValues {
+		t.Errorf("%d source label values after a restore", n)
+	}
+	if n := len(fieldLabels); n > len(breach.KnownFields)+watchlist.MaxUnknownValues {
+		t.Errorf("%d field label values after a restore", n)
+	}
+	samples := testkit.Samples(t, testkit.ScrapeGatherer(t, exp.MetricsHandler(reg)))
+	// 150 feeds and 150 alert feeds plus the long one: 16 admitted.
+	if got := samples[testkit.Series("breach_label_values_dropped_total", "label", "source")]; got != 301-watchlist.MaxUnknownValues {
+		t.Errorf("dropped sources = %v, want %d", got, 301-watchlist.MaxUnknownValues)
+	}
+	if got := samples[testkit.Series("breach_label_values_dropped_total", "label", "field")]; got == 0 {
+		t.Error("no dropped field counted")
+	}
+}
+
+// A snapshot written while the clock ran a day ahead: the address is read
+// first, and its last refresh is not in the future.
+func TestRestoredTimesInTheFutureAreClamped(t *testing.T) {
+	now := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
+	ahead := now.Add(24 * time.Hour)
+	st := persist.State{Watchlist: watchlist.Saved{Entries: []watchlist.SavedEntry{
+		{Address: breach.Address{Email: "alice@example.com"}, State: breach.Unverified, LastRefresh: ahead, LastAttempt: ahead},
+		{Address: breach.Address{Email: "bob@example.com"}, State: breach.Unverified, LastRefresh: now.Add(-time.Hour), LastAttempt: now.Add(-time.Hour)},
+	}}}
+	exp, reg := startOnSnapshot(t, st, now, "[alice@example.com, bob@example.com]")
+	samples := testkit.Scrape(t, exp.MetricsHandler(reg))
+	if got := samples[testkit.Series("breach_address_last_refresh_timestamp_seconds", "address", "alice@example.com")]; got > float64(now.Unix()) {
+		t.Errorf("last refresh %v is after now %v", got, now.Unix())
+	}
+	for _, e := range exp.watchlist.View().Entries {
+		if e.Address.Email == "alice@example.com" && (!e.Schedule.LastAttempt.IsZero() || e.Schedule.Urgent == 0) {
+			t.Errorf("alice is not first in the schedule: %+v", e.Schedule)
+		}
+	}
+}
+
+// breach_exporter_state_restored_addresses counts what the snapshot gave
+// back, not what the config watches.
+func TestRestoredAddressesCountsTheSnapshot(t *testing.T) {
+	now := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
+	_, reg := startOnSnapshot(t, persist.State{}, now, "[alice@example.com, bob@example.com]")
+	if got := testkit.Samples(t, reg)["breach_exporter_state_restored_addresses{}"]; got != 0 {
+		t.Errorf("an empty snapshot restored %v addresses", got)
 	}
 }

@@ -56,6 +56,9 @@ type fault struct {
 	// firstSuccess bounds the fake time from the fault's end to the first
 	// request the stand-in answers properly.
 	firstSuccess time.Duration
+	// realTime: every failed request waits out the API client's timeout or
+	// moves megabytes, seconds of real time in all; not run with -short.
+	realTime bool
 }
 
 // Every fault hits both endpoints, the way a broken API or network would.
@@ -80,8 +83,8 @@ func faults() []fault {
 			off:  func(h *harness) { h.api.Listen() },
 			code: "error", kind: "transport", unseen: true, maxRequests: perAddressBound, firstSuccess: afterMe,
 		},
-		{name: "hangs past the timeout", on: misbehave(testkit.Hang), code: "error", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "slow body", on: misbehaveAPI(func(a *testkit.API) http.HandlerFunc { return a.SlowBody }), code: "200", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "hangs past the timeout", on: misbehave(testkit.Hang), code: "error", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe, realTime: true},
+		{name: "slow body", on: misbehaveAPI(func(a *testkit.API) http.HandlerFunc { return a.SlowBody }), code: "200", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe, realTime: true},
 		{name: "500", on: misbehave(testkit.Status(500)), code: "500", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
 		{name: "502", on: misbehave(testkit.Status(502)), code: "502", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
 		{name: "503", on: misbehave(testkit.Status(503)), code: "503", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
@@ -105,7 +108,7 @@ func faults() []fault {
 		{name: "JSON of the wrong shape", on: misbehave(testkit.WrongShape), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
 		{name: "truncated JSON", on: misbehaveAPI(func(a *testkit.API) http.HandlerFunc { return a.Truncated }), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
 		{name: "connection cut mid-body", on: misbehaveAPI(func(a *testkit.API) http.HandlerFunc { return a.CutMidBody }), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "10 MiB body", on: misbehave(testkit.HugeBody), code: "200", kind: "bad_body|transport", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "10 MiB body", on: misbehave(testkit.HugeBody), code: "200", kind: "bad_body|transport", maxRequests: perAddressBound, firstSuccess: afterMe, realTime: true},
 		{
 			name: "token revoked, then rotated in the token file",
 			on:   func(h *harness) { h.api.Rotate("svc_ak_rotated-token") },
@@ -124,6 +127,9 @@ func faults() []fault {
 func TestFaults(t *testing.T) {
 	for _, f := range faults() {
 		t.Run(f.name, func(t *testing.T) {
+			if f.realTime && testing.Short() {
+				t.Skip("seconds of real time; runs without -short")
+			}
 			// Registered first so it runs last, after the exporter and the
 			// stand-in have stopped.
 			t.Cleanup(func() { goleak.VerifyNone(t) })

@@ -67,7 +67,7 @@ refresh:
   interval: %s
   me_interval: %s
 addresses: [%s]
-`, h.api.BaseURL(), model.Duration(apiTimeout), model.Duration(interval), model.Duration(meInterval), strings.Join(addresses, ", "))
+%s`, h.api.BaseURL(), model.Duration(apiTimeout), model.Duration(interval), model.Duration(meInterval), strings.Join(addresses, ", "), testkit.AllDetailYAML())
 	configFile := filepath.Join(h.dir, "config.yml")
 	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
 		t.Fatal(err)

@@ -22,10 +22,10 @@ func replyFor(body func(email string) string) func(*harness) {
 	}
 }
 
-// The replies of issue 10 (point 4) that break the spec but are valid
-// JSON: each used to wipe or zero the address's values without counting
-// anything. Now each is a bad_body failure (for /me too: none is a Me), the
-// last good values stay, and the exporter recovers when the API does.
+// Replies that break the spec but are valid JSON could wipe or zero the
+// address's values without counting anything: each is a bad_body failure
+// (for /me too: none is a Me), the last good values stay, and the exporter
+// recovers when the API does.
 func TestRepliesAgainstTheSpecKeepTheLastGoodValues(t *testing.T) {
 	replies := []struct {
 		name string

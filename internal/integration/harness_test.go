@@ -30,19 +30,20 @@ const (
 
 // pipeline is a simulator and an exporter wired together, both on clock.
 type pipeline struct {
-	t     *testing.T
-	clock clockwork.Clock
-	sim   *sim.Simulator
-	exp   *exporter.Exporter
-	reg   *prometheus.Registry
+	detail string // the config's metrics block
+	t      *testing.T
+	clock  clockwork.Clock
+	sim    *sim.Simulator
+	exp    *exporter.Exporter
+	reg    *prometheus.Registry
 }
 
-// startPipeline runs the simulator and the exporter on clock; options
-// change the exporter's options (e.g. turn persistence on).
-func startPipeline(t *testing.T, clock clockwork.Clock, refresh time.Duration, options ...func(*exporter.Options)) *pipeline {
+// startPipeline runs the simulator and the exporter on clock, with
+// metrics, the config's metrics block ("" for the default families).
+func startPipeline(t *testing.T, clock clockwork.Clock, refresh time.Duration, metrics string) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &pipeline{t: t, clock: clock, reg: prometheus.NewRegistry()}
+	p := &pipeline{t: t, clock: clock, reg: prometheus.NewRegistry(), detail: metrics}
 
 	// The webhook port is taken before the simulator is built, since it
 	// needs the URL; the server on it starts once the exporter exists.
@@ -80,19 +81,15 @@ refresh:
 addresses: [%s]
 webhook:
   secret_files: [secret]
-`, apiSrv.URL, refresh, refresh, strings.Join(addresses, ", ")))
+%s`, apiSrv.URL, refresh, refresh, strings.Join(addresses, ", "), p.detail))
 
-	opts := exporter.Options{
+	p.exp, err = exporter.New(exporter.Options{
 		ConfigFile: filepath.Join(dir, "config.yml"),
 		UserAgent:  "breach_exporter/integration",
 		Registerer: p.reg,
 		Clock:      clock,
 		Webhook:    true,
-	}
-	for _, o := range options {
-		o(&opts)
-	}
-	p.exp, err = exporter.New(opts)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +107,7 @@ webhook:
 	t.Cleanup(func() {
 		cancel()
 		<-done
+		p.exp.Close()
 		apiSrv.CloseClientConnections()
 		hookSrv.CloseClientConnections()
 	})
@@ -169,11 +167,12 @@ func (p *pipeline) mismatches() []string {
 				exposed[f] = true
 			}
 			for _, f := range sim.Fields() {
-				want := 0.0
-				if exposed[f] {
-					want = 1
+				k := testkit.Series("breach_source_field_exposed", append(l, "field", f)...)
+				if _, ok := got[k]; exposed[f] {
+					check(k, 1)
+				} else if ok {
+					diffs = append(diffs, k+" served, but the field is not exposed")
 				}
-				check(testkit.Series("breach_source_field_exposed", append(l, "field", f)...), want)
 			}
 			plaintext := 0.0
 			if s.HasPlaintextPassword {

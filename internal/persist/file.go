@@ -17,26 +17,32 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
-	"github.com/breach-exporter/breach_exporter/webhook"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // FileName is the snapshot's name inside --storage.path.
 const FileName = "breach_exporter.snapshot"
 
-// version is the format written; Read accepts only it.
-const version = 1
+// version is the format written. Decode also reads version 1, which had
+// no alert counts, receiver counts nor journal position.
+const version = 2
 
 // State is what a snapshot holds.
 type State struct {
-	Registry registry.Saved
+	Watchlist watchlist.Saved
 	// Seen is the webhook's duplicate memory: digests of accepted bodies.
-	Seen []webhook.Remembered
+	Seen []breach.RememberedWebhook
+	// Webhook is the receiver's counters of accepted alerts.
+	Webhook breach.WebhookCounts
+	// Journal is the sequence number of the last journal record the state
+	// holds: a replay skips it and those before.
+	Journal uint64
 }
 
 // The wire form. Field names are the file's, stable across versions of
@@ -48,6 +54,19 @@ type (
 		Plan      string      `json:"plan,omitempty"` // the last /me answer's plan
 		Addresses []addressV1 `json:"addresses"`
 		Seen      []seenV1    `json:"seen"`
+		Webhook   webhookV2   `json:"webhook"`
+		Journal   uint64      `json:"journal,omitempty"`
+	}
+	webhookV2 struct {
+		Accepted                float64 `json:"accepted,omitempty"`
+		UntrackedDiscoveryOff   float64 `json:"untracked_discovery_off,omitempty"`
+		UntrackedDiscoveryLimit float64 `json:"untracked_discovery_limit,omitempty"`
+	}
+	alertV2 struct {
+		Family string  `json:"family"`
+		Source string  `json:"source"`
+		Label  string  `json:"label,omitempty"`
+		Value  float64 `json:"value"`
 	}
 	addressV1 struct {
 		Email       string     `json:"email"`
@@ -57,6 +76,7 @@ type (
 		LastRefresh time.Time  `json:"last_refresh"`
 		LastAttempt time.Time  `json:"last_attempt"`
 		Failures    int        `json:"failures,omitempty"`
+		Alerts      []alertV2  `json:"alerts,omitempty"`
 	}
 	sourceV1 struct {
 		Source               string    `json:"source"`
@@ -73,15 +93,28 @@ type (
 	}
 )
 
+// alertFamilies name the alert families in the file.
+var alertFamilies = map[watchlist.AlertFamily]string{
+	watchlist.AlertsBySeverity: "alerts",
+	watchlist.NewDatabases:     "new_databases",
+	watchlist.ExposedFields:    "exposed_fields",
+	watchlist.NewPlaintext:     "new_plaintext",
+	watchlist.LastObserved:     "last_observed",
+}
+
 // Encode renders st as a snapshot file's bytes.
 func Encode(st State, now time.Time) ([]byte, error) {
-	f := fileV1{Version: version, WrittenAt: now.UTC(), Plan: st.Registry.Account.Plan,
-		Addresses: make([]addressV1, len(st.Registry.Entries)), Seen: make([]seenV1, len(st.Seen))}
-	for i, e := range st.Registry.Entries {
+	f := fileV1{Version: version, WrittenAt: now.UTC(), Plan: st.Watchlist.Account.Plan,
+		Addresses: make([]addressV1, len(st.Watchlist.Entries)), Seen: make([]seenV1, len(st.Seen)),
+		Webhook: webhookV2(st.Webhook), Journal: st.Journal}
+	for i, e := range st.Watchlist.Entries {
 		a := addressV1{Email: e.Address.Email, Discovered: e.Address.Discovered, State: e.State,
 			LastRefresh: e.LastRefresh, LastAttempt: e.LastAttempt, Failures: e.Failures}
 		for _, s := range e.Sources {
 			a.Sources = append(a.Sources, sourceV1(s))
+		}
+		for _, c := range e.Alerts {
+			a.Alerts = append(a.Alerts, alertV2{Family: alertFamilies[c.Family], Source: c.Source, Label: c.Label, Value: c.Value})
 		}
 		f.Addresses[i] = a
 	}
@@ -120,8 +153,8 @@ func Decode(data []byte) (State, error) {
 	if err := json.Unmarshal(body, &probe); err != nil {
 		return State{}, fmt.Errorf("not JSON: %w", err)
 	}
-	if probe.Version != version {
-		return State{}, fmt.Errorf("version %d, this exporter reads version %d", probe.Version, version)
+	if probe.Version != 1 && probe.Version != version {
+		return State{}, fmt.Errorf("version %d, this exporter reads versions 1 and %d", probe.Version, version)
 	}
 	var f fileV1
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -133,26 +166,45 @@ func Decode(data []byte) (State, error) {
 }
 
 func (f *fileV1) state() (State, error) {
-	st := State{Registry: registry.Saved{Account: registry.Account{Plan: breach.LabelValue(f.Plan, breach.MaxValueBytes)}}}
-	seen := make(map[string]bool, len(f.Addresses))
+	st := State{Watchlist: watchlist.Saved{Account: watchlist.Account{Plan: f.Plan}}, Journal: f.Journal}
+	if f.Version == 1 && (f.Journal != 0 || f.Webhook != (webhookV2{})) {
+		return State{}, errors.New("version 1 has no webhook counts nor journal position")
+	}
+	for _, v := range []float64{f.Webhook.Accepted, f.Webhook.UntrackedDiscoveryOff, f.Webhook.UntrackedDiscoveryLimit} {
+		if !validCount(v) {
+			return State{}, errors.New("webhook: a count that is negative or not finite")
+		}
+	}
+	st.Webhook = breach.WebhookCounts(f.Webhook)
+	seen := make(map[string]int, len(f.Addresses))
 	for i, a := range f.Addresses {
 		if err := a.validate(); err != nil {
 			return State{}, fmt.Errorf("addresses[%d]: %w", i, err)
 		}
 		k := breach.Key(a.Email)
-		if seen[k] {
-			return State{}, fmt.Errorf("addresses[%d]: %q appears twice", i, a.Email)
+		// The error is logged: it names entries, never the address, which
+		// the logs show only as its label.
+		if j, dup := seen[k]; dup {
+			return State{}, fmt.Errorf("addresses[%d]: the address of addresses[%d] again", i, j)
 		}
-		seen[k] = true
-		e := registry.SavedEntry{Address: breach.Address{Email: a.Email, Discovered: a.Discovered}, State: a.State,
+		seen[k] = i
+		e := watchlist.SavedEntry{Address: breach.Address{Email: a.Email, Discovered: a.Discovered}, State: a.State,
 			LastRefresh: a.LastRefresh, LastAttempt: a.LastAttempt, Failures: a.Failures}
 		for _, s := range a.Sources {
 			e.Sources = append(e.Sources, breach.SourceState(s))
 		}
-		st.Registry.Entries = append(st.Registry.Entries, e)
+		for j, c := range a.Alerts {
+			family, ok := familyOf(c.Family)
+			if !ok || c.Source == "" || !validCount(c.Value) ||
+				(c.Label == "") != (family != watchlist.AlertsBySeverity && family != watchlist.ExposedFields) {
+				return State{}, fmt.Errorf("addresses[%d].alerts[%d]: not an alert count the exporter writes", i, j)
+			}
+			e.Alerts = append(e.Alerts, watchlist.AlertCount{Family: family, Source: c.Source, Label: c.Label, Value: c.Value})
+		}
+		st.Watchlist.Entries = append(st.Watchlist.Entries, e)
 	}
 	for i, s := range f.Seen {
-		var d webhook.Remembered
+		var d breach.RememberedWebhook
 		if n, err := hex.Decode(d.Digest[:], []byte(s.Digest)); err != nil || n != sha256.Size || len(s.Digest) != 2*sha256.Size {
 			return State{}, fmt.Errorf("seen[%d]: not a SHA-256 digest", i)
 		}
@@ -161,6 +213,17 @@ func (f *fileV1) state() (State, error) {
 	}
 	return st, nil
 }
+
+func familyOf(name string) (watchlist.AlertFamily, bool) {
+	for f, n := range alertFamilies {
+		if n == name {
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+func validCount(v float64) bool { return v >= 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
 
 // validate holds a restored address to what the exporter writes: the
 // bounds on what comes from outside apply to what comes back from disk.

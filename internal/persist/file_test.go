@@ -17,27 +17,35 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
-	"github.com/breach-exporter/breach_exporter/webhook"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 var at = time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
 
 func sample() State {
 	return State{
-		Registry: registry.Saved{
-			Account: registry.Account{Plan: "pro"},
-			Entries: []registry.SavedEntry{
+		Watchlist: watchlist.Saved{
+			Account: watchlist.Account{Plan: "pro"},
+			Entries: []watchlist.SavedEntry{
 				{Address: breach.Address{Email: "Alice@example.com"}, State: breach.Verified, LastRefresh: at, LastAttempt: at,
 					Sources: []breach.SourceState{{Source: "archive", BreachCount: 3, SourceDBs: []string{"db-1"},
 						FieldsExposed: []string{"password"}, HasPlaintextPassword: true,
-						LastScannedAt: at.Add(-time.Hour), LastChangedAt: at.Add(-2 * time.Hour)}}},
+						LastScannedAt: at.Add(-time.Hour), LastChangedAt: at.Add(-2 * time.Hour)}},
+					Alerts: []watchlist.AlertCount{
+						{Family: watchlist.AlertsBySeverity, Source: "combolist", Label: "critical", Value: 3},
+						{Family: watchlist.NewDatabases, Source: "combolist", Value: 4},
+						{Family: watchlist.ExposedFields, Source: "combolist", Label: "password", Value: 2},
+						{Family: watchlist.NewPlaintext, Source: "combolist", Value: 1},
+						{Family: watchlist.LastObserved, Source: "combolist", Value: 1.7e9},
+					}},
 				{Address: breach.Address{Email: "found@example.org", Discovered: true}, State: breach.Pending, Failures: 2,
 					LastAttempt: at.Add(time.Minute)},
 				{Address: breach.Address{Email: "new@example.com"}, State: breach.Unverified, LastRefresh: at},
 			},
 		},
-		Seen: []webhook.Remembered{{Digest: sha256.Sum256([]byte("body")), At: at}},
+		Seen:    []breach.RememberedWebhook{{Digest: sha256.Sum256([]byte("body")), At: at}},
+		Webhook: breach.WebhookCounts{Accepted: 5, UntrackedDiscoveryOff: 1, UntrackedDiscoveryLimit: 2},
+		Journal: 7,
 	}
 }
 
@@ -91,20 +99,37 @@ func withChecksum(body string) []byte {
 
 func TestValuesOutsideWhatWeWriteAreRefused(t *testing.T) {
 	for name, body := range map[string]string{
-		"unknown version":   `{"version":2,"addresses":[],"seen":[]}`,
-		"unknown member":    `{"version":1,"addresses":[],"seen":[],"extra":1}`,
-		"not an email":      `{"version":1,"addresses":[{"email":"not an email","state":"pending"}],"seen":[]}`,
-		"unknown state":     `{"version":1,"addresses":[{"email":"a@example.com","state":"hacked"}],"seen":[]}`,
-		"sources, pending":  `{"version":1,"addresses":[{"email":"a@example.com","state":"pending","sources":[{"source":"index"}]}],"seen":[]}`,
-		"nameless source":   `{"version":1,"addresses":[{"email":"a@example.com","state":"verified","sources":[{"breach_count":1}]}],"seen":[]}`,
-		"negative count":    `{"version":1,"addresses":[{"email":"a@example.com","state":"verified","sources":[{"source":"index","breach_count":-1}]}],"seen":[]}`,
-		"twice":             `{"version":1,"addresses":[{"email":"a@example.com","state":"pending"},{"email":"A@example.com","state":"pending"}],"seen":[]}`,
-		"negative failures": `{"version":1,"addresses":[{"email":"a@example.com","state":"pending","failures":-1}],"seen":[]}`,
-		"short digest":      `{"version":1,"addresses":[],"seen":[{"digest":"abcd","at":"2026-01-01T00:00:00Z"}]}`,
+		"unknown version":    `{"version":3,"addresses":[],"seen":[]}`,
+		"unknown member":     `{"version":1,"addresses":[],"seen":[],"extra":1}`,
+		"not an email":       `{"version":1,"addresses":[{"email":"not an email","state":"pending"}],"seen":[]}`,
+		"unknown state":      `{"version":1,"addresses":[{"email":"a@example.com","state":"hacked"}],"seen":[]}`,
+		"sources, pending":   `{"version":1,"addresses":[{"email":"a@example.com","state":"pending","sources":[{"source":"index"}]}],"seen":[]}`,
+		"nameless source":    `{"version":1,"addresses":[{"email":"a@example.com","state":"verified","sources":[{"breach_count":1}]}],"seen":[]}`,
+		"negative count":     `{"version":1,"addresses":[{"email":"a@example.com","state":"verified","sources":[{"source":"index","breach_count":-1}]}],"seen":[]}`,
+		"twice":              `{"version":1,"addresses":[{"email":"a@example.com","state":"pending"},{"email":"A@example.com","state":"pending"}],"seen":[]}`,
+		"negative failures":  `{"version":1,"addresses":[{"email":"a@example.com","state":"pending","failures":-1}],"seen":[]}`,
+		"short digest":       `{"version":1,"addresses":[],"seen":[{"digest":"abcd","at":"2026-01-01T00:00:00Z"}]}`,
+		"v1 with a journal":  `{"version":1,"addresses":[],"seen":[],"journal":3}`,
+		"negative accepted":  `{"version":2,"addresses":[],"seen":[],"webhook":{"accepted":-1}}`,
+		"unknown family":     `{"version":2,"addresses":[{"email":"a@example.com","state":"pending","alerts":[{"family":"x","source":"index","value":1}]}],"seen":[]}`,
+		"negative alerts":    `{"version":2,"addresses":[{"email":"a@example.com","state":"pending","alerts":[{"family":"new_databases","source":"index","value":-1}]}],"seen":[]}`,
+		"severity unlabeled": `{"version":2,"addresses":[{"email":"a@example.com","state":"pending","alerts":[{"family":"alerts","source":"index","value":1}]}],"seen":[]}`,
 	} {
-		if _, err := Decode(withChecksum(body)); err == nil {
+		_, err := Decode(withChecksum(body))
+		if err == nil {
 			t.Errorf("%s: accepted", name)
+		} else if strings.Contains(err.Error(), "example.com") {
+			// The error is logged, where addresses appear only as labels.
+			t.Errorf("%s: the error shows an address: %v", name, err)
 		}
+	}
+}
+
+// A version 1 file, from before the alert counts were kept, still restores.
+func TestVersion1Restores(t *testing.T) {
+	st, err := Decode(withChecksum(`{"version":1,"plan":"pro","addresses":[{"email":"a@example.com","state":"pending"}],"seen":[]}`))
+	if err != nil || len(st.Watchlist.Entries) != 1 || st.Watchlist.Account.Plan != "pro" {
+		t.Fatalf("a version 1 file: %v, %+v", err, st)
 	}
 }
 
@@ -138,8 +163,8 @@ func TestSaveLoadAndMoveAside(t *testing.T) {
 		t.Fatalf("Load after Save: %v, %+v", ok, st)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("the folder holds %d files after a save, want only the snapshot (no temporary files)", len(entries))
+	if len(entries) != 2 {
+		t.Errorf("the folder holds %d files after a save, want only the snapshot and the lock (no temporary files)", len(entries))
 	}
 
 	// A damaged file is moved aside, counted, and the start goes on empty;
@@ -186,4 +211,19 @@ func TestOpenRefusesAFolderItCannotUse(t *testing.T) {
 	if _, err := Open(file, prometheus.NewRegistry(), log.NewNopLogger()); err == nil {
 		t.Error("Open accepted a file as the folder")
 	}
+}
+
+// One store per folder: a second Open fails, naming the folder, until the
+// first is closed.
+func TestOneStorePerFolder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	first, _ := newStore(t, dir)
+	if _, err := Open(dir, prometheus.NewRegistry(), log.NewNopLogger()); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("a second Open on the folder: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := newStore(t, dir)
+	second.Close()
 }

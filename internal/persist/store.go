@@ -6,17 +6,26 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 )
 
-// Store is the snapshot file in one folder, with its metrics.
+// LockName is the lock file inside --storage.path: one process owns the
+// folder at a time, as Prometheus locks its data directory.
+const LockName = "lock"
+
+// Store is the snapshot file in one folder, with its metrics. It holds
+// the folder's lock until Close.
 type Store struct {
 	dir    string
 	logger log.Logger
+	lock   *os.File
 
 	lastOK       prometheus.Gauge
 	lastOKTime   prometheus.Gauge
@@ -27,13 +36,23 @@ type Store struct {
 	restored     prometheus.Gauge
 }
 
-// Open makes dir (and its parents) if needed and checks that a file can be
-// created in it, so that a path that cannot hold a snapshot refuses the
-// start instead of failing every interval.
-func Open(dir string, reg prometheus.Registerer, logger log.Logger) (*Store, error) {
+// Open makes dir (and its parents) if needed, locks it and checks that a
+// file can be created in it, so that a path that cannot hold a snapshot,
+// or that another process uses, refuses the start instead of failing every
+// interval or writing over the other's state.
+func Open(dir string, reg prometheus.Registerer, logger log.Logger) (s *Store, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
 	probe, err := os.CreateTemp(dir, ".write-check-*")
 	if err != nil {
 		return nil, err
@@ -42,15 +61,10 @@ func Open(dir string, reg prometheus.Registerer, logger log.Logger) (*Store, err
 	if err := os.Remove(probe.Name()); err != nil {
 		return nil, err
 	}
-	gauge := func(name, help string) prometheus.Gauge {
-		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	}
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-	}
-	s := &Store{
+	s = &Store{
 		dir:    dir,
 		logger: logger,
+		lock:   lock,
 		lastOK: gauge("breach_exporter_state_snapshot_last_successful",
 			"1 when the last write of the state snapshot succeeded, else 0."),
 		lastOKTime: gauge("breach_exporter_state_snapshot_last_success_timestamp_seconds",
@@ -74,6 +88,43 @@ func Open(dir string, reg prometheus.Registerer, logger log.Logger) (*Store, err
 		}
 	}
 	return s, nil
+}
+
+// lockDir takes an exclusive flock on dir's lock file and writes the
+// process's id into it, for whoever finds the folder taken. The kernel
+// releases the lock when the process ends, however it ends: a killed
+// exporter's folder is free at once.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			holder, _ := os.ReadFile(path)
+			return nil, fmt.Errorf("the folder is in use by another process (pid %s, in %s): one exporter per --storage.path",
+				strings.TrimSpace(string(holder)), path)
+		}
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	// The id is for people; the lock works without it.
+	if f.Truncate(0) == nil {
+		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// Close releases the folder's lock.
+func (s *Store) Close() error { return s.lock.Close() }
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+}
+
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 }
 
 func (s *Store) path() string { return filepath.Join(s.dir, FileName) }

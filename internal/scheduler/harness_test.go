@@ -15,11 +15,11 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
-// Settings are what a test configures: the parts of a config snapshot the
+// Settings are what a test configures: the parts of a config bundle the
 // scheduler follows.
 type Settings struct {
 	Addresses         []string
@@ -28,9 +28,29 @@ type Settings struct {
 	MeInterval        time.Duration
 }
 
-// snapshot is the config snapshot of st; tokenReads counts the token
-// file's re-reads.
-func snapshot(st Settings, tokenReads *atomic.Int32) *config.Snapshot {
+// tokenFile stands in for api.token_file: what it holds (svc_ak_test until
+// set) and how often it was read.
+type tokenFile struct {
+	reads   atomic.Int32
+	content atomic.Pointer[string]
+}
+
+func (f *tokenFile) current() string {
+	if p := f.content.Load(); p != nil {
+		return *p
+	}
+	return "svc_ak_test"
+}
+
+func (f *tokenFile) read() (string, error) {
+	f.reads.Add(1)
+	return f.current(), nil
+}
+
+func (f *tokenFile) write(token string) { f.content.Store(&token) }
+
+// bundle is the config bundle of st, reading its token from file.
+func bundle(st Settings, file *tokenFile) *config.Bundle {
 	cfg := &config.Config{
 		API:     config.APIConfig{RequestsPerMinute: st.RequestsPerMinute},
 		Refresh: config.RefreshConfig{Interval: model.Duration(st.Interval), MeInterval: model.Duration(st.MeInterval)},
@@ -39,10 +59,7 @@ func snapshot(st Settings, tokenReads *atomic.Int32) *config.Snapshot {
 	for _, e := range st.Addresses {
 		cfg.Addresses = append(cfg.Addresses, config.Address{Email: e})
 	}
-	return &config.Snapshot{Config: cfg, Token: config.NewTokenSource("svc_ak_test", func() (string, error) {
-		tokenReads.Add(1)
-		return "svc_ak_test", nil
-	})}
+	return &config.Bundle{Config: cfg, Token: config.NewTokenSource(file.current(), file.read)}
 }
 
 // t0 is deliberately not on a minute boundary, so the server's fixed minutes
@@ -130,7 +147,7 @@ func (f *fakeAPI) Breaches(ctx context.Context, email string) (api.Breaches, bre
 	return api.Breaches{Email: email, Sources: []breach.SourceState{{Source: "archive", BreachCount: 1}}}, rl, nil
 }
 
-func (f *fakeAPI) snapshot() []call {
+func (f *fakeAPI) log() []call {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]call(nil), f.calls...)
@@ -145,7 +162,7 @@ func (f *fakeAPI) count429() int {
 // callsTo returns the calls for one address, or /me's when email is "".
 func (f *fakeAPI) callsTo(email string) []call {
 	var out []call
-	for _, c := range f.snapshot() {
+	for _, c := range f.log() {
 		if c.me == (email == "") && c.email == email {
 			out = append(out, c)
 		}
@@ -158,21 +175,21 @@ func (f *fakeAPI) callsTo(email string) []call {
 // clock jumps straight from one wake-up to the next, so simulated hours take
 // milliseconds and no step can be skipped.
 type harness struct {
-	t          *testing.T
-	clock      *clockwork.FakeClock
-	api        *fakeAPI
-	reg        *registry.Registry
-	config     *config.Current
-	tokenReads atomic.Int32
-	s          *Scheduler
-	logs       *testkit.SyncBuffer
-	idle       chan time.Time
-	until      time.Time
+	t      *testing.T
+	clock  *clockwork.FakeClock
+	api    *fakeAPI
+	reg    *watchlist.List
+	config *config.Current
+	token  tokenFile
+	s      *Scheduler
+	logs   *testkit.SyncBuffer
+	idle   chan time.Time
+	until  time.Time
 }
 
 // reportingClock is the fake clock, injected into the scheduler, that tells
 // the test each time Run starts a timer and until when: Run starts one only
-// to wait, after taking any pending registry change. The test must receive
+// to wait, after taking any pending watchlist change. The test must receive
 // every report, so the harness always parks after waking Run.
 type reportingClock struct {
 	*clockwork.FakeClock
@@ -199,37 +216,37 @@ func newHarness(t *testing.T, st Settings) *harness {
 		t:     t,
 		clock: clock,
 		api:   &fakeAPI{clock: clock, plan: "pro"},
-		reg:   registry.New(),
+		reg:   watchlist.New(),
 		logs:  &testkit.SyncBuffer{},
 		idle:  make(chan time.Time),
 	}
-	h.config = config.NewCurrent(snapshot(st, &h.tokenReads))
+	h.config = config.NewCurrent(bundle(st, &h.token))
 	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	h.s = New(Options{
-		Registry: h.reg,
-		Config:   h.config,
-		Connect:  func(*config.Snapshot) Client { return h.api },
-		Clock:    reportingClock{FakeClock: clock, idle: h.idle, done: done},
-		Logger:   log.NewLogfmtLogger(h.logs),
-		Jitter:   halfJitter,
+		Watchlist: h.reg,
+		Config:    h.config,
+		Connect:   func(*config.Bundle) Client { return h.api },
+		Clock:     reportingClock{FakeClock: clock, idle: h.idle, done: done},
+		Logger:    log.NewLogfmtLogger(h.logs),
+		Jitter:    halfJitter,
 	})
 	return h
 }
 
 // entry is one address as the collector would see it.
-func (h *harness) entry(email string) (registry.Entry, bool) {
-	for _, e := range h.reg.Snapshot().Entries {
+func (h *harness) entry(email string) (watchlist.Entry, bool) {
+	for _, e := range h.reg.View().Entries {
 		if e.Address.Key() == breach.Key(email) {
 			return e, true
 		}
 	}
-	return registry.Entry{}, false
+	return watchlist.Entry{}, false
 }
 
 // cycle is the round length the scheduler last published.
-func (h *harness) cycle() time.Duration { return h.reg.Snapshot().Cycle }
+func (h *harness) cycle() time.Duration { return h.reg.View().Cycle }
 
 // start runs the scheduler until the test ends and waits for it to park.
 func (h *harness) start() *harness {
@@ -301,17 +318,17 @@ func (h *harness) add(email string) bool {
 	h.t.Helper()
 	e, tracked := h.entry(email)
 	wakes := !tracked || e.Schedule.Urgent == 0
-	ok := h.reg.RecordAlert(email, registry.AlertDelta{Source: "index", Severity: "info"}) == registry.AlertDiscovered
+	ok := h.reg.RecordAlert(email, watchlist.AlertDelta{Source: "index", Severity: "info"}) == watchlist.AlertDiscovered
 	if wakes {
 		h.park()
 	}
 	return ok
 }
 
-// update reloads as the exporter does: one swap and one registry sync.
+// update reloads as the exporter does: one swap and one watchlist sync.
 func (h *harness) update(st Settings) {
 	h.t.Helper()
-	h.config.Store(snapshot(st, &h.tokenReads))
+	h.config.Store(bundle(st, &h.token))
 	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
 	h.park()
 }

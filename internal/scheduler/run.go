@@ -11,17 +11,17 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // Run sends requests, one at a time, until ctx is done. It is the only
 // goroutine that calls the Client, so the budget has a single owner.
 func (s *Scheduler) Run(ctx context.Context) {
 	for ctx.Err() == nil {
-		snap := s.config.Load()
-		s.updateCycle(snap)
+		bundle := s.config.Load()
+		s.updateCycle(bundle)
 		now := s.clock.Now()
-		st := settingsOf(snap)
+		st := settingsOf(bundle)
 		j, at := s.next(now, st)
 		if at.After(now) {
 			if !s.wait(ctx, at, s.earliest(now, st)) {
@@ -31,12 +31,12 @@ func (s *Scheduler) Run(ctx context.Context) {
 			// a reload may have changed what should go next.
 			continue
 		}
-		s.send(ctx, snap, j)
+		s.send(ctx, bundle, j)
 	}
 }
 
 // wait blocks until the clock reaches until, and reports false when ctx is
-// done. A change of the registry (an alert, a discovery, a reload) may put
+// done. A change of the watchlist (an alert, a discovery, a reload) may put
 // another request first, but none can go out before earliest: so a change
 // re-plans at once only when the budget is idle, and otherwise shortens the
 // wait to earliest and re-plans then, once, however many changes come in
@@ -46,7 +46,7 @@ func (s *Scheduler) wait(ctx context.Context, until, earliest time.Time) bool {
 	// A change that came while a request was in flight is taken before
 	// starting the timer, so a wait never outlasts a change it missed.
 	select {
-	case <-s.registry.Changed():
+	case <-s.watchlist.Changed():
 		if !earliest.After(s.clock.Now()) {
 			return true
 		}
@@ -54,11 +54,19 @@ func (s *Scheduler) wait(ctx context.Context, until, earliest time.Time) bool {
 	default:
 	}
 	for {
-		t := s.clock.NewTimer(s.clock.Until(until))
+		// During a 401 pause the timer also wakes every tokenPoll, to
+		// look for a new token.
+		wake, polling := until, s.authUntil.After(s.clock.Now())
+		if polling {
+			wake = earlier(until, s.clock.Now().Add(tokenPoll))
+		}
+		t := s.clock.NewTimer(s.clock.Until(wake))
 		select {
 		case <-t.Chan():
-			return true
-		case <-s.registry.Changed():
+			if !polling || !wake.Before(until) || s.tokenChanged() {
+				return true
+			}
+		case <-s.watchlist.Changed():
 			t.Stop()
 			if !earliest.After(s.clock.Now()) {
 				return true
@@ -71,10 +79,25 @@ func (s *Scheduler) wait(ctx context.Context, until, earliest time.Time) bool {
 	}
 }
 
+// tokenChanged reads the token again during a 401 pause and ends the pause
+// when the token in force is no longer the rejected one: rotated in its
+// file, or brought by a reload. A file that cannot be read (half written,
+// say) keeps the pause; the retry at its end reports why.
+func (s *Scheduler) tokenChanged() bool {
+	token := s.config.Load().Token
+	_ = token.Reread()
+	if token.Get() == s.rejected {
+		return false
+	}
+	s.authUntil = time.Time{}
+	level.Info(s.logger).Log("msg", "The token changed during the pause after a 401; retrying now")
+	return true
+}
+
 // earliest is when the next request may go out at the soonest: after the
 // spacing since the last one, and after any pause.
 func (s *Scheduler) earliest(now time.Time, st settings) time.Time {
-	earliest := later(now, s.pauseUntil)
+	earliest := later(later(now, s.pauseUntil), s.authUntil)
 	if !s.lastSend.IsZero() {
 		earliest = later(earliest, s.lastSend.Add(spacing(st.rpm)))
 	}
@@ -93,16 +116,16 @@ func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
 		if r.me {
 			return *r, earliest
 		}
-		if _, ok := s.registry.Email(r.key); ok {
+		if _, ok := s.watchlist.Email(r.key); ok {
 			return job{key: r.key}, earliest
 		}
 		s.retry = nil // a reload removed it during the pause
 	}
 
-	var urgent, oldest registry.Schedule
+	var urgent, oldest watchlist.Schedule
 	var urgentKey, oldestKey string
 	var oldestAt time.Time
-	s.registry.Plan(func(k string, e *registry.Entry) {
+	s.watchlist.Plan(func(k string, e *watchlist.Entry) {
 		sch := e.Schedule
 		if sch.Urgent != 0 {
 			if urgentKey == "" || sch.Urgent < urgent.Urgent {
@@ -131,7 +154,7 @@ func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
 // readyAt is when an address may be read again: interval after its last
 // attempt, or sooner when that attempt failed (its backoff is capped at the
 // interval).
-func readyAt(sch registry.Schedule, interval time.Duration) time.Time {
+func readyAt(sch watchlist.Schedule, interval time.Duration) time.Time {
 	if sch.LastAttempt.IsZero() {
 		return time.Time{}
 	}
@@ -145,7 +168,7 @@ func readyAt(sch registry.Schedule, interval time.Duration) time.Time {
 
 // readBefore orders addresses least recently attempted first, never-read
 // ones first of all, in the order they were added.
-func readBefore(a, b registry.Schedule) bool {
+func readBefore(a, b watchlist.Schedule) bool {
 	if !a.LastAttempt.Equal(b.LastAttempt) {
 		return a.LastAttempt.Before(b.LastAttempt)
 	}
@@ -153,11 +176,11 @@ func readBefore(a, b registry.Schedule) bool {
 }
 
 // send makes one request and records what it taught us.
-func (s *Scheduler) send(ctx context.Context, snap *config.Snapshot, j job) {
+func (s *Scheduler) send(ctx context.Context, bundle *config.Bundle, j job) {
 	var email string
 	if !j.me {
 		var ok bool
-		if email, ok = s.registry.Email(j.key); !ok {
+		if email, ok = s.watchlist.Email(j.key); !ok {
 			return // removed since next() picked it
 		}
 	}
@@ -168,7 +191,7 @@ func (s *Scheduler) send(ctx context.Context, snap *config.Snapshot, j job) {
 	if j.me {
 		s.lastMe = sent
 	} else {
-		s.registry.Started(j.key, sent)
+		s.watchlist.Started(j.key, sent)
 	}
 
 	var (
@@ -177,12 +200,12 @@ func (s *Scheduler) send(ctx context.Context, snap *config.Snapshot, j job) {
 		rl       breach.RateLimit
 		err      error
 	)
-	client := s.clientOf(snap)
+	client := s.clientOf(bundle)
 	logger := log.With(s.logger, "endpoint", api.EndpointMe)
 	if j.me {
 		me, rl, err = client.Me(ctx)
 	} else {
-		logger = log.With(s.logger, "endpoint", api.EndpointBreaches, "address", s.registry.Label(j.key))
+		logger = log.With(s.logger, "endpoint", api.EndpointBreaches, "address", s.watchlist.Label(j.key))
 		breaches, rl, err = client.Breaches(ctx, email)
 	}
 	if ctx.Err() != nil {
@@ -192,14 +215,14 @@ func (s *Scheduler) send(ctx context.Context, snap *config.Snapshot, j job) {
 	level.Debug(logger).Log("msg", "API request", "outcome", outcome(err), "duration", done.Sub(sent))
 
 	s.followRateLimit(rl, done, logger)
-	if s.pauseAll(snap, j, err, done, logger) {
+	if s.pauseAll(bundle, j, err, done, logger) {
 		return
 	}
 	if j.me {
 		s.recordMe(me, err, logger)
 		return
 	}
-	s.recordBreaches(snap, j, breaches, err, done, logger)
+	s.recordBreaches(bundle, j, breaches, err, done, logger)
 }
 
 func outcome(err error) string {
@@ -219,7 +242,7 @@ func (s *Scheduler) followRateLimit(rl breach.RateLimit, now time.Time, logger l
 	if !rl.HasLimit && !rl.HasRemaining && rl.Reset.IsZero() {
 		return
 	}
-	s.registry.SetRateLimit(rl)
+	s.watchlist.SetRateLimit(rl)
 	if !rl.HasRemaining || rl.Remaining > 0 {
 		return
 	}
@@ -241,59 +264,68 @@ func (s *Scheduler) followRateLimit(rl breach.RateLimit, now time.Time, logger l
 // request goes first afterwards. It reports whether err was one of them.
 // This is the one place a 401 is handled: the client reported it, the
 // token file is re-read here, and every request pauses.
-func (s *Scheduler) pauseAll(snap *config.Snapshot, j job, err error, now time.Time, logger log.Logger) bool {
+func (s *Scheduler) pauseAll(bundle *config.Bundle, j job, err error, now time.Time, logger log.Logger) bool {
 	var apiErr *api.Error
 	if !errors.As(err, &apiErr) {
 		return false
 	}
-	var until time.Time
 	switch apiErr.Kind {
 	case api.KindRateLimited:
-		until = apiErr.RetryAt
+		until := apiErr.RetryAt
 		if !until.After(now) {
 			until = nextMinute(now)
 		}
 		until = earlier(until, now.Add(maxPause)).Add(s.jitter(resetJitter))
 		level.Warn(logger).Log("msg", "Rate limited by the API; pausing all requests until the window resets", "until", until)
+		// A 429 on /me leaves breach_api_up alone: it says nothing about
+		// whether the API works, and the retry goes first once the window
+		// resets.
+		s.pauseUntil = later(s.pauseUntil, until)
 	case api.KindUnauthorized:
-		// A token rotated in the file is picked up on the retry; the
-		// backoff only keeps a revoked token from spending the budget.
+		// The backoff keeps a revoked token from spending the budget; a
+		// token rotated in the file ends it (now, or by tokenChanged
+		// during the pause).
 		s.authBackoff = min(max(2*s.authBackoff, authBackoffMin), authBackoffMax)
-		until = now.Add(s.authBackoff)
-		level.Warn(logger).Log("msg", "The API rejected the token; pausing all requests", "retry_in", s.authBackoff, "err", err)
-		s.rereadToken(snap, logger)
+		rejected := bundle.Token.Get()
+		if s.rereadToken(bundle, logger) {
+			level.Warn(logger).Log("msg", "The API rejected the token; retrying with the new one", "err", err)
+		} else {
+			s.authUntil, s.rejected = now.Add(s.authBackoff), rejected
+			level.Warn(logger).Log("msg", "The API rejected the token; pausing all requests until the token file changes", "retry_in", s.authBackoff, "err", err)
+		}
 		// A rejected token makes the whole API unusable, whichever endpoint
 		// said so; /me may not be sent again until the token works.
-		s.registry.SetAccount("", false)
+		s.watchlist.SetAccount("", false)
 	default:
 		return false
 	}
-	// A 429 on /me leaves breach_api_up alone: it says nothing about whether
-	// the API works, and the retry goes first once the window resets.
-	s.pauseUntil = later(s.pauseUntil, until)
 	s.retry = &j
 	return true
 }
 
-func (s *Scheduler) rereadToken(snap *config.Snapshot, logger log.Logger) {
-	switch err := snap.Token.Reread(); {
+// rereadToken reads the token file after a 401 and reports whether it held
+// a new token.
+func (s *Scheduler) rereadToken(bundle *config.Bundle, logger log.Logger) bool {
+	switch err := bundle.Token.Reread(); {
 	case err == nil:
 		level.Info(logger).Log("msg", "Picked up a new token from the token file")
+		return true
 	case errors.Is(err, config.ErrSameToken):
 		level.Warn(logger).Log("msg", "The API rejected the token and "+err.Error())
 	default:
 		level.Error(logger).Log("msg", "The token could not be re-read; keeping the old one", "err", err)
 	}
+	return false
 }
 
 func (s *Scheduler) recordMe(me api.Me, err error, logger log.Logger) {
 	if err != nil {
-		s.registry.SetAccount("", false)
+		s.watchlist.SetAccount("", false)
 		level.Warn(logger).Log("msg", "API identity check failed", "err", err)
 		return
 	}
 	s.authBackoff = 0
-	s.registry.SetAccount(me.Plan, true)
+	s.watchlist.SetAccount(me.Plan, true)
 	// Once per change of plan: the service delivers webhooks to some plans
 	// only, and a receiver waiting for none is worth knowing about.
 	if s.webhook && me.Plan != s.warnedPlan && breach.PlanWithoutWebhooks(me.Plan) {
@@ -304,22 +336,22 @@ func (s *Scheduler) recordMe(me api.Me, err error, logger log.Logger) {
 
 // recordBreaches stores an answer (200, 403, 404). Any other error keeps the
 // cached values and backs off this address only.
-func (s *Scheduler) recordBreaches(snap *config.Snapshot, j job, b api.Breaches, err error, now time.Time, logger log.Logger) {
+func (s *Scheduler) recordBreaches(bundle *config.Bundle, j job, b api.Breaches, err error, now time.Time, logger log.Logger) {
 	kind, _ := api.KindOf(err)
 	var failedBefore int
 	switch {
 	case err == nil:
-		failedBefore = s.registry.Answered(j.key, breach.Verified, b.Sources, now)
+		failedBefore = s.watchlist.Answered(j.key, breach.Verified, b.Sources, now)
 	case kind == api.KindUnverified:
-		failedBefore = s.registry.Answered(j.key, breach.Unverified, nil, now)
-	case kind == api.KindNotMonitored && s.registry.Drop(j.key):
+		failedBefore = s.watchlist.Answered(j.key, breach.Unverified, nil, now)
+	case kind == api.KindNotMonitored && s.watchlist.Drop(j.key):
 		// A discovered address the account does not monitor was never one
 		// of its addresses: an alert made it up, so it goes at once.
 		level.Info(logger).Log("msg", "The API does not monitor this discovered address; no longer watching it")
 	case kind == api.KindNotMonitored:
-		failedBefore = s.registry.Answered(j.key, breach.NotMonitored, nil, now)
+		failedBefore = s.watchlist.Answered(j.key, breach.NotMonitored, nil, now)
 	default:
-		s.addressFailed(snap, j, err, logger)
+		s.addressFailed(bundle, j, err, logger)
 		return
 	}
 	s.authBackoff = 0
@@ -330,12 +362,12 @@ func (s *Scheduler) recordBreaches(snap *config.Snapshot, j job, b api.Breaches,
 
 // addressFailed backs off one address. It warns when the address starts
 // failing, not on every retry: with the API down, every address fails.
-func (s *Scheduler) addressFailed(snap *config.Snapshot, j job, err error, logger log.Logger) {
-	sch, ok := s.registry.Failed(j.key)
+func (s *Scheduler) addressFailed(bundle *config.Bundle, j job, err error, logger log.Logger) {
+	sch, ok := s.watchlist.Failed(j.key)
 	if !ok {
 		return // a reload removed it while the request was in flight
 	}
-	retryIn := readyAt(sch, settingsOf(snap).interval).Sub(sch.LastAttempt)
+	retryIn := readyAt(sch, settingsOf(bundle).interval).Sub(sch.LastAttempt)
 	lvl := level.Debug
 	if sch.Failures == 1 {
 		lvl = level.Warn

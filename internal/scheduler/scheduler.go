@@ -2,8 +2,8 @@
 // decides which request goes next and when, so however many addresses,
 // scrapes, reloads and alerts there are, the exporter never sends more than
 // the configured requests per minute and never bursts into a 429. The
-// addresses and their places in the schedule live in the registry; the
-// budget and intervals come from the config snapshot in force.
+// addresses and their places in the schedule live in the watchlist; the
+// budget and intervals come from the config bundle in force.
 package scheduler
 
 import (
@@ -18,7 +18,7 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // Client is the part of the API client the scheduler uses.
@@ -33,11 +33,11 @@ type idleCloser interface{ CloseIdleConnections() }
 
 // Options are the scheduler's collaborators.
 type Options struct {
-	Registry *registry.Registry // the addresses to read, and where answers go
-	Config   *config.Current    // the budget and intervals in force
-	// Connect returns the API client for a config snapshot. It is called
-	// once per snapshot, when the first request under it goes out.
-	Connect func(*config.Snapshot) Client
+	Watchlist *watchlist.List // the addresses to read, and where answers go
+	Config    *config.Current // the budget and intervals in force
+	// Connect returns the API client for a config bundle. It is called
+	// once per bundle, when the first request under it goes out.
+	Connect func(*config.Bundle) Client
 	Clock   clockwork.Clock                       // nil = real clock
 	Logger  log.Logger                            // nil = nop
 	Jitter  func(max time.Duration) time.Duration // random in [0,max); nil = math/rand/v2
@@ -60,6 +60,11 @@ const (
 	addressBackoffMin = 30 * time.Second
 	authBackoffMin    = 10 * time.Second
 	authBackoffMax    = 5 * time.Minute
+	// tokenPoll is how often the token is read again during a 401 pause,
+	// so a token rotated in its file goes out within seconds rather than
+	// at the end of a pause of up to authBackoffMax. Reading a small file
+	// every two seconds costs nothing, and only while the API is unusable.
+	tokenPoll = 2 * time.Second
 )
 
 // job is one request: /me, or /breaches for one address.
@@ -69,14 +74,14 @@ type job struct {
 	key    string // breach.Key of the address
 }
 
-// settings are the parts of a config snapshot that pace requests.
+// settings are the parts of a config bundle that pace requests.
 type settings struct {
 	rpm        int           // our budget, 1..60
 	interval   time.Duration // an address is re-read at most this often (unless Refresh asks sooner)
 	meInterval time.Duration
 }
 
-func settingsOf(s *config.Snapshot) settings {
+func settingsOf(s *config.Bundle) settings {
 	return settings{
 		rpm:        s.Config.API.RequestsPerMinute,
 		interval:   time.Duration(s.Config.Refresh.Interval),
@@ -85,22 +90,24 @@ func settingsOf(s *config.Snapshot) settings {
 }
 
 // Scheduler paces all API requests of one key. Only Run calls the Client;
-// the registry tells it when the addresses changed.
+// the watchlist tells it when the addresses changed.
 type Scheduler struct {
-	registry *registry.Registry
-	config   *config.Current
-	connect  func(*config.Snapshot) Client
-	clock    clockwork.Clock
-	logger   log.Logger
-	jitter   func(time.Duration) time.Duration
-	webhook  bool
+	watchlist *watchlist.List
+	config    *config.Current
+	connect   func(*config.Bundle) Client
+	clock     clockwork.Clock
+	logger    log.Logger
+	jitter    func(time.Duration) time.Duration
+	webhook   bool
 
 	// Owned by Run: no other goroutine touches these.
 	client      Client
-	clientFor   *config.Snapshot // the snapshot client was built for
+	clientFor   *config.Bundle // the bundle the client was built for
 	lastSend    time.Time
 	lastMe      time.Time // zero: /me not sent yet
-	pauseUntil  time.Time // after a 429, Remaining 0 or a 401
+	pauseUntil  time.Time // after a 429 or Remaining 0
+	authUntil   time.Time // after a 401; ends early when the token changes
+	rejected    string    // the token that got the 401, compared during the pause
 	authBackoff time.Duration
 	retry       *job   // sent first once the pause is over
 	lastUrgent  bool   // the last request was a Refresh; see next
@@ -112,13 +119,13 @@ type Scheduler struct {
 // New returns a scheduler; call Run to start polling.
 func New(o Options) *Scheduler {
 	s := &Scheduler{
-		registry: o.Registry,
-		config:   o.Config,
-		connect:  o.Connect,
-		clock:    o.Clock,
-		logger:   o.Logger,
-		jitter:   o.Jitter,
-		webhook:  o.Webhook,
+		watchlist: o.Watchlist,
+		config:    o.Config,
+		connect:   o.Connect,
+		clock:     o.Clock,
+		logger:    o.Logger,
+		jitter:    o.Jitter,
+		webhook:   o.Webhook,
 	}
 	if s.clock == nil {
 		s.clock = clockwork.NewRealClock()
@@ -139,14 +146,14 @@ func randomJitter(limit time.Duration) time.Duration {
 	return rand.N(limit)
 }
 
-// clientOf returns the client for snap, building it on the first request
-// under a new snapshot and closing the idle connections of the one before.
-func (s *Scheduler) clientOf(snap *config.Snapshot) Client {
-	if snap != s.clientFor {
+// clientOf returns the client for bundle, building it on the first request
+// under a new bundle and closing the idle connections of the one before.
+func (s *Scheduler) clientOf(bundle *config.Bundle) Client {
+	if bundle != s.clientFor {
 		if old, ok := s.client.(idleCloser); ok {
 			old.CloseIdleConnections()
 		}
-		s.client, s.clientFor = s.connect(snap), snap
+		s.client, s.clientFor = s.connect(bundle), bundle
 	}
 	return s.client
 }
@@ -166,27 +173,27 @@ func meEvery(st settings) time.Duration {
 
 // cycleInputs are what the round length depends on.
 type cycleInputs struct {
-	snapshot  *config.Snapshot
+	bundle    *config.Bundle
 	addresses int
 }
 
-// updateCycle recomputes the round length when the config snapshot or the
+// updateCycle recomputes the round length when the config bundle or the
 // number of addresses changed, and warns when the addresses do not fit in
-// the interval: once per snapshot (so every reload says it again), and
+// the interval: once per bundle (so every reload says it again), and
 // once more whenever they stop fitting.
-func (s *Scheduler) updateCycle(snap *config.Snapshot) {
-	in := cycleInputs{snapshot: snap, addresses: s.registry.Len()}
+func (s *Scheduler) updateCycle(bundle *config.Bundle) {
+	in := cycleInputs{bundle: bundle, addresses: s.watchlist.Len()}
 	if in == s.cycleFor {
 		return
 	}
-	reloaded := in.snapshot != s.cycleFor.snapshot
+	reloaded := in.bundle != s.cycleFor.bundle
 	s.cycleFor = in
-	st := settingsOf(snap)
+	st := settingsOf(bundle)
 
 	perMinute := float64(st.rpm) - float64(time.Minute)/float64(meEvery(st))
 	readAll := time.Duration(float64(in.addresses) / perMinute * float64(time.Minute))
 	cycle := max(st.interval, readAll)
-	s.registry.SetCycle(cycle)
+	s.watchlist.SetCycle(cycle)
 
 	over := readAll > st.interval
 	if over && (reloaded || !s.overBudget) {

@@ -14,8 +14,8 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/registry"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 func TestMain(m *testing.M) {
@@ -34,7 +34,7 @@ func TestBudgetIsNeverExceeded(t *testing.T) {
 			h.api.limit = rpm // a server enforcing exactly our budget per fixed minute
 			h.start().advance(30 * time.Minute)
 
-			calls := h.api.snapshot()
+			calls := h.api.log()
 			if want := 30 * rpm; len(calls) < want {
 				t.Fatalf("%d calls in 30 minutes, want at least %d", len(calls), want)
 			}
@@ -58,9 +58,9 @@ func TestBudgetIsUsed(t *testing.T) {
 	h.start()
 	// Steady state: measure minutes 10 to 30, after the first round.
 	h.advance(10 * time.Minute)
-	before := len(h.api.snapshot())
+	before := len(h.api.log())
 	h.advance(measured * time.Minute)
-	calls := h.api.snapshot()
+	calls := h.api.log()
 
 	used := float64(len(calls)-before) / (rpm * measured)
 	t.Logf("budget use: %d calls in %d minutes at %d/min = %.4f", len(calls)-before, measured, rpm, used)
@@ -103,7 +103,7 @@ func TestAddressIsReadAtMostEveryInterval(t *testing.T) {
 		t.Fatalf("Cycle() = %s, want the interval", got)
 	}
 	byAddress := map[string][]call{}
-	for _, c := range h.api.snapshot() {
+	for _, c := range h.api.log() {
 		byAddress[c.email] = append(byAddress[c.email], c)
 	}
 	for _, e := range emails(500) {
@@ -118,7 +118,7 @@ func TestAddressIsReadAtMostEveryInterval(t *testing.T) {
 		}
 	}
 	// /me goes first, then the never-read addresses in config order.
-	calls := h.api.snapshot()
+	calls := h.api.log()
 	if !calls[0].me {
 		t.Fatalf("first call %s, want /me", calls[0])
 	}
@@ -177,8 +177,8 @@ func TestRateLimitedPausesEverything(t *testing.T) {
 			}
 			h.start()
 			h.advance(5 * time.Second) // past the 429 (call 5), inside the pause
-			limited := h.api.snapshot()[5]
-			if n := len(h.api.snapshot()); n != 6 {
+			limited := h.api.log()[5]
+			if n := len(h.api.log()); n != 6 {
 				t.Fatalf("%d calls right after the 429, want 6", n)
 			}
 			// A Refresh during the pause waits too.
@@ -187,7 +187,7 @@ func TestRateLimitedPausesEverything(t *testing.T) {
 			}
 			h.advance(2 * time.Minute)
 
-			calls := h.api.snapshot()
+			calls := h.api.log()
 			retry, refreshed := calls[6], calls[7]
 			if want := tc.resume(limited.at); !retry.at.Equal(want) {
 				t.Fatalf("first call after the 429 at %s, want %s", retry.at, want)
@@ -215,7 +215,7 @@ func TestRemainingZeroIsHonoured(t *testing.T) {
 	h.api.limit = 10 // someone else spends the rest of the key's budget
 	h.start().advance(5 * time.Minute)
 
-	calls := h.api.snapshot()
+	calls := h.api.log()
 	if n := h.api.count429(); n != 0 {
 		t.Fatalf("server answered 429 %d times, want 0", n)
 	}
@@ -231,9 +231,9 @@ func TestRemainingZeroIsHonoured(t *testing.T) {
 	if len(calls) < 5*10 {
 		t.Fatalf("%d calls in 5 minutes at 10 per window, want at least 50", len(calls))
 	}
-	snap := h.reg.Snapshot()
-	if !snap.HasRateLimit || snap.RateLimit.Limit != 10 {
-		t.Fatalf("store rate limit %+v, want the last headers", snap.RateLimit)
+	bundle := h.reg.View()
+	if !bundle.HasRateLimit || bundle.RateLimit.Limit != 10 {
+		t.Fatalf("store rate limit %+v, want the last headers", bundle.RateLimit)
 	}
 }
 
@@ -256,7 +256,7 @@ func TestRemainingZeroWithoutUsableReset(t *testing.T) {
 				return nil
 			}
 			h.start().advance(2 * time.Minute)
-			calls := h.api.snapshot()
+			calls := h.api.log()
 			if want := tc.resume(calls[2].at); !calls[3].at.Equal(want) {
 				t.Fatalf("call after Remaining 0 at %s, want %s", calls[3].at, want)
 			}
@@ -283,7 +283,7 @@ func TestRefreshJumpsTheQueueAndCoalesces(t *testing.T) {
 	}
 	h.advance(10 * time.Minute)
 	var got []string
-	for _, c := range h.api.snapshot()[3:] {
+	for _, c := range h.api.log()[3:] {
 		got = append(got, c.email[:7])
 	}
 	want := "[user009 user002 user004 user003 user005 user006 user007 user008]"
@@ -318,7 +318,7 @@ func TestRefreshStormDoesNotStarveOthers(t *testing.T) {
 	h.start().advance(20 * time.Second)
 	for _, e := range emails(6) {
 		if len(h.api.callsTo(e)) == 0 {
-			t.Errorf("%s never read during a refresh storm; calls %v", e, h.api.snapshot())
+			t.Errorf("%s never read during a refresh storm; calls %v", e, h.api.log())
 		}
 	}
 	if n := len(h.api.callsTo("user000@example.com")); n < 5 {
@@ -336,7 +336,7 @@ func TestRefreshDuringTheRequestReadsAgain(t *testing.T) {
 		}
 	}
 	h.start().advance(time.Minute)
-	calls := h.api.snapshot()
+	calls := h.api.log()
 	if len(calls) != 5 || calls[3].email != "user001@example.com" || calls[4].email != "user002@example.com" {
 		t.Fatalf("calls %v, want me, user000, user001, user001 again, user002", calls)
 	}
@@ -434,7 +434,7 @@ func TestMe(t *testing.T) {
 		return nil
 	}
 	h.start().advance(time.Second)
-	if acc := h.reg.Snapshot().Account; acc != (registry.Account{Plan: "pro", Up: true}) {
+	if acc := h.reg.View().Account; acc != (watchlist.Account{Plan: "pro", Up: true}) {
 		t.Fatalf("account after the first /me: %+v", acc)
 	}
 	h.advance(11 * time.Minute)
@@ -445,7 +445,7 @@ func TestMe(t *testing.T) {
 
 	meFails = true
 	h.advance(5 * time.Minute)
-	if acc := h.reg.Snapshot().Account; acc != (registry.Account{Plan: "pro", Up: false}) {
+	if acc := h.reg.View().Account; acc != (watchlist.Account{Plan: "pro", Up: false}) {
 		t.Fatalf("account after a failed /me: %+v, want down with the plan kept", acc)
 	}
 	if n := len(h.api.callsTo("user000@example.com")); n < 16 {
@@ -464,7 +464,7 @@ func TestUnauthorizedBacksOffGlobally(t *testing.T) {
 		return nil
 	}
 	h.start().advance(5 * time.Minute)
-	calls := h.api.snapshot()
+	calls := h.api.log()
 	var gaps []time.Duration
 	for i := 3; i <= 6; i++ {
 		gaps = append(gaps, calls[i].at.Sub(calls[i-1].at))
@@ -481,13 +481,60 @@ func TestUnauthorizedBacksOffGlobally(t *testing.T) {
 	if gap := calls[10].at.Sub(calls[9].at); gap != 10*time.Second {
 		t.Fatalf("a later 401 paused for %s, want the backoff to restart at 10s", gap)
 	}
-	// Every 401 has the token file re-read, so a rotated token is used on
-	// the retry.
-	if n := int(h.tokenReads.Load()); n != rejected {
-		t.Fatalf("token file re-read %d times for %d 401s", n, rejected)
+	// Every 401 has the token file re-read, and so has every 2 s of a
+	// pause (not its end, which retries): 10, 20, 40, 80 and 10 s.
+	if n, want := int(h.token.reads.Load()), rejected+4+9+19+39+4; n != want {
+		t.Fatalf("token file read %d times for %d 401s, want %d", n, rejected, want)
 	}
 	if n := h.logs.Count("level=warn", "same token"); n != rejected {
 		t.Fatalf("%d warnings that the file holds the rejected token, want %d", n, rejected)
+	}
+}
+
+// A token rotated in its file ends a 401 pause within tokenPoll, however
+// long the backoff has grown; a reload bringing a new token does too.
+func TestRotatedTokenEndsThePause(t *testing.T) {
+	for _, how := range []string{"file", "reload"} {
+		t.Run(how, func(t *testing.T) {
+			st := Settings{Addresses: emails(3), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}
+			h := newHarness(t, st)
+			h.token.write("svc_ak_old")
+			h.config.Store(bundle(st, &h.token))
+			h.api.script = func(c call, rl *breach.RateLimit) error {
+				if h.config.Load().Token.Get() == "svc_ak_old" {
+					return &api.Error{Kind: api.KindUnauthorized, StatusCode: 401}
+				}
+				return nil
+			}
+			// 401s at 0, 10, 30, 70 and 150 s: the pause is 160 s long now.
+			h.start().advance(3 * time.Minute)
+			before := len(h.api.log())
+			if before != 5 {
+				t.Fatalf("%d calls in 3 minutes of 401s, want 5: %v", before, h.api.log())
+			}
+			rotated := h.clock.Now()
+			h.token.write("svc_ak_new")
+			if how == "reload" {
+				h.update(st)
+			}
+			h.advance(10 * time.Second)
+			calls := h.api.log()
+			if len(calls) <= before {
+				t.Fatalf("no request within 10 s of the new token")
+			}
+			if wait := calls[before].at.Sub(rotated); wait > tokenPoll {
+				t.Fatalf("the new token went out %s after it was written, want at most %s", wait, tokenPoll)
+			}
+			if calls[before].email != calls[0].email {
+				t.Fatalf("%s after the pause, want the rejected request %s first", calls[before], calls[0].email)
+			}
+			if len(calls) < before+4 {
+				t.Fatalf("after the new token only %d more calls in 10 s", len(calls)-before)
+			}
+			if n := h.logs.Count("level=info", "token changed"); how == "file" && n != 1 {
+				t.Fatalf("%d logs of the token change, want 1", n)
+			}
+		})
 	}
 }
 
@@ -529,13 +576,13 @@ func TestReloadReplacesTheClient(t *testing.T) {
 	st := Settings{Addresses: emails(2), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}
 	h := newHarness(t, st)
 	var built, closed atomic.Int32
-	h.s.connect = func(*config.Snapshot) Client {
+	h.s.connect = func(*config.Bundle) Client {
 		built.Add(1)
 		return closingAPI{h.api, &closed}
 	}
 	h.start().advance(10 * time.Second)
 	if built.Load() != 1 {
-		t.Fatalf("%d clients for one snapshot, want 1", built.Load())
+		t.Fatalf("%d clients for one bundle, want 1", built.Load())
 	}
 	h.update(st)
 	h.advance(time.Hour)
@@ -553,12 +600,12 @@ func TestUpdate(t *testing.T) {
 	}
 	h.advance(10 * time.Second)
 
-	before := len(h.api.snapshot())
-	lastSend := h.api.snapshot()[before-1].at
+	before := len(h.api.log())
+	lastSend := h.api.log()[before-1].at
 	h.update(Settings{Addresses: []string{"B@example.com", "c@example.com", "d@example.com"},
 		RequestsPerMinute: 6, Interval: 10 * time.Minute, MeInterval: time.Hour})
 	h.advance(15 * time.Minute)
-	calls := h.api.snapshot()[before:]
+	calls := h.api.log()[before:]
 
 	if calls[0].email != "d@example.com" || !calls[0].at.Equal(lastSend.Add(10*time.Second)) {
 		t.Fatalf("first call after the update %s, want the new d@ one new budget slot (10s) after %s", calls[0], lastSend)
@@ -575,7 +622,7 @@ func TestUpdate(t *testing.T) {
 	}
 	for email, want := range map[string]bool{"a@example.com": false, "b@example.com": true, "d@example.com": true, "found@example.com": true} {
 		if _, ok := h.entry(email); ok != want {
-			t.Errorf("registry has %s: %v, want %v", email, ok, want)
+			t.Errorf("watchlist has %s: %v, want %v", email, ok, want)
 		}
 	}
 	if h.add("D@example.com") || h.add("found@example.com") {
@@ -590,10 +637,10 @@ func TestAddReadsFirst(t *testing.T) {
 		t.Fatal("Add returned false")
 	}
 	if a, ok := h.entry("new@example.com"); !ok || a.State != breach.Pending {
-		t.Fatalf("registry after the discovery: %+v, %v; want pending", a, ok)
+		t.Fatalf("watchlist after the discovery: %+v, %v; want pending", a, ok)
 	}
 	h.advance(time.Second)
-	calls := h.api.snapshot()
+	calls := h.api.log()
 	if last := calls[len(calls)-1]; last.email != "New@Example.com" {
 		t.Fatalf("call after Add was %s, want the added address", last)
 	}
@@ -601,20 +648,20 @@ func TestAddReadsFirst(t *testing.T) {
 
 func TestCycle(t *testing.T) {
 	logs := &testkit.SyncBuffer{}
-	reg := registry.New()
-	var tokenReads atomic.Int32
+	reg := watchlist.New()
+	var token tokenFile
 	cur := config.NewCurrent(nil)
-	s := New(Options{Registry: reg, Config: cur, Logger: log.NewLogfmtLogger(logs)})
+	s := New(Options{Watchlist: reg, Config: cur, Logger: log.NewLogfmtLogger(logs)})
 	// update reloads as the exporter does; the scheduler takes the new
 	// figures when it next plans.
 	update := func(st Settings) {
-		cur.Store(snapshot(st, &tokenReads))
+		cur.Store(bundle(st, &token))
 		reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, 1000)
 		s.updateCycle(cur.Load())
 	}
 	check := func(want time.Duration, warnings int) {
 		t.Helper()
-		if got := reg.Snapshot().Cycle; !near(got, want) {
+		if got := reg.View().Cycle; !near(got, want) {
 			t.Fatalf("cycle = %s, want %s", got, want)
 		}
 		if n := logs.Count("level=warn", "cannot read every address"); n != warnings {
@@ -637,7 +684,7 @@ func TestCycle(t *testing.T) {
 	update(Settings{Addresses: emails(490), RequestsPerMinute: 55, Interval: 9 * time.Minute, MeInterval: 5 * time.Minute})
 	check(9*time.Minute, 2)
 	for i := range 10 {
-		reg.RecordAlert(fmt.Sprintf("found%d@example.com", i), registry.AlertDelta{})
+		reg.RecordAlert(fmt.Sprintf("found%d@example.com", i), watchlist.AlertDelta{})
 	}
 	s.updateCycle(cur.Load())
 	check(minutes(500/54.8), 3)
@@ -680,16 +727,16 @@ func (c stuckAPI) Breaches(context.Context, string) (api.Breaches, breach.RateLi
 func TestShutdownDuringARequest(t *testing.T) {
 	logs := &testkit.SyncBuffer{}
 	client := stuckAPI{entered: make(chan struct{})}
-	var tokenReads atomic.Int32
-	reg := registry.New()
-	cur := config.NewCurrent(snapshot(Settings{Addresses: emails(1), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Minute}, &tokenReads))
+	var token tokenFile
+	reg := watchlist.New()
+	cur := config.NewCurrent(bundle(Settings{Addresses: emails(1), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Minute}, &token))
 	reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, 1000)
 	s := New(Options{
-		Registry: reg,
-		Config:   cur,
-		Connect:  func(*config.Snapshot) Client { return client },
-		Clock:    clockwork.NewFakeClockAt(t0),
-		Logger:   log.NewLogfmtLogger(logs),
+		Watchlist: reg,
+		Config:    cur,
+		Connect:   func(*config.Bundle) Client { return client },
+		Clock:     clockwork.NewFakeClockAt(t0),
+		Logger:    log.NewLogfmtLogger(logs),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -59,7 +59,7 @@ func TestAPIAnswersAsTheSpecSays(t *testing.T) {
 		t.Errorf("rate-limit headers %v, want the fake clock's next minute", h)
 	}
 	code, _, body = get(t, base+"/breaches?email=alice%40example.com", testkit.APIToken)
-	got, err := api.DecodeBreaches(body, "alice@example.com")
+	got, err := api.DecodeBreaches(body, "alice@example.com", clock.Now())
 	if code != 200 || err != nil || !reflect.DeepEqual(got.Sources, []breach.SourceState{alice}) {
 		t.Errorf("alice: %d %s (%v)", code, body, err)
 	}

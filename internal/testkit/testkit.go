@@ -18,6 +18,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
 )
 
 // Samples gathers g and indexes every gauge, counter and untyped sample by
@@ -128,4 +131,19 @@ lines:
 		n++
 	}
 	return n
+}
+
+// Addresses are configured addresses with the given emails and no alias.
+func Addresses(emails ...string) []breach.Address {
+	out := make([]breach.Address, len(emails))
+	for i, e := range emails {
+		out[i] = breach.Address{Email: e}
+	}
+	return out
+}
+
+// AllDetailYAML is the config block that switches every detail family on,
+// for tests that follow every family.
+func AllDetailYAML() string {
+	return "metrics:\n  detail_families: [" + strings.Join(config.DetailFamilies, ", ") + "]\n"
 }

@@ -29,6 +29,14 @@ func main() {
 		return
 	}
 
+	if len(os.Args) > 1 && os.Args[1] == bench.CachedChildCommand {
+		if err := bench.ServeCachedChild(os.Args[2:], os.Stdout, os.Stdin); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+
 	out := flag.String("out", "bench/results.json", "where to write the results as JSON")
 	quick := flag.Bool("quick", false, "small sizes, for checking the harness itself (the figures mean little)")
 	strict := flag.Bool("strict", false, "exit 1 when a goal is missed")
@@ -52,6 +60,7 @@ func main() {
 			{Addresses: 10000, Scrapes: 6},
 			{Addresses: 20000, Scrapes: 4},
 		},
+		UserCost:         bench.UserCostOptions{Addresses: 10000, Scrapes: 5, ScrapeInterval: 15 * time.Second},
 		Webhook:          bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100, AllocRuns: 2000},
 		BudgetRun:        20 * time.Minute,
 		Budgets:          []int{60, 55},
@@ -63,6 +72,7 @@ func main() {
 		opts.ScrapeSizes = []bench.ScrapeSize{{Addresses: 100, Scrapes: 3}, {Addresses: 1000, Scrapes: 2}}
 		opts.ScrapeRuns = 1
 		opts.DeployedSizes = []bench.ScrapeSize{{Addresses: 100, Scrapes: 3}, {Addresses: 500, Scrapes: 2}}
+		opts.UserCost = bench.UserCostOptions{Addresses: 500, Scrapes: 3, ScrapeInterval: 2 * time.Second}
 		opts.Webhook = bench.WebhookOptions{Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10, AllocRuns: 200}
 		opts.BudgetRun = 3 * time.Minute
 		opts.LatencySamples = 1

@@ -10,26 +10,37 @@ import (
 	"go.yaml.in/yaml/v2"
 )
 
-const (
-	rulesPath    = "../../../alerts/breach_exporter.rules.yml"
-	manifestPath = "../prometheusrule.yaml"
-)
+const rulesPath = "../../../alerts/breach_exporter.rules.yml"
 
-func TestPrometheusRuleIsUpToDate(t *testing.T) {
-	rules, err := os.ReadFile(rulesPath)
+// repoPaths are defaultPaths seen from this package's folder.
+func repoPaths() paths {
+	p := defaultPaths
+	for _, f := range []*string{&p.Rules, &p.Dashboards, &p.Manifest, &p.Chart} {
+		*f = filepath.Join("..", "..", "..", *f)
+	}
+	return p
+}
+
+// Every copy of the rules and the dashboards matches its source, and the
+// chart has no dashboard whose source is gone.
+func TestGeneratedFilesAreUpToDate(t *testing.T) {
+	p := repoPaths()
+	want, err := outputs(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := render(rules)
+	for f, data := range want {
+		got, err := os.ReadFile(f)
+		if err != nil || string(got) != string(data) {
+			t.Errorf("%s is out of date: run `make generate` from the repository root", f)
+		}
+	}
+	old, err := stale(p, want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(manifestPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Fatal("examples/kubernetes/prometheusrule.yaml is out of date: run `go run ./examples/kubernetes/gen` from the repository root")
+	for _, f := range old {
+		t.Errorf("%s has no source in %s: run `make generate` from the repository root", f, p.Dashboards)
 	}
 }
 
@@ -85,24 +96,58 @@ func TestRenderRejectsAFileWithoutGroups(t *testing.T) {
 	}
 }
 
-func TestRunWritesTheManifest(t *testing.T) {
+func TestRunWritesEveryCopy(t *testing.T) {
 	dir := t.TempDir()
-	in := filepath.Join(dir, "rules.yml")
-	out := filepath.Join(dir, "rule.yaml")
-	if err := os.WriteFile(in, []byte("# leading comment\ngroups:\n  - name: g\n    rules: []\n"), 0o600); err != nil {
+	p := paths{
+		Rules:      filepath.Join(dir, "rules.yml"),
+		Dashboards: filepath.Join(dir, "dashboards"),
+		Manifest:   filepath.Join(dir, "rule.yaml"),
+		Chart:      filepath.Join(dir, "chart"),
+	}
+	rules := "# leading comment\ngroups:\n  - name: g\n    rules: []\n"
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(name string) string {
+		t.Helper()
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	write(p.Rules, rules)
+	write(filepath.Join(p.Dashboards, "a.json"), `{"title": "a"}`)
+	write(filepath.Join(p.Dashboards, "notes.txt"), "not a dashboard")
+	// A dashboard whose source was removed goes with the next run.
+	write(filepath.Join(p.chartDashboards(), "gone.json"), `{}`)
+	if err := run(p); err != nil {
 		t.Fatal(err)
 	}
-	if err := run(in, out); err != nil {
-		t.Fatal(err)
+	if got := read(p.Manifest); !strings.HasSuffix(got, "spec:\n  groups:\n    - name: g\n      rules: []\n") || strings.Contains(got, "leading comment") {
+		t.Errorf("unexpected manifest:\n%s", got)
 	}
-	got, err := os.ReadFile(out)
+	if got := read(p.chartRules()); !strings.HasPrefix(got, "# Code generated") || !strings.HasSuffix(got, rules) {
+		t.Errorf("unexpected chart rules:\n%s", got)
+	}
+	if got := read(filepath.Join(p.chartDashboards(), "a.json")); got != `{"title": "a"}` {
+		t.Errorf("chart dashboard a.json: %q", got)
+	}
+	entries, err := os.ReadDir(p.chartDashboards())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(string(got), "spec:\n  groups:\n    - name: g\n      rules: []\n") || strings.Contains(string(got), "leading comment") {
-		t.Errorf("unexpected manifest:\n%s", got)
+	if len(entries) != 1 {
+		t.Errorf("chart dashboards: %v, want only a.json", entries)
 	}
-	if err := run(filepath.Join(dir, "missing.yml"), out); err == nil {
+	p.Rules = filepath.Join(dir, "missing.yml")
+	if err := run(p); err == nil {
 		t.Error("run accepted a missing rules file")
 	}
 }

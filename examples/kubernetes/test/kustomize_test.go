@@ -43,6 +43,10 @@ func typed(apiVersion, kind string) (any, bool) {
 		return &corev1.Service{}, true
 	case "v1/ServiceAccount":
 		return &corev1.ServiceAccount{}, true
+	case "v1/PersistentVolumeClaim":
+		return &corev1.PersistentVolumeClaim{}, true
+	case "networking.k8s.io/v1/Ingress":
+		return &networkingv1.Ingress{}, true
 	case "apps/v1/Deployment":
 		return &appsv1.Deployment{}, true
 	case "networking.k8s.io/v1/NetworkPolicy":
@@ -55,18 +59,57 @@ func typed(apiVersion, kind string) (any, bool) {
 	return nil, false
 }
 
-// objects are the built kustomization, decoded.
+// objects are the built kustomization or the rendered chart, decoded.
 type objects struct {
 	deployments     []*appsv1.Deployment
 	services        []*corev1.Service
+	configMaps      []*corev1.ConfigMap
+	secrets         []*corev1.Secret
+	claims          []*corev1.PersistentVolumeClaim
+	ingresses       []*networkingv1.Ingress
 	policies        []*networkingv1.NetworkPolicy
 	serviceMonitors []*monitoringv1.ServiceMonitor
 	rules           []*monitoringv1.PrometheusRule
 	count           int
 }
 
-// build runs kustomize on dir and decodes every object strictly: an unknown
-// field (a typo, a field at the wrong level) is an error.
+// add decodes one object strictly (an unknown field, a typo or a field at
+// the wrong level, is an error) and files it by type.
+func (objs *objects) add(t *testing.T, id, apiVersion, kind string, data []byte) {
+	t.Helper()
+	obj, ok := typed(apiVersion, kind)
+	if !ok {
+		t.Errorf("%s: apiVersion %s has no type in this test; add it to typed()", id, apiVersion)
+		return
+	}
+	if err := decodeStrict(data, obj); err != nil {
+		t.Errorf("%s: %v", id, err)
+		return
+	}
+	objs.count++
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		objs.deployments = append(objs.deployments, o)
+	case *corev1.Service:
+		objs.services = append(objs.services, o)
+	case *corev1.ConfigMap:
+		objs.configMaps = append(objs.configMaps, o)
+	case *corev1.Secret:
+		objs.secrets = append(objs.secrets, o)
+	case *corev1.PersistentVolumeClaim:
+		objs.claims = append(objs.claims, o)
+	case *networkingv1.Ingress:
+		objs.ingresses = append(objs.ingresses, o)
+	case *networkingv1.NetworkPolicy:
+		objs.policies = append(objs.policies, o)
+	case *monitoringv1.ServiceMonitor:
+		objs.serviceMonitors = append(objs.serviceMonitors, o)
+	case *monitoringv1.PrometheusRule:
+		objs.rules = append(objs.rules, o)
+	}
+}
+
+// build runs kustomize on dir and decodes every object strictly.
 func build(t *testing.T, fs filesys.FileSystem, dir string) objects {
 	t.Helper()
 	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, dir)
@@ -80,28 +123,7 @@ func build(t *testing.T, fs filesys.FileSystem, dir string) objects {
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
-		obj, ok := typed(r.GetApiVersion(), r.GetKind())
-		if !ok {
-			t.Errorf("%s: apiVersion %s has no type in this test; add it to typed()", id, r.GetApiVersion())
-			continue
-		}
-		if err := decodeStrict(data, obj); err != nil {
-			t.Errorf("%s: %v", id, err)
-			continue
-		}
-		objs.count++
-		switch o := obj.(type) {
-		case *appsv1.Deployment:
-			objs.deployments = append(objs.deployments, o)
-		case *corev1.Service:
-			objs.services = append(objs.services, o)
-		case *networkingv1.NetworkPolicy:
-			objs.policies = append(objs.policies, o)
-		case *monitoringv1.ServiceMonitor:
-			objs.serviceMonitors = append(objs.serviceMonitors, o)
-		case *monitoringv1.PrometheusRule:
-			objs.rules = append(objs.rules, o)
-		}
+		objs.add(t, id, r.GetApiVersion(), r.GetKind(), data)
 	}
 	return objs
 }

@@ -42,12 +42,14 @@ const (
 // APIPrefix is the API root's path; the spec's {base_url} ends in it.
 const APIPrefix = "/api/v1"
 
-// Handler serves the API under /api/v1 and the OpenAPI document at
-// /openapi.json.
+// Handler serves the API under /api/v1, the OpenAPI document at
+// /openapi.json, and the demo's sink for Alertmanager's notifications
+// under NotificationsPath.
 func (s *Simulator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(APIPrefix+"/", s.serveAPI)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
+	mux.HandleFunc(NotificationsPath, s.serveNotification)
 	return mux
 }
 

@@ -1,0 +1,250 @@
+// Package acknowledge holds the acknowledgements file: which exposures of
+// which watched addresses a person has handled, up to when, by whom and
+// why. An acknowledgement covers everything a feed reported for the
+// address up to its handled_at; a change the feed reports after that is
+// news again.
+//
+// The file is parsed through yaml nodes so that every error names the
+// line of the entry it is about, and strictly: an unknown key is an error.
+package acknowledge
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+)
+
+// Bounds on the free text of an entry. Both become label values of every
+// series of the acknowledged feeds: an over-long value is an error naming
+// its line, never cut, since the file's author can shorten it and a cut
+// comment could read as something else.
+const (
+	MaxByBytes      = 64
+	MaxCommentBytes = 256
+)
+
+// MaxFutureSkew is how far ahead of the exporter's clock a handled_at may
+// be: a later one would acknowledge changes nobody has seen yet.
+const MaxFutureSkew = 5 * time.Minute
+
+// Entry is one acknowledgement.
+type Entry struct {
+	Address   string    // as written in the file
+	Source    string    // the feed; empty means every feed
+	HandledAt time.Time // everything the feed reported up to this time is handled
+	By        string
+	Comment   string
+	Line      int // of the entry in the file
+}
+
+// Set is the acknowledgements in force. The zero Set and a nil *Set hold
+// none.
+type Set struct {
+	entries []Entry
+	byKey   map[string][]int // address key to indexes into entries
+}
+
+// Load reads and parses the file at path; now bounds handled_at. Errors
+// name the file and, where there is one, the line.
+func Load(path string, now time.Time) (*Set, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := Parse(data, now)
+	if err != nil {
+		var named []error
+		for _, e := range Problems(err) {
+			named = append(named, fmt.Errorf("%s: %w", path, e))
+		}
+		return nil, errors.Join(named...)
+	}
+	return s, nil
+}
+
+// Problems splits an error of Load or Parse into its problems, one an
+// entry's key or check, so that each is reported on its own.
+func Problems(err error) []error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		return joined.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
+
+// Parse parses the file's contents.
+func Parse(data []byte, now time.Time) (*Set, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	s := &Set{byKey: map[string][]int{}}
+	if len(doc.Content) == 0 { // an empty file acknowledges nothing
+		return s, nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, lineError(root, "expected a mapping with the key acknowledgements")
+	}
+	var list *yaml.Node
+	for i := 0; i < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value != "acknowledgements" {
+			return nil, lineError(k, "unknown key %q", k.Value)
+		}
+		if list != nil {
+			return nil, lineError(k, "duplicate key %q", k.Value)
+		}
+		list = v
+	}
+	if list == nil || list.Tag == "!!null" {
+		return s, nil
+	}
+	if list.Kind != yaml.SequenceNode {
+		return nil, lineError(list, "acknowledgements: expected a list of entries")
+	}
+	// Every entry is checked, and every problem of each is reported.
+	var problems []error
+	for _, n := range list.Content {
+		e, errs := parseEntry(n, now)
+		if len(errs) > 0 {
+			problems = append(problems, errs...)
+			continue
+		}
+		k := breach.Key(e.Address)
+		s.byKey[k] = append(s.byKey[k], len(s.entries))
+		s.entries = append(s.entries, e)
+	}
+	if len(problems) > 0 {
+		return nil, errors.Join(problems...)
+	}
+	return s, nil
+}
+
+func parseEntry(n *yaml.Node, now time.Time) (Entry, []error) {
+	e := Entry{Line: n.Line}
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, lineError(n, format, args...)) }
+	if n.Kind != yaml.MappingNode {
+		return e, []error{lineError(n, "acknowledgement: expected a mapping (address, source, handled_at, by, comment)")}
+	}
+	seen := map[string]bool{}
+	for i := 0; i < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		// Errors name the entry's line, and the key's where it differs.
+		if seen[k.Value] {
+			fail("acknowledgement: duplicate key %q at line %d", k.Value, k.Line)
+			continue
+		}
+		seen[k.Value] = true
+		if v.Kind != yaml.ScalarNode {
+			fail("acknowledgement: %s at line %d: expected a single value", k.Value, k.Line)
+			continue
+		}
+		switch k.Value {
+		case "address":
+			e.Address = v.Value
+		case "source":
+			e.Source = v.Value
+		case "handled_at":
+			t, err := time.Parse(time.RFC3339, v.Value)
+			if err != nil {
+				fail("acknowledgement: handled_at %q at line %d is not an RFC 3339 time such as 2026-11-20T09:00:00Z", v.Value, v.Line)
+				continue
+			}
+			e.HandledAt = t
+		case "by":
+			e.By = v.Value
+		case "comment":
+			e.Comment = v.Value
+		default:
+			fail("acknowledgement: unknown key %q at line %d", k.Value, k.Line)
+		}
+	}
+	switch {
+	case e.Address == "":
+		fail("acknowledgement: address is missing")
+	case !breach.ValidEmail(e.Address):
+		fail("acknowledgement: address %q is not an email address", e.Address)
+	}
+	if e.Source != "" && !breach.Known(breach.KnownSources, e.Source) {
+		fail("acknowledgement: unknown feed %q in source (one of %v, or omitted for every feed)", e.Source, breach.KnownSources)
+	}
+	if e.HandledAt.IsZero() && !seen["handled_at"] {
+		fail("acknowledgement: handled_at is missing")
+	} else if e.HandledAt.After(now.Add(MaxFutureSkew)) {
+		fail("acknowledgement: handled_at %s is in the future: it would acknowledge what the feed has not reported yet", e.HandledAt.Format(time.RFC3339))
+	}
+	if e.By == "" {
+		fail("acknowledgement: by is missing (who handled it)")
+	}
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{{"by", e.By, MaxByBytes}, {"comment", e.Comment, MaxCommentBytes}} {
+		if len(f.value) > f.max || !utf8.ValidString(f.value) {
+			fail("acknowledgement: %s must be valid UTF-8 of at most %d bytes", f.name, f.max)
+		}
+	}
+	return e, errs
+}
+
+func lineError(n *yaml.Node, format string, args ...any) error {
+	return fmt.Errorf("line %d: %s", n.Line, fmt.Sprintf(format, args...))
+}
+
+// Entries returns every entry, in file order.
+func (s *Set) Entries() []Entry {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.entries)
+}
+
+// For returns the acknowledgement in force for the address with key and
+// the feed source: of the entries naming the address with that feed or
+// with none, the latest handled_at (the first of equals in the file).
+func (s *Set) For(key, source string) (Entry, bool) {
+	var best Entry
+	found := false
+	if s == nil {
+		return best, false
+	}
+	for _, i := range s.byKey[key] {
+		e := s.entries[i]
+		if e.Source != "" && e.Source != source {
+			continue
+		}
+		if !found || e.HandledAt.After(best.HandledAt) {
+			best, found = e, true
+		}
+	}
+	return best, found
+}
+
+// Handled reports whether a feed's exposure that last changed at changed
+// is covered by the acknowledgement e.
+func (e Entry) Handled(changed time.Time) bool { return !changed.After(e.HandledAt) }
+
+// Unwatched returns a warning for each entry whose address watched does
+// not report as watched (addresses come and go, so this is no error). It
+// names the entry by its line, not its address: logs carry no address
+// outside labels.address: email.
+func (s *Set) Unwatched(watched func(key string) bool) []error {
+	var out []error
+	for _, e := range s.Entries() {
+		if !watched(breach.Key(e.Address)) {
+			out = append(out, fmt.Errorf("line %d: the entry's address is not watched", e.Line))
+		}
+	}
+	return out
+}

@@ -1,0 +1,137 @@
+package acknowledge
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+const good = `acknowledgements:
+  - address: Alice@example.com
+    source: combolist
+    handled_at: 2026-11-20T09:00:00Z
+    by: security-oncall
+    comment: password rotated, sessions revoked
+  - address: alice@example.com
+    handled_at: 2026-11-10T09:00:00Z
+    by: ops
+  - address: bob@example.com
+    handled_at: 2026-11-21T09:00:00Z
+    by: ops
+`
+
+func TestForPicksTheLatestEntryCoveringTheFeed(t *testing.T) {
+	s, err := Parse([]byte(good), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key, source, by string
+		line            int
+	}{
+		{"alice@example.com", "combolist", "security-oncall", 2}, // both cover it: the later wins
+		{"alice@example.com", "archive", "ops", 7},               // only the entry for every feed
+		{"bob@example.com", "index", "ops", 10},
+		{"carol@example.com", "index", "", 0},
+	} {
+		e, ok := s.For(tc.key, tc.source)
+		if ok != (tc.by != "") || e.By != tc.by || e.Line != tc.line {
+			t.Errorf("For(%s, %s) = %+v, %v; want by %q at line %d", tc.key, tc.source, e, ok, tc.by, tc.line)
+		}
+	}
+	e, _ := s.For("alice@example.com", "combolist")
+	if !e.Handled(time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)) || e.Handled(time.Date(2026, 11, 20, 9, 0, 1, 0, time.UTC)) {
+		t.Errorf("Handled: a change at handled_at is handled, one a second later is not")
+	}
+	var none *Set
+	if _, ok := none.For("alice@example.com", "combolist"); ok {
+		t.Error("a nil set acknowledges something")
+	}
+}
+
+func TestBadEntriesNameTheirLine(t *testing.T) {
+	entry := func(lines ...string) string {
+		return "acknowledgements:\n  - address: alice@example.com\n    handled_at: 2026-11-20T09:00:00Z\n    by: ops\n  - " + strings.Join(lines, "\n    ") + "\n"
+	}
+	long := strings.Repeat("x", MaxCommentBytes+1)
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"unknown key", entry("address: bob@example.com", "handled_at: 2026-11-20T09:00:00Z", "by: ops", "coment: x"), `line 5: acknowledgement: unknown key "coment" at line 8`},
+		{"bad time", entry("address: bob@example.com", "handled_at: 20 Nov 2026", "by: ops"), `line 5: acknowledgement: handled_at "20 Nov 2026" at line 6 is not an RFC 3339 time`},
+		{"unknown feed", entry("address: bob@example.com", "source: pastebin", "handled_at: 2026-11-20T09:00:00Z", "by: ops"), `line 5: acknowledgement: unknown feed "pastebin"`},
+		{"missing address", entry("source: index", "handled_at: 2026-11-20T09:00:00Z", "by: ops"), "line 5: acknowledgement: address is missing"},
+		{"not an email", entry("address: bob", "handled_at: 2026-11-20T09:00:00Z", "by: ops"), `line 5: acknowledgement: address "bob" is not an email address`},
+		{"missing time", entry("address: bob@example.com", "by: ops"), "line 5: acknowledgement: handled_at is missing"},
+		{"future", entry("address: bob@example.com", "handled_at: 2026-11-24T09:00:00Z", "by: ops"), "line 5: acknowledgement: handled_at 2026-11-24T09:00:00Z is in the future"},
+		{"missing by", entry("address: bob@example.com", "handled_at: 2026-11-20T09:00:00Z"), "line 5: acknowledgement: by is missing"},
+		{"long comment", entry("address: bob@example.com", "handled_at: 2026-11-20T09:00:00Z", "by: ops", "comment: "+long), "line 5: acknowledgement: comment must be valid UTF-8 of at most 256 bytes"},
+		{"duplicate key", entry("address: bob@example.com", "address: eve@example.com"), `line 5: acknowledgement: duplicate key "address" at line 6`},
+		{"unknown top key", "acknowledgments: []\n", `line 1: unknown key "acknowledgments"`},
+		{"not a list", "acknowledgements: {}\n", "line 1: acknowledgements: expected a list of entries"},
+	} {
+		_, err := Parse([]byte(tc.data), now)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// Every problem of every entry is reported at once, each on its own.
+func TestEveryProblemIsReported(t *testing.T) {
+	data := "acknowledgements:\n" +
+		"  - address: alice@example.com\n    source: nowhere\n    handled_at: yesterday\n    by: ops\n    colour: red\n" +
+		"  - address: bob\n    handled_at: 2026-11-20T09:00:00Z\n"
+	_, err := Parse([]byte(data), now)
+	want := []string{
+		`line 2: acknowledgement: handled_at "yesterday" at line 4`,
+		`line 2: acknowledgement: unknown key "colour" at line 6`,
+		`line 2: acknowledgement: unknown feed "nowhere"`,
+		`line 7: acknowledgement: address "bob" is not an email address`,
+		`line 7: acknowledgement: by is missing`,
+	}
+	problems := Problems(err)
+	if len(problems) != len(want) {
+		t.Fatalf("%d problems, want %d: %v", len(problems), len(want), err)
+	}
+	for i, p := range problems {
+		if !strings.HasPrefix(p.Error(), want[i]) {
+			t.Errorf("problem %d: %v, want %q", i, p, want[i])
+		}
+	}
+}
+
+func TestEmptyFilesAcknowledgeNothing(t *testing.T) {
+	for _, data := range []string{"", "acknowledgements:\n", "acknowledgements: []\n", "# nothing yet\n"} {
+		s, err := Parse([]byte(data), now)
+		if err != nil || len(s.Entries()) != 0 {
+			t.Errorf("%q: %v, %d entries", data, err, len(s.Entries()))
+		}
+	}
+}
+
+func TestLoadNamesTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "acks.yml")
+	if err := os.WriteFile(path, []byte("acknowledgements:\n  - address: x@example.com\n    handled_at: yesterday\n    by: ops\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path, now)
+	if err == nil || !strings.HasPrefix(err.Error(), path+": line 2: ") {
+		t.Errorf("got %v, want the file and the entry's line 2", err)
+	}
+}
+
+func TestUnwatchedWarnsPerEntry(t *testing.T) {
+	s, err := Parse([]byte(good), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnings := s.Unwatched(func(k string) bool { return k == "alice@example.com" })
+	if len(warnings) != 1 || warnings[0].Error() != "line 10: the entry's address is not watched" {
+		t.Errorf("got %v, want one warning for bob at line 10", warnings)
+	}
+}

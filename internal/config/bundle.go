@@ -1,0 +1,212 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	commoncfg "github.com/prometheus/common/config"
+
+	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+)
+
+// APIMaxResponseBytes caps a response body from the API: the largest honest
+// answer (one address, four feeds) is a few kilobytes.
+const APIMaxResponseBytes = 4 << 20
+
+// Bundle is everything one load of the configuration produced: the file,
+// the token, the webhook secrets and the HTTP client for the API. It is
+// immutable; a reload builds a new one and swaps it whole (Current), so no
+// reader ever sees half of one config and half of another.
+type Bundle struct {
+	Config *Config
+	// BaseURL is api.base_url, parsed.
+	BaseURL *url.URL
+	// Token is the API token, re-read from its file after a 401.
+	Token *TokenSource
+	// Secrets are the webhook's HMAC keys, in webhook.secret_files order;
+	// at least one when the receiver is on, none when it is off.
+	Secrets [][]byte
+	// HTTPClient carries api.tls_config and the proxy settings.
+	HTTPClient *http.Client
+	// Labels makes the address labels: labels.address, with the key of
+	// labels.address_key_file when one is set.
+	Labels breach.Labeler
+	// Warnings name what is wrong in the file but unused, such as an
+	// unreadable secret file while the receiver is off.
+	Warnings []string
+	// Acknowledgements are those of acknowledgements_file; nil without one.
+	Acknowledgements *acknowledge.Set
+}
+
+// LoadOptions are the parts of a load that come from flags.
+type LoadOptions struct {
+	UserAgent string // sent with every API request
+	// Webhook is true when the receiver is on: a secret is then required.
+	// Off, the secrets are not needed, and one that cannot be read is a
+	// warning, so dropping the webhook flags is enough to start without it.
+	Webhook bool
+}
+
+// LoadBundle is the one load path, for a start, a reload and
+// --config.check alike: the file, the token, the secrets, the HTTP client
+// and the acknowledgements. Its error is a Problems with everything wrong at once, each
+// naming the file (and the line where the file has it); any error leaves
+// nothing half-loaded. The bundle's Warnings are what is wrong but does not
+// stop a start.
+func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
+	cfg, lines, problems := load(path)
+	if cfg == nil {
+		return nil, problems
+	}
+	l := bundleLoader{file: path, lines: lines, problems: problems}
+	b := &Bundle{Config: cfg}
+
+	secrets, err := cfg.Webhook.ReadSecrets()
+	switch {
+	case !o.Webhook && err != nil:
+		for _, p := range l.placed(err) {
+			b.Warnings = append(b.Warnings, p.Error()+" (ignored: the receiver is off)")
+		}
+	case err != nil:
+		l.add(err)
+	case len(secrets) == 0 && o.Webhook:
+		l.add(fmt.Errorf("webhook: the receiver is enabled (--webhook.listen-address) but no secret is configured: set webhook.secret_files or %s", WebhookSecretEnv))
+	case o.Webhook:
+		b.Secrets = secrets
+	}
+
+	token, err := cfg.API.ReadToken()
+	l.add(err)
+	if len(l.problems) == 0 {
+		// Only a valid config has a client to build: its TLS and proxy
+		// problems are already listed otherwise.
+		b.BaseURL, err = url.Parse(cfg.API.BaseURL)
+		l.add(err)
+		b.HTTPClient, err = commoncfg.NewClientFromConfig(commoncfg.HTTPClientConfig{
+			TLSConfig:   cfg.API.TLSConfig,
+			ProxyConfig: cfg.API.ProxyConfig,
+		}, "breach_api", commoncfg.WithUserAgent(o.UserAgent))
+		if err != nil {
+			l.add(fmt.Errorf("api.tls_config: %w", err))
+		}
+	}
+	labels, err := labelerOf(&cfg.Labels)
+	l.add(err)
+	if err == nil {
+		l.add(checkLabelsUnique(cfg.Watched(), labels))
+	}
+	if cfg.AcknowledgementsFile != "" {
+		b.Acknowledgements, err = acknowledge.Load(cfg.AcknowledgementsFile, time.Now())
+		for _, p := range acknowledge.Problems(err) {
+			l.add(fmt.Errorf("acknowledgements_file: %w", p))
+		}
+	}
+	if len(l.problems) > 0 {
+		return nil, l.problems
+	}
+	b.Token = NewTokenSource(token, cfg.API.ReadToken)
+	b.Labels = labels
+	return b, nil
+}
+
+// bundleLoader collects the problems of the steps after the file's own.
+type bundleLoader struct {
+	file     string
+	lines    lineIndex
+	problems Problems
+}
+
+func (l *bundleLoader) placed(err error) Problems {
+	return problemsOf(err).place(l.file, l.lines)
+}
+
+func (l *bundleLoader) add(err error) {
+	l.problems = append(l.problems, l.placed(err)...)
+}
+
+// labelerOf reads the label key, if any, and returns what makes the labels.
+func labelerOf(l *LabelsConfig) (breach.Labeler, error) {
+	key, err := l.ReadLabelKey()
+	if err != nil || key == nil {
+		return l.Address, err
+	}
+	return breach.Keyed{Mode: l.Address, Key: key}, nil
+}
+
+// checkLabelsUnique fails when two configured addresses get the same label
+// under labels: their series would be one. Validate already refuses equal
+// emails and aliases; this also covers the hashes, which only the key (read
+// here, not by Validate) determines.
+func checkLabelsUnique(addresses []breach.Address, labels breach.Labeler) error {
+	seen := make(map[string]int, len(addresses))
+	for i, a := range addresses {
+		label := labels.Label(a)
+		if j, dup := seen[label]; dup {
+			return fmt.Errorf("addresses[%d] and addresses[%d] get the same address label %q: change an alias or the label key", j, i, label)
+		}
+		seen[label] = i
+	}
+	return nil
+}
+
+// Current holds the bundle in force. Readers take it once per unit of work
+// (a request, a scrape, a webhook) and use that one throughout.
+type Current struct{ p atomic.Pointer[Bundle] }
+
+// NewCurrent returns a holder of s.
+func NewCurrent(s *Bundle) *Current {
+	c := &Current{}
+	c.p.Store(s)
+	return c
+}
+
+// Load returns the bundle in force.
+func (c *Current) Load() *Bundle { return c.p.Load() }
+
+// Store puts s in force.
+func (c *Current) Store(s *Bundle) { c.p.Store(s) }
+
+// TokenSource holds the API token and re-reads its file after a 401, so a
+// token rotated in the file is picked up without a restart or reload.
+type TokenSource struct {
+	mu    sync.RWMutex
+	token string
+	read  func() (string, error)
+}
+
+// NewTokenSource returns a source holding token that re-reads with read.
+func NewTokenSource(token string, read func() (string, error)) *TokenSource {
+	return &TokenSource{token: token, read: read}
+}
+
+// Get returns the current token.
+func (t *TokenSource) Get() string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.token
+}
+
+// ErrSameToken says the token file still holds the token the API rejected.
+var ErrSameToken = errors.New("the token file still holds the same token: rotate it in the dashboard and update the file")
+
+// Reread reads the token again. It returns ErrSameToken when nothing
+// changed, and keeps the old token when the file cannot be read.
+func (t *TokenSource) Reread() error {
+	token, err := t.read()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if token == t.token {
+		return ErrSameToken
+	}
+	t.token = token
+	return nil
+}

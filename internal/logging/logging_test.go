@@ -1,0 +1,52 @@
+package logging
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log/level"
+)
+
+func TestSlogLinesHaveTheGoKitShape(t *testing.T) {
+	var buf bytes.Buffer
+	logger, slogger := New(&buf, "info", "logfmt")
+	level.Info(logger).Log("msg", "ours", "n", 1)
+	slogger.With("listener", "web").WithGroup("tls").Info("theirs", "n", 2, "err", errors.New("boom"))
+	slogger.Debug("below the level")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines, want 2:\n%s", len(lines), buf.String())
+	}
+	for i, want := range []string{
+		`level=info caller=logging_test.go:17 msg=ours n=1`,
+		`level=info caller=logging_test.go:18 msg=theirs listener=web tls.n=2 tls.err=boom`,
+	} {
+		ts, rest, _ := strings.Cut(lines[i], " ")
+		if !strings.HasPrefix(ts, "ts=") || rest != want {
+			t.Errorf("line %d = %q, want ts=… %s", i, lines[i], want)
+		}
+	}
+}
+
+func TestSlogValuesKeepTheirJSONType(t *testing.T) {
+	var buf bytes.Buffer
+	_, slogger := New(&buf, "debug", "json")
+	slogger.Debug("values", "int", 3, "float", 1.5, "bool", true, "duration", 2*time.Second)
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"int": 3.0, "float": 1.5, "bool": true, "duration": "2s", "level": "debug", "msg": "values"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %#v, want %#v", k, got[k], v)
+		}
+	}
+	if _, ok := got["time"]; ok {
+		t.Errorf("line has slog's time key: %s", buf.String())
+	}
+}

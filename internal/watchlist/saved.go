@@ -1,0 +1,148 @@
+package watchlist
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+)
+
+// Saved is what the watchlist keeps across a restart: what it cannot get
+// back cheaply, and the alert counts, which a restart must neither lose
+// nor, with the journal replayed on top, count twice.
+type Saved struct {
+	Account Account
+	Entries []SavedEntry // in schedule order
+}
+
+// SavedEntry is one address's saved state.
+type SavedEntry struct {
+	Address     breach.Address // Alias is not kept: the config says it
+	State       string
+	Sources     []breach.SourceState
+	LastRefresh time.Time
+	LastAttempt time.Time
+	Failures    int
+	Alerts      []AlertCount // sorted by family, source and label
+}
+
+// Generation counts the changes worth saving; it only grows.
+func (r *List) Generation() uint64 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.generation
+}
+
+// Save returns what the watchlist keeps across a restart, and the
+// generation it reflects.
+func (r *List) Save() (Saved, uint64) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s := Saved{Account: r.account, Entries: make([]SavedEntry, 0, len(r.entries))}
+	for _, e := range r.entries {
+		s.Entries = append(s.Entries, SavedEntry{
+			Address:     breach.Address{Email: e.Address.Email, Discovered: e.Address.Discovered},
+			State:       e.State,
+			Sources:     e.Sources,
+			LastRefresh: e.LastRefresh,
+			LastAttempt: e.Schedule.LastAttempt,
+			Failures:    e.Schedule.Failures,
+			Alerts:      e.Alerts.Counts(),
+		})
+	}
+	// Schedule order, so a restore keeps never-read addresses in the order
+	// they were added.
+	orders := make(map[string]uint64, len(r.entries))
+	for k, e := range r.entries {
+		orders[k] = e.Schedule.Order
+	}
+	slices.SortFunc(s.Entries, func(a, b SavedEntry) int {
+		return cmp.Compare(orders[a.Address.Key()], orders[b.Address.Key()])
+	})
+	return s, r.generation
+}
+
+// Restore fills an empty watchlist from s before the first Sync, which then
+// drops what the config no longer lists and the discovered addresses beyond
+// its limit. The account's plan is kept; whether the API is up is for the
+// next /me to say.
+//
+// A snapshot is input like any other: a damaged disk, a hand edit or an
+// older exporter's bug must not get past the bounds the live paths keep.
+// Its values go through the same caps and vocabularies (what they drop is
+// counted), and times more than breach.MaxFutureSkew after now (a clock
+// that ran ahead) are clamped to now; such an address is read first.
+func (r *List) Restore(s Saved, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.account = Account{Plan: r.bounds.boundPlan(s.Account.Plan)}
+	for _, se := range s.Entries {
+		k := se.Address.Key()
+		if r.entries[k] != nil {
+			continue
+		}
+		if se.Address.Discovered {
+			r.discovered++
+		}
+		e := r.newEntry(se.Address)
+		e.State, e.Sources, e.LastRefresh = se.State, r.bounds.boundSources(se.Sources), se.LastRefresh
+		e.Schedule.LastAttempt, e.Schedule.Failures = se.LastAttempt, se.Failures
+		if breach.InFuture(e.LastRefresh, now) || breach.InFuture(e.Schedule.LastAttempt, now) {
+			if e.LastRefresh.After(now) {
+				e.LastRefresh = now
+			}
+			e.Schedule.LastAttempt = time.Time{}
+			r.markUrgent(e)
+		}
+		e.Alerts = r.restoreAlerts(se.Alerts, now)
+		r.touch(e)
+		r.entries[k] = e
+	}
+	r.generation++
+}
+
+// restoreAlerts bounds saved alert counts as RecordAlert bounds alerts: a
+// source past its vocabulary drops the series, a severity or field past
+// its own drops that series alone; a last-observed time ahead of now is
+// clamped to now.
+func (r *List) restoreAlerts(counts []AlertCount, now time.Time) *Alerts {
+	a := &Alerts{}
+	for _, c := range counts {
+		c.Source = breach.LabelValue(c.Source, breach.MaxSourceBytes)
+		if !r.bounds.sources.admit(c.Source) {
+			r.bounds.dropped[LabelSource]++
+			continue
+		}
+		switch c.Family {
+		case AlertsBySeverity:
+			c.Label = breach.LabelValue(c.Label, breach.MaxValueBytes)
+			if !r.bounds.severities.admit(c.Label) {
+				r.bounds.dropped[LabelSeverity]++
+				continue
+			}
+		case ExposedFields:
+			c.Label = breach.LabelValue(c.Label, breach.MaxFieldBytes)
+			if !r.bounds.fields.admit(c.Label) {
+				r.bounds.dropped[LabelField]++
+				continue
+			}
+		case LastObserved:
+			if limit := float64(now.Add(breach.MaxFutureSkew).UnixMilli()) / 1000; c.Value > limit {
+				c.Value = float64(now.UnixMilli()) / 1000
+			}
+		}
+		// Values cut to the same prefix add up, as the live path counts them
+		// under one series.
+		s := a.series(c.Family, c.Source, c.Label)
+		if c.Family == LastObserved {
+			s.Value = max(s.Value, c.Value)
+		} else {
+			s.Value += c.Value
+		}
+	}
+	if len(a.counts) == 0 {
+		return nil
+	}
+	return a
+}

@@ -1,0 +1,265 @@
+// Package watchlist is the one set of watched addresses, configured and
+// discovered. Each address has one entry holding everything keyed by it:
+// its label, the API's last answer (the cache the collector serves), its
+// place in the schedule, and the counts of the alerts received for it.
+// Adding or removing an address is one operation on this map, so the
+// schedule, the cache and every series with the address's label follow it:
+// after a reload removes an address, nothing anywhere still carries it.
+//
+// The scheduler writes answers and schedule state, the webhook receiver
+// writes alert counts and discoveries, the wiring syncs membership on
+// reload, and the collector reads a View at scrape time.
+package watchlist
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+)
+
+// Schedule is an address's place in the request schedule. The scheduler
+// owns its meaning; the watchlist keeps it with the address so that it goes
+// when the address goes.
+type Schedule struct {
+	Order       uint64    // insertion order, so never-read addresses go in config order
+	LastAttempt time.Time // zero: never read
+	Failures    int       // consecutive failed reads; drives the backoff
+	Urgent      uint64    // Refresh ticket, 0 when none is pending; lower goes first
+}
+
+// Entry is one watched address. Entries handed out are copies; their
+// Sources and Alerts are shared and never modified, so readers may keep
+// them without locking.
+type Entry struct {
+	Address     breach.Address
+	Label       string // the address label, per labels.address
+	State       string // one of breach.States
+	Sources     []breach.SourceState
+	LastRefresh time.Time // last 200/403/404; zero before the first
+	Schedule    Schedule
+	Alerts      *Alerts // nil until the first accepted alert
+	News        News
+	// Version changes whenever anything the collector exports of the entry
+	// changes (label, state, sources, refresh time, alert counts), so a
+	// rendering of it can be reused until then.
+	Version uint64
+}
+
+// News counts what the API's answers added for an address since this
+// process started, compared with the answer before: only between two 200
+// answers, so the first scan of an address (at its verification, after a
+// 403 or 404, or with no state snapshot at start) is not news. Not kept
+// across a restart: Prometheus handles counter resets.
+type News struct {
+	// NewDatabases counts the databases or combolists a feed lists that the
+	// same feed's previous answer did not (a feed's first scan included).
+	NewDatabases float64
+	// SensitiveFields counts the sensitive categories (breach.SensitiveFields)
+	// a feed finds exposed that its previous answer did not.
+	SensitiveFields float64
+}
+
+// add counts what after adds to before, both answers of one address.
+func (n *News) add(before, after []breach.SourceState) {
+	for _, a := range after {
+		var prev *breach.SourceState
+		for i := range before {
+			if before[i].Source == a.Source {
+				prev = &before[i]
+				break
+			}
+		}
+		for _, db := range breach.Distinct(a.SourceDBs) {
+			if prev == nil || !slices.Contains(prev.SourceDBs, db) {
+				n.NewDatabases++
+			}
+		}
+		for _, f := range breach.Distinct(a.FieldsExposed) {
+			if slices.Contains(breach.SensitiveFields, f) && (prev == nil || !slices.Contains(prev.FieldsExposed, f)) {
+				n.SensitiveFields++
+			}
+		}
+	}
+}
+
+// Account is what /me last said.
+type Account struct {
+	Plan string // empty until /me has answered once
+	Up   bool   // the last /me answered 200 and no 401 came since
+}
+
+// View is a consistent copy of the watchlist for one scrape.
+type View struct {
+	Entries      []Entry // in no particular order: the collector sorts by label
+	Account      Account
+	RateLimit    breach.RateLimit
+	HasRateLimit bool
+	Cycle        time.Duration // one full round of all addresses at the budget
+	// Dropped counts, by label (BoundedLabels), the values the bounds kept
+	// out of the exposition.
+	Dropped map[string]float64
+}
+
+// List is safe for concurrent use.
+type List struct {
+	mu         sync.RWMutex
+	entries    map[string]*Entry // by breach.Key
+	labels     breach.Labeler
+	tickets    uint64 // source of Schedule.Order and Schedule.Urgent
+	discovered int    // entries whose Address.Discovered is set
+	// discoveryLimit is how many discovered addresses may be watched: the
+	// config's, set by Sync under the same lock RecordAlert takes, so an
+	// alert racing a reload cannot discover under the old limit.
+	discoveryLimit int
+	generation     uint64 // counts changes worth saving (Save)
+	versions       uint64 // source of Entry.Version
+	account        Account
+	rateLimit      breach.RateLimit
+	hasRate        bool
+	cycle          time.Duration
+
+	bounds bounds // on values from outside; see bounds.go
+
+	changed chan struct{} // see Changed
+}
+
+// New returns an empty watchlist labelling addresses by email.
+func New() *List {
+	return &List{
+		entries: map[string]*Entry{},
+		labels:  breach.LabelEmail,
+		bounds:  newBounds(),
+		changed: make(chan struct{}, 1),
+	}
+}
+
+// Changed receives a value after the set of addresses or an address's
+// urgency changed: the scheduler re-plans then. Changes that come while a
+// value is pending are folded into it.
+func (r *List) Changed() <-chan struct{} { return r.changed }
+
+func (r *List) signal() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Sync makes the watchlist watch exactly configured, plus at most
+// discoveryLimit discovered addresses (0: none, discovery is off; the
+// newest go first when the limit shrank), and labels every entry under
+// mode. Kept addresses keep their data, schedule and alert counts; removed
+// ones go with all of it. An address now configured that was discovered
+// becomes configured.
+func (r *List) Sync(configured []breach.Address, mode breach.Labeler, discoveryLimit int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.labels = mode
+	r.discoveryLimit = discoveryLimit
+	r.generation++
+	next := make(map[string]*Entry, len(configured)+len(r.entries))
+	for _, a := range configured {
+		k := a.Key()
+		if next[k] != nil {
+			continue // the config rejects duplicates; a hand-made list may not
+		}
+		e := r.entries[k]
+		if e == nil {
+			e = r.newEntry(a)
+		}
+		e.Address = a
+		next[k] = e
+	}
+	var discovered []*Entry
+	for k, e := range r.entries {
+		if e.Address.Discovered && next[k] == nil {
+			discovered = append(discovered, e)
+		}
+	}
+	slices.SortFunc(discovered, func(a, b *Entry) int { return cmp.Compare(a.Schedule.Order, b.Schedule.Order) })
+	if len(discovered) > discoveryLimit {
+		discovered = discovered[:discoveryLimit]
+	}
+	for _, e := range discovered {
+		next[e.Address.Key()] = e
+	}
+	r.discovered = len(discovered)
+	for _, e := range next {
+		if label := mode.Label(e.Address); label != e.Label {
+			e.Label = label
+			r.touch(e)
+		}
+	}
+	r.entries = next
+	r.signal()
+}
+
+func (r *List) newEntry(a breach.Address) *Entry {
+	r.tickets++
+	e := &Entry{Address: a, Label: r.labels.Label(a), State: breach.Pending, Schedule: Schedule{Order: r.tickets}}
+	r.touch(e)
+	return e
+}
+
+// touch marks e's exported values as changed. Called with r.mu held.
+func (r *List) touch(e *Entry) {
+	r.versions++
+	e.Version = r.versions
+}
+
+// Len is the number of watched addresses.
+func (r *List) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.entries)
+}
+
+// View returns a consistent copy for one scrape.
+func (r *List) View() View {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	s := View{
+		Entries:      make([]Entry, 0, len(r.entries)),
+		Account:      r.account,
+		RateLimit:    r.rateLimit,
+		HasRateLimit: r.hasRate,
+		Cycle:        r.cycle,
+		Dropped:      maps.Clone(r.bounds.dropped),
+	}
+	for _, e := range r.entries {
+		s.Entries = append(s.Entries, *e)
+	}
+	return s
+}
+
+// SetAccount records the outcome of a /me call, or (up false, plan "")
+// that a 401 made the API unusable. A failure keeps the last known plan.
+func (r *List) SetAccount(plan string, up bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if up {
+		if plan = r.bounds.boundPlan(plan); plan != r.account.Plan {
+			r.account.Plan = plan
+			r.generation++
+		}
+	}
+	r.account.Up = up
+}
+
+// SetRateLimit records the rate-limit headers of the latest response.
+func (r *List) SetRateLimit(rl breach.RateLimit) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rateLimit, r.hasRate = rl, true
+}
+
+// SetCycle records how long one full round of all addresses takes.
+func (r *List) SetCycle(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cycle = d
+}
