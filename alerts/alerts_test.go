@@ -3,14 +3,12 @@ package alerts
 import (
 	"os"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v2"
 
-	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/golden"
 )
 
 const runbookBase = "https://github.com/breach-exporter/breach_exporter/blob/main/docs/runbook.md#"
@@ -40,10 +38,10 @@ func mustRules(t *testing.T) []Rule {
 func TestEverySelectorCarriesTheJobSelector(t *testing.T) {
 	for _, r := range mustRules(t) {
 		for _, m := range metricRef.FindAllStringSubmatch(r.Expr, -1) {
-			if !testkit.IsContractMetric(m[1]) {
+			if !golden.IsContractMetric(m[1]) {
 				t.Errorf("%s: %s is not a metric of the exporter's contract", r.Name(), m[1])
 			}
-			if slices.Contains(config.DetailFamilies, m[1]) {
+			if golden.IsDetailFamily(m[1]) {
 				t.Errorf("%s: reads %s, a detail family the default does not serve", r.Name(), m[1])
 			}
 			if !strings.Contains(m[2], `job="breach"`) {

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
-	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/golden"
 )
 
 // The uids are fixed so that links and provisioning survive re-imports.
@@ -237,7 +235,7 @@ func exprProblems(expr string, defined map[string]bool) []string {
 		}
 	}
 	for _, m := range metricRef.FindAllStringSubmatch(expr, -1) {
-		if !testkit.IsContractMetric(m[1]) {
+		if !golden.IsContractMetric(m[1]) {
 			problems = append(problems, fmt.Sprintf("%s is not a metric of the exporter's contract", m[1]))
 		}
 		// Every selector, the recorded thresholds included (they carry the
@@ -317,7 +315,7 @@ func TestDetailFamiliesAreMarked(t *testing.T) {
 	marked := 0
 	for _, q := range queries {
 		for _, m := range metricRef.FindAllStringSubmatch(q.Expr, -1) {
-			if !slices.Contains(config.DetailFamilies, m[1]) {
+			if !golden.IsDetailFamily(m[1]) {
 				continue
 			}
 			if !q.NeedsDetail(m[1]) {

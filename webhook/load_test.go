@@ -61,6 +61,9 @@ type loadRequest struct {
 // and be counted exactly once, each distinct alert accepted exactly once,
 // and the heap must not grow with the bytes thrown at it.
 func TestLoadMixedSenders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load of 3,000 requests, about a second; runs without -short")
+	}
 	const (
 		senders       = 8
 		distinctValid = 600

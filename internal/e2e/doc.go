@@ -9,7 +9,7 @@
 // It needs the prometheus and prometheus-alertmanager (or alertmanager)
 // programs on PATH: Debian's packages of the same names provide them.
 //
-// One test here has no build tag and runs in `make test`:
-// firstscrape_test.go checks, against a fresh exporter's first scrape, that
-// every counter the rules and dashboards take increase() or rate() of exists.
+// That every counter the rules and dashboards take increase() or rate() of
+// exists on a fresh exporter's first scrape needs no Prometheus: it is
+// internal/exporter's firstscrape_test.go, in `go test ./...`.
 package e2e

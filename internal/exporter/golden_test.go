@@ -22,6 +22,7 @@ import (
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/golden"
 	"github.com/breach-exporter/breach_exporter/internal/listen"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -277,6 +278,11 @@ func TestGoldenPassesPromtool(t *testing.T) {
 // switches them on: no golden exposition but detail.prom has one, and
 // detail.prom has them all.
 func TestGoldenDetailFamilies(t *testing.T) {
+	// The rules' and dashboards' tests read the detail families from the
+	// golden files, through internal/golden.
+	if got := golden.DetailFamilies(); !slices.Equal(got, config.DetailFamilies) {
+		t.Errorf("the golden files serve %v only in detail.prom, want config.DetailFamilies %v", got, config.DetailFamilies)
+	}
 	for _, v := range goldenVariants {
 		data, err := os.ReadFile(filepath.Join("testdata", "golden", v.name+".prom"))
 		if err != nil {

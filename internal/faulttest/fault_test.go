@@ -151,7 +151,7 @@ func testFault(t *testing.T, f fault) {
 
 	// The span starts at the first failed request.
 	h.advanceUntil("the first failed request", interval+time.Minute, func() bool {
-		return requestsTotal(h.samples(), "") > requestsTotal(before, "")
+		return h.requestsSent() > requestsTotal(before, "")
 	})
 	first := h.samples()
 	h.advance(faultSpan)
@@ -192,7 +192,11 @@ func testFault(t *testing.T, f fault) {
 		return firstGoodAnswer(h.api.Requests(), ended)
 	})
 	t.Logf("first good answer %s after the fault ended", took)
-	h.advanceUntil("fresh values", interval+f.firstSuccess, func() bool { return h.healthy(4) })
+	// The stand-in's log first (cheap at every step), then the scrape.
+	h.advanceUntil("good answers for /me and every address", interval+f.firstSuccess, func() bool {
+		return answeredAll(h.api.Requests(), ended)
+	})
+	h.advanceUntil("fresh values", interval, func() bool { return h.healthy(4) })
 	after := h.scrape()
 	for _, a := range addresses {
 		was := lookup(good, "breach_address_last_refresh_timestamp_seconds", "address", a)
@@ -211,6 +215,26 @@ func firstGoodAnswer(log []testkit.Request, since time.Time) bool {
 		}
 	}
 	return false
+}
+
+// answeredAll reports whether /me and every address were answered properly
+// after since.
+func answeredAll(log []testkit.Request, since time.Time) bool {
+	want := map[string]bool{testkit.APIPrefix + "/me": true}
+	for _, a := range addresses {
+		want[a] = true
+	}
+	for _, r := range log {
+		if r.Faulted || r.At.Before(since) {
+			continue
+		}
+		if r.Path == testkit.APIPrefix+"/me" {
+			delete(want, r.Path)
+		} else {
+			delete(want, r.Email)
+		}
+	}
+	return len(want) == 0
 }
 
 // tooMany makes the stand-in answer 429; with reset set, with the three

@@ -147,6 +147,26 @@ func (h *harness) scrape() map[string]float64 {
 	return h.samples()
 }
 
+// requestsSent is breach_api_requests_total over every label, gathered
+// from the registry alone: unlike a scrape of /metrics, cheap enough to
+// check at every step of the fake clock.
+func (h *harness) requestsSent() float64 {
+	h.t.Helper()
+	families, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatalf("gathering the registry: %v", err)
+	}
+	sum := 0.0
+	for _, mf := range families {
+		if mf.GetName() == "breach_api_requests_total" {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
 // value is one sample; absent series read as -1 so that a missing series
 // never passes for a zero.
 func (h *harness) value(name string, labels ...string) float64 {

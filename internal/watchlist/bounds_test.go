@@ -6,12 +6,11 @@ import (
 	"testing"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
-	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 func TestUnknownValuesAreBoundedAndCounted(t *testing.T) {
 	r := New()
-	r.Sync(testkit.Addresses("a@example.com"), breach.LabelEmail, 0)
+	r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
 	k := breach.Key("a@example.com")
 	// Every answer brings a new made-up feed with a new made-up field.
 	var sources []breach.SourceState
@@ -80,7 +79,7 @@ func TestUnknownValuesAreBoundedAndCounted(t *testing.T) {
 // alert, so the feed's series and its alert series still join.
 func TestLengthCapsAreTheSameOnBothPaths(t *testing.T) {
 	r := New()
-	r.Sync(testkit.Addresses("a@example.com"), breach.LabelEmail, 0)
+	r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
 	long := strings.Repeat("s", 300)
 	r.Answered("a@example.com", breach.Verified, []breach.SourceState{{Source: long, FieldsExposed: []string{long}, SourceDBs: []string{long}}}, at)
 	r.RecordAlert("a@example.com", AlertDelta{Source: long, Severity: "info", ExposedFields: []string{long}})
@@ -98,7 +97,7 @@ func TestLengthCapsAreTheSameOnBothPaths(t *testing.T) {
 
 func TestDatabasesPastTheCapAreCounted(t *testing.T) {
 	r := New()
-	r.Sync(testkit.Addresses("a@example.com"), breach.LabelEmail, 0)
+	r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
 	dbs := make([]string, MaxDatabasesPerFeed+10)
 	for i := range dbs {
 		dbs[i] = fmt.Sprintf("db-%05d", i)

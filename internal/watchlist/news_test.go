@@ -5,14 +5,13 @@ import (
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
-	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 // News counts only between two 200 answers: the first scan of an address,
 // and the first after a 403, are its initial state, not news.
 func TestNewsCountsChangesBetweenAnswers(t *testing.T) {
 	r := New()
-	r.Sync(testkit.Addresses("erin@example.com"), breach.LabelEmail, 1000)
+	r.Sync([]breach.Address{{Email: "erin@example.com"}}, breach.LabelEmail, 1000)
 	k := breach.Key("erin@example.com")
 	news := func() News {
 		t.Helper()

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
-	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 var at = time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
@@ -34,10 +33,10 @@ func entry(t *testing.T, r *List, email string) (Entry, bool) {
 
 func TestSyncKeepsDataAndDropsRemoved(t *testing.T) {
 	r := New()
-	r.Sync(testkit.Addresses("Alice@example.com", "bob@example.com"), breach.LabelEmail, 1000)
+	r.Sync([]breach.Address{{Email: "Alice@example.com"}, {Email: "bob@example.com"}}, breach.LabelEmail, 1000)
 	r.Answered(breach.Key("alice@EXAMPLE.com"), breach.Verified, []breach.SourceState{{Source: "archive"}}, at)
 
-	r.Sync(testkit.Addresses("Alice@example.com", "carol@example.com"), breach.LabelEmail, 1000) // bob removed, carol added
+	r.Sync([]breach.Address{{Email: "Alice@example.com"}, {Email: "carol@example.com"}}, breach.LabelEmail, 1000) // bob removed, carol added
 	if n := r.Len(); n != 2 {
 		t.Fatalf("got %d addresses, want 2", n)
 	}
@@ -72,7 +71,7 @@ func TestWritesForUnwatchedAddressesAreIgnored(t *testing.T) {
 
 func TestAnswerDropsSourcesOn403AndEndsBackoff(t *testing.T) {
 	r := New()
-	r.Sync(testkit.Addresses("dave@example.com"), breach.LabelEmail, 1000)
+	r.Sync([]breach.Address{{Email: "dave@example.com"}}, breach.LabelEmail, 1000)
 	k := breach.Key("dave@example.com")
 	r.Answered(k, breach.Verified, []breach.SourceState{{Source: "index"}}, at)
 	if sch, _ := r.Failed(k); sch.Failures != 1 {
@@ -121,7 +120,7 @@ func TestLabelsFollowTheMode(t *testing.T) {
 
 func TestRecordAlertCountsAndQueues(t *testing.T) {
 	r := New()
-	r.Sync(testkit.Addresses("alice@example.com"), breach.LabelEmail, 1000)
+	r.Sync([]breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 1000)
 	<-r.Changed()
 	d := AlertDelta{Source: "combolist", Severity: "critical", NewDatabases: 2, ExposedFields: []string{"password", "hash"}, NewPlaintext: true, ObservedAt: at}
 	if got := r.RecordAlert("ALICE@example.com", d); got != AlertTracked {
@@ -150,12 +149,12 @@ func TestRecordAlertCountsAndQueues(t *testing.T) {
 
 func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
 	r := New()
-	r.Sync(testkit.Addresses("alice@example.com"), breach.LabelEmail, 0)
+	r.Sync([]breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 0)
 	d := AlertDelta{Source: "index", Severity: "info"}
 	if got := r.RecordAlert("new1@example.com", d); got != AlertUntracked {
 		t.Errorf("with discovery off: %v, want AlertUntracked", got)
 	}
-	r.Sync(testkit.Addresses("alice@example.com"), breach.LabelEmail, 2)
+	r.Sync([]breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 2)
 	for i, want := range []AlertOutcome{AlertDiscovered, AlertDiscovered, AlertRefused, AlertTracked} {
 		email := []string{"new1@example.com", "new2@example.com", "new3@example.com", "NEW1@example.com"}[i]
 		if got := r.RecordAlert(email, d); got != want {
@@ -173,13 +172,13 @@ func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
 		t.Errorf("after a drop there is room again: %v", got)
 	}
 	// A lower limit keeps the oldest discoveries.
-	r.Sync(testkit.Addresses("alice@example.com"), breach.LabelEmail, 1)
+	r.Sync([]breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 1)
 	if _, ok := entry(t, r, "new1@example.com"); !ok || discovered(r) != 1 {
 		t.Errorf("after lowering the limit to 1: Discovered %d, new1 kept %v; want 1 and true", discovered(r), ok)
 	}
 	// Configuring a discovered address makes it configured; a reload with
 	// discovery off drops the rest with all their data.
-	r.Sync(testkit.Addresses("alice@example.com", "new1@example.com"), breach.LabelEmail, 0)
+	r.Sync([]breach.Address{{Email: "alice@example.com"}, {Email: "new1@example.com"}}, breach.LabelEmail, 0)
 	if r.Len() != 2 || discovered(r) != 0 {
 		t.Errorf("after a reload without discovery: Len %d, Discovered %d; want 2 and 0", r.Len(), discovered(r))
 	}
@@ -196,7 +195,7 @@ func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
 // snapshot already taken.
 func TestSnapshotIsNotModifiedLater(t *testing.T) {
 	r := New()
-	r.Sync(testkit.Addresses("alice@example.com"), breach.LabelEmail, 1000)
+	r.Sync([]breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 1000)
 	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"})
 	before, _ := entry(t, r, "alice@example.com")
 	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"})

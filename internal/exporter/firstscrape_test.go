@@ -1,6 +1,4 @@
-package e2e
-
-// This file has no build tag: it runs in `make test`. It needs no Prometheus.
+package exporter
 
 import (
 	"fmt"
@@ -17,7 +15,6 @@ import (
 
 	"github.com/breach-exporter/breach_exporter/alerts"
 	"github.com/breach-exporter/breach_exporter/dashboards"
-	"github.com/breach-exporter/breach_exporter/internal/exporter"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -120,7 +117,7 @@ webhook:
   secret_files: [secret]
 `, api.BaseURL()))
 	reg := prometheus.NewRegistry()
-	exp, err := exporter.New(exporter.Options{
+	exp, err := New(Options{
 		ConfigFile: filepath.Join(dir, "config.yml"),
 		UserAgent:  "breach_exporter/test",
 		Registerer: reg,
