@@ -577,12 +577,23 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 	}
 
 	// The storage folder goes away: every write fails (the exporter writes
-	// a temporary file in it and renames it), until it is back.
+	// a temporary file in it and renames it), until it is back. A signed
+	// alert cannot be journaled meanwhile, so it is refused with 503.
 	snapshotFailing := scenario{
-		name: "state snapshot failing",
-		want: []wantAlert{{name: "BreachExporterStateSnapshotFailing"}},
-		trigger: func(context.Context) error {
-			return os.RemoveAll(s.storageDir())
+		name: "storage failing",
+		want: []wantAlert{{name: "BreachExporterStateSnapshotFailing"}, {name: "BreachWebhookAlertsRefused"}},
+		trigger: func(ctx context.Context) error {
+			if err := os.RemoveAll(s.storageDir()); err != nil {
+				return err
+			}
+			secret, err := os.ReadFile(s.exporter.secretFile)
+			if err != nil {
+				return err
+			}
+			body := fmt.Sprintf(`{"event":"alert.created","severity":"info","address":%q,"source":"index","observed_at":%q,`+
+				`"delta":{"previous_count":1,"new_count":1,"new_source_dbs":[],"newly_exposed_fields":[],"has_new_plaintext":false,"is_first_scan":false}}`,
+				subjectAddress, time.Now().UTC().Format(time.RFC3339))
+			return s.postWebhook(ctx, body, strings.TrimSpace(string(secret)), http.StatusServiceUnavailable)
 		},
 		clear: func(context.Context) error {
 			return os.MkdirAll(s.storageDir(), 0o700)
@@ -644,7 +655,9 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 	}
 
 	return [][][]scenario{
-		{{exposure}, {addresses}, {reload}, {signatures}, {stale}, {snapshotFailing}},
+		// The storage fails after the exposure: while it does, the exporter
+		// refuses the signed alert the exposure scenario waits for.
+		{{exposure, snapshotFailing}, {addresses}, {reload}, {signatures}, {stale}},
 		{{plan, apiDown, rateLimited, token}},
 		{{restart, targetMissing}},
 		{{exporterDown, damaged}},
