@@ -2,9 +2,9 @@
 // encoding/json matches a member to a struct field case-insensitively and
 // lets the last of two equal members win, so {"breach_count":5,
 // "BREACH_COUNT":777} decodes as 777 without an error. Check is a pass over
-// the tokens before that decoding: with no duplicates and no case variants
-// of the names a decoder looks for, its case-insensitive match can only
-// take the exact name.
+// the member names before that decoding: with no duplicates and no case
+// variants of the names a decoder looks for, its case-insensitive match can
+// only take the exact name.
 package strictjson
 
 import (
@@ -22,75 +22,143 @@ import (
 // little state per level.
 const MaxDepth = 64
 
+// linearNames is how many member names of one object are compared one by
+// one; an object with more gets a map, so that a hostile object of
+// thousands of members costs linear time.
+const linearNames = 16
+
+// level is an open object or array.
+type level struct {
+	object bool
+	first  int                 // where the object's names start in names
+	many   map[string]struct{} // the object's names, past linearNames
+}
+
 // Check reports an error when data is not one JSON value, nests deeper than
 // MaxDepth, or has an object, at any depth, with two members of the same
 // name or with a member whose name equals one of names except in case (as
 // Unicode case folding sees it, like encoding/json). Errors never quote the
 // data: they name a member only when it is one of names or a case variant
 // of one, and otherwise say where.
+//
+// encoding/json's validator vouches for the syntax first, so the pass over
+// the bytes only follows strings and brackets; it allocates nothing for an
+// object of up to linearNames members without escapes in their names
+// (the webhook's and the API's bodies), where a pass over the decoder's
+// tokens allocated for every token.
 func Check(data []byte, names ...string) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	// One entry per open object (its member names so far) or array (nil).
-	var open []map[string]bool
-	inObject := func() bool { return len(open) > 0 && open[len(open)-1] != nil }
-	expectName := false // the next token is a name or the end of an object
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return describe(err)
-		}
-		switch {
-		case tok == json.Delim('{') || tok == json.Delim('['):
-			if len(open) == MaxDepth {
+	if !json.Valid(data) {
+		return invalid(data)
+	}
+	var (
+		stack      [MaxDepth]level
+		depth      int
+		seen       [][]byte // the names of the open objects, outermost first
+		expectName bool     // the next string is a member name
+	)
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '{', '[':
+			if depth == MaxDepth {
 				return fmt.Errorf("JSON nested deeper than %d levels", MaxDepth)
 			}
-			var members map[string]bool
-			if tok == json.Delim('{') {
-				members = map[string]bool{}
+			stack[depth] = level{object: c == '{', first: len(seen)}
+			depth++
+			expectName = c == '{'
+		case '}', ']':
+			depth--
+			seen = seen[:stack[depth].first]
+			expectName = false
+		case ',':
+			expectName = stack[depth-1].object
+		case '"':
+			end := closingQuote(data, i)
+			if expectName {
+				name, err := memberName(data[i : end+1])
+				if err != nil {
+					return err
+				}
+				if err := check(&stack[depth-1], seen[stack[depth-1].first:], name, names, end+1); err != nil {
+					return err
+				}
+				seen = append(seen, name)
+				expectName = false
 			}
-			open = append(open, members)
-			expectName = inObject()
-		case tok == json.Delim('}') || tok == json.Delim(']'):
-			open = open[:len(open)-1]
-			expectName = inObject()
-		case expectName:
-			if err := checkName(open[len(open)-1], tok.(string), names, dec.InputOffset()); err != nil {
-				return err
-			}
-			expectName = false // its value comes next
-		default: // a scalar value
-			expectName = inObject()
+			i = end
 		}
-		if len(open) == 0 {
-			break
-		}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("data after the JSON value")
+		// Anything else is a colon, white space or a literal: the value
+		// after a name, which the validator vouched for.
 	}
 	return nil
 }
 
-func checkName(seen map[string]bool, name string, names []string, offset int64) error {
-	if seen[name] {
-		if slices.Contains(names, name) {
+// closingQuote is the index of the quote that ends the string opening at
+// data[open].
+func closingQuote(data []byte, open int) int {
+	for i := open + 1; ; i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+}
+
+// memberName decodes a quoted name; only one with escapes is copied.
+func memberName(quoted []byte) ([]byte, error) {
+	raw := quoted[1 : len(quoted)-1]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw, nil
+	}
+	var name string
+	if err := json.Unmarshal(quoted, &name); err != nil {
+		return nil, errors.New("invalid JSON")
+	}
+	return []byte(name), nil
+}
+
+// check refuses name when its object already has it (earlier holds the
+// object's names so far) or when it is a case variant of one of names.
+func check(obj *level, earlier [][]byte, name []byte, names []string, offset int) error {
+	dup := false
+	if obj.many != nil {
+		_, dup = obj.many[string(name)]
+		obj.many[string(name)] = struct{}{}
+	} else {
+		dup = slices.ContainsFunc(earlier, func(n []byte) bool { return bytes.Equal(n, name) })
+		if len(earlier) == linearNames {
+			obj.many = make(map[string]struct{}, 2*linearNames)
+			for _, n := range earlier {
+				obj.many[string(n)] = struct{}{}
+			}
+			obj.many[string(name)] = struct{}{}
+		}
+	}
+	if dup {
+		if slices.Contains(names, string(name)) {
 			return fmt.Errorf("member %q appears twice", name)
 		}
 		return fmt.Errorf("a member name appears twice in one object (before byte %d)", offset)
 	}
-	seen[name] = true
 	for _, n := range names {
-		if name != n && strings.EqualFold(name, n) {
+		if string(name) != n && strings.EqualFold(string(name), n) {
 			return fmt.Errorf("member %q is not %q: member names are case-sensitive", name, n)
 		}
 	}
 	return nil
 }
 
-// describe keeps decoder errors free of the data: a syntax error says where.
-func describe(err error) error {
+// invalid says why data is not one JSON value, without quoting it: a
+// syntax error says where.
+func invalid(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var value json.RawMessage
+	err := dec.Decode(&value)
 	var syntaxErr *json.SyntaxError
 	switch {
+	case err == nil:
+		return errors.New("data after the JSON value")
 	case errors.As(err, &syntaxErr):
 		return fmt.Errorf("invalid JSON at byte %d", syntaxErr.Offset)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):

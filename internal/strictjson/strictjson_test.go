@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,16 @@ func TestCheck(t *testing.T) {
 		{``, "truncated JSON"},
 		{strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1), "nested deeper"},
 		{strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth), ""},
+		// Past linearNames members an object's names are in a map.
+		{`{` + members(40) + `}`, ""},
+		{`{` + members(40) + `,"m3":0}`, "a member name appears twice"},
+		{`{` + members(40) + `,"email":"a","x":{"email":1},"email":"b"}`, `member "email" appears twice`},
+		{`{` + members(40) + `,"Email":"a"}`, `member "Email" is not "email"`},
+		// An object's names end with it.
+		{`[{` + members(20) + `},{` + members(20) + `}]`, ""},
+		{`{"a":{"b":1},"b":{"a":1}}`, ""},
+		{`{"a\"b":1,"a\"b":2}`, "a member name appears twice"},
+		{`{"a":"x\"y","b":"}","c":"{"}`, ""},
 	} {
 		err := Check([]byte(tc.body), names...)
 		switch {
@@ -44,4 +55,13 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%.60s: the error quotes the data: %v", tc.body, err)
 		}
 	}
+}
+
+// members is n members "m0":0 … "m<n-1>":0, comma-separated.
+func members(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"m%d":0`, i)
+	}
+	return strings.Join(parts, ",")
 }
