@@ -43,13 +43,16 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./internal/e2e/
+	$(GO) vet -tags bench ./bench/
 
 # Pinned, fetched through the module proxy: no install step, same result
-# on every machine. The e2e tag covers the end-to-end test's files too.
+# on every machine. The e2e and bench tags cover the end-to-end test's
+# files and the go test benchmarks too.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./internal/e2e/
+	$(GO) run $(STATICCHECK) -tags bench ./bench/
 
 # BREACH_REQUIRE_PROMTOOL makes the promtool check of the golden expositions
 # fail instead of skip without promtool.

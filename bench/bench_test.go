@@ -1,3 +1,10 @@
+//go:build bench
+
+// The build tag keeps these benchmarks, which link the whole exporter, out
+// of a plain `go test ./...` (they never run there without -bench, but the
+// binary would still be linked); `make vet` and `make staticcheck` check
+// them with the tag.
+
 package bench
 
 import (
