@@ -42,14 +42,6 @@ import (
 // retry, instead of holding a connection.
 const journalQueue = 4096
 
-// journalLinger is how long the writer waits for more alerts after the
-// first before it writes and syncs them. A sync costs about half a
-// millisecond, much of it CPU in the kernel; in make bench's webhook run
-// (32 senders, 2 CPUs) alerts shared a sync 3.3 at a time without the
-// wait and 12 at a time with it, for 10 to 30% more accepted alerts per
-// second. It adds at most this much to an alert's answer.
-const journalLinger = 200 * time.Microsecond
-
 const segmentPrefix = "journal-"
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -327,7 +319,7 @@ func (j *Journal) run() {
 	for {
 		select {
 		case p := <-j.queue:
-			j.commit(j.linger(append(batch[:0], p)))
+			j.commit(j.drain(append(batch[:0], p)))
 		case c := <-j.cuts:
 			c.take()
 			if j.file != nil {
@@ -344,21 +336,6 @@ func (j *Journal) run() {
 			return
 		}
 	}
-}
-
-// linger adds to batch what arrives within journalLinger.
-func (j *Journal) linger(batch []*pending) []*pending {
-	t := time.NewTimer(journalLinger)
-	defer t.Stop()
-	for len(batch) < cap(batch) {
-		select {
-		case p := <-j.queue:
-			batch = append(batch, p)
-		case <-t.C:
-			return j.drain(batch)
-		}
-	}
-	return batch
 }
 
 // drain adds what is queued to batch without waiting: the alerts that
