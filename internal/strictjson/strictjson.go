@@ -15,6 +15,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxDepth bounds the nesting of objects and arrays. The spec's documents
@@ -105,10 +106,11 @@ func closingQuote(data []byte, open int) int {
 	}
 }
 
-// memberName decodes a quoted name; only one with escapes is copied.
+// memberName decodes a quoted name as encoding/json does; only one with
+// escapes or invalid UTF-8 (which decodes to U+FFFD) is copied.
 func memberName(quoted []byte) ([]byte, error) {
 	raw := quoted[1 : len(quoted)-1]
-	if bytes.IndexByte(raw, '\\') < 0 {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return raw, nil
 	}
 	var name string
