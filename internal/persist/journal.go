@@ -18,6 +18,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
@@ -48,7 +49,10 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 var (
 	errQueueFull = errors.New("the journal's queue is full")
-	errClosed    = errors.New("the journal is closed")
+	// errSegmentGone: the folder was removed or replaced under the open
+	// segment.
+	errSegmentGone = errors.New("the journal's segment is no longer in the storage folder")
+	errClosed      = errors.New("the journal is closed")
 )
 
 // Journal is the write-ahead journal of accepted alerts in a folder.
@@ -390,6 +394,15 @@ func (j *Journal) write(data []byte) error {
 	if err == nil {
 		err = j.file.Sync()
 	}
+	if err == nil && unlinked(j.file) {
+		// The folder was removed or replaced, or the segment deleted: the
+		// write and the sync succeeded on a file no start will read. The
+		// batch is refused; the next write opens a segment in the folder,
+		// once there is one again.
+		j.file.Close()
+		j.file = nil
+		return errSegmentGone
+	}
 	if err == nil {
 		j.size += int64(len(data))
 		return nil
@@ -403,6 +416,12 @@ func (j *Journal) write(data []byte) error {
 		j.file = nil
 	}
 	return err
+}
+
+// unlinked reports whether f's file is no longer in any folder.
+func unlinked(f *os.File) bool {
+	var st unix.Stat_t
+	return unix.Fstat(int(f.Fd()), &st) == nil && st.Nlink == 0
 }
 
 // openSegment creates the next segment and syncs the folder, so that the

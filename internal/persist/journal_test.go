@@ -191,6 +191,40 @@ func TestJournalWriteFailure(t *testing.T) {
 	}
 }
 
+// A folder removed (or replaced) under an open segment must not take
+// alerts: the write and the sync succeed on a file that no start reads.
+func TestJournalFolderRemovedUnderAnOpenSegment(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	j, _, _ := openJournal(t, dir, 0)
+	if err := j.Commit(acceptedAlert(0), func() {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Commit(acceptedAlert(1), func() { t.Error("an alert written to a removed folder was applied") }); err == nil {
+		t.Fatal("a commit into the removed folder's open segment succeeded")
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Commit(acceptedAlert(2), func() {}); err != nil {
+		t.Fatalf("after the folder came back: %v", err)
+	}
+	if testutil.ToFloat64(j.failures) != 1 || testutil.ToFloat64(j.lastOK) != 1 {
+		t.Errorf("failures %v, last ok %v; want 1 and 1", testutil.ToFloat64(j.failures), testutil.ToFloat64(j.lastOK))
+	}
+	j.Close()
+	// What the new folder holds is replayed at the next start.
+	_, replay, _ := openJournal(t, dir, 0)
+	if len(replay) != 1 || replay[0].Address != acceptedAlert(2).Address {
+		t.Errorf("replayed %v, want only the alert committed after the folder came back", replay)
+	}
+}
+
 func gatherValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
 	t.Helper()
 	families, err := g.Gather()
