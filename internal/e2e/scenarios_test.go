@@ -578,7 +578,8 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 
 	// The storage folder goes away: every write fails (the exporter writes
 	// a temporary file in it and renames it), until it is back. A signed
-	// alert cannot be journaled meanwhile, so it is refused with 503.
+	// alert cannot be journaled meanwhile, so it is refused with 503, even
+	// when the journal still holds a segment of the removed folder open.
 	snapshotFailing := scenario{
 		name: "storage failing",
 		want: []wantAlert{{name: "BreachExporterStateSnapshotFailing"}, {name: "BreachWebhookAlertsRefused"}},
