@@ -13,7 +13,7 @@ import (
 // target holds Check's verdict to it.
 func tokenCheck(data []byte, names ...string) bool {
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber() // a number out of float64's range is syntax, not a name
+	dec.UseNumber()            // a number out of float64's range is syntax, not a name
 	var open []map[string]bool // per open object its names; nil for an array
 	inObject := func() bool { return len(open) > 0 && open[len(open)-1] != nil }
 	expectName := false
