@@ -584,7 +584,10 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 		name: "storage failing",
 		want: []wantAlert{{name: "BreachExporterStateSnapshotFailing"}, {name: "BreachWebhookAlertsRefused"}},
 		trigger: func(ctx context.Context) error {
-			if err := os.RemoveAll(s.storageDir()); err != nil {
+			// The exporter may create a file (a journal segment, a
+			// snapshot) while the folder is being removed, and then the
+			// last rmdir fails: remove until the folder is gone.
+			if err := s.poll(ctx, 10*time.Second, func(context.Context) error { return os.RemoveAll(s.storageDir()) }); err != nil {
 				return err
 			}
 			secret, err := os.ReadFile(s.exporter.secretFile)
