@@ -138,9 +138,11 @@ e2e-deps:
 e2e: e2e-deps
 	$(GO) test -race -tags e2e -count=1 -v -timeout 10m ./internal/e2e/
 
-# Benchmarks against baselines measured in the same run (about 2 minutes);
-# prints the table and writes bench/results.json. See bench/README.md.
-bench:
+# Benchmarks against baselines measured in the same run (about 5 minutes);
+# prints the table and writes bench/results.json. See bench/README.md. The
+# user-cost figures run a real Prometheus: the promtool target installs
+# Debian's prometheus package, which holds both, when it is missing.
+bench: promtool
 	$(GO) run ./bench/cmd/breach_bench -out bench/results.json
 
 # The container image, built with docker when a docker engine answers, else

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -20,7 +21,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
+	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 	"github.com/breach-exporter/breach_exporter/webhook"
 )
 
@@ -48,9 +54,18 @@ type WebhookResult struct {
 	BaselinePerSecond float64   `json:"baseline_per_second"`
 	OursRounds        []float64 `json:"ours_rounds_per_second"`
 	BaselineRounds    []float64 `json:"baseline_rounds_per_second"`
-	// Ratio is the median over rounds of ours/baseline, each round's two
-	// runs being back to back so that load from elsewhere hits both alike.
+	// Ratio is the median over rounds of ours/baseline.
 	Ratio float64 `json:"ratio"`
+	// The durable floor: the baseline that also makes each alert durable
+	// in the same journal before its 204 (startDurableReceiver). It is
+	// what this machine's disk allows any receiver that keeps its promise;
+	// DurableRatio is durable/baseline and OursToDurable ours/durable,
+	// medians over rounds like Ratio.
+	DurablePerSecond float64   `json:"durable_per_second"`
+	DurableRounds    []float64 `json:"durable_rounds_per_second"`
+	DurableRatio     float64   `json:"durable_ratio"`
+	OursToDurable    float64   `json:"ours_to_durable_ratio"`
+	DurableCPUMicros float64   `json:"durable_cpu_us_per_request"`
 	// Accepted is what breach_webhook_requests_total{outcome="accepted"}
 	// counted over every round, warm-up included; Sent is what was sent.
 	Accepted int `json:"accepted"`
@@ -70,6 +85,27 @@ type WebhookResult struct {
 	// other load on the machine disturbs less than wall time.
 	OursCPUMicros     float64 `json:"ours_cpu_us_per_request"`
 	BaselineCPUMicros float64 `json:"baseline_cpu_us_per_request"`
+}
+
+// receiver is one of the servers MeasureWebhook compares.
+type receiver string
+
+const (
+	receiverBare    receiver = "bare HMAC"
+	receiverDurable receiver = "durable HMAC"
+	receiverOurs    receiver = "exporter"
+)
+
+var receivers = []receiver{receiverBare, receiverDurable, receiverOurs}
+
+// medianRatio is the median over rounds of a/b, each round's runs being
+// back to back so that load from elsewhere hits them alike.
+func medianRatio(a, b []float64) float64 {
+	ratios := make([]float64, len(a))
+	for i := range ratios {
+		ratios[i] = a[i] / b[i]
+	}
+	return medianFloat(ratios)
 }
 
 // signedAlert is one pre-built request body and its signature header, so
@@ -114,21 +150,52 @@ func signature(secret, body []byte) string {
 // the body, checks the signature and answers 204, nothing else.
 func bareHMACHandler(secret []byte) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		hexDigest, ok := strings.CutPrefix(r.Header.Get(webhook.SignatureHeader), "sha256=")
-		digest, err := hex.DecodeString(hexDigest)
-		mac := hmac.New(sha256.New, secret)
-		mac.Write(body)
-		if !ok || err != nil || !hmac.Equal(mac.Sum(nil), digest) {
-			w.WriteHeader(http.StatusUnauthorized)
+		if _, status := verifyHMAC(secret, r); status != 0 {
+			w.WriteHeader(status)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// durableHMACHandler is the baseline that also keeps its promise: after
+// the signature check it commits a record of the body to j and answers 204
+// once the record is synced, as the exporter's receiver does. It parses
+// nothing, so the record's address, source and severity are fixed; its
+// digest is the body's.
+func durableHMACHandler(secret []byte, j *persist.Journal) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, status := verifyHMAC(secret, r)
+		if status != 0 {
+			w.WriteHeader(status)
+			return
+		}
+		now := time.Now()
+		a := watchlist.AcceptedAlert{Digest: sha256.Sum256(body), At: now, Address: "durable@example.com",
+			Delta: watchlist.AlertDelta{Source: "combolist", Severity: sim.SeverityWarning, ObservedAt: now}}
+		if err := j.Commit(a, func() {}); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+// verifyHMAC reads r's body and checks its signature; status is 0 when
+// both worked, else the answer to give.
+func verifyHMAC(secret []byte, r *http.Request) (body []byte, status int) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, http.StatusBadRequest
+	}
+	hexDigest, ok := strings.CutPrefix(r.Header.Get(webhook.SignatureHeader), "sha256=")
+	digest, err := hex.DecodeString(hexDigest)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	if !ok || err != nil || !hmac.Equal(mac.Sum(nil), digest) {
+		return nil, http.StatusUnauthorized
+	}
+	return body, 0
 }
 
 // serveLoopback serves srv on a fresh 127.0.0.1 port until stop is called.
@@ -235,15 +302,19 @@ func MeasureWebhook(o WebhookOptions) (WebhookResult, error) {
 	}
 	defer api.stop()
 
+	rates := map[receiver][]float64{}
 	for round := range o.Rounds {
-		// Alternate which goes first, so neither always inherits the
-		// other's garbage or warm caches.
-		order := []bool{round%2 == 1, round%2 == 0}
-		for _, ours := range order {
+		// Rotate which goes first, so none always inherits another's
+		// garbage or warm caches.
+		for i := range receivers {
+			kind := receivers[(round+i)%len(receivers)]
 			var target webhookTarget
-			if ours {
+			switch kind {
+			case receiverOurs:
 				target, err = startOurReceiver(api.baseURL, emails, creds)
-			} else {
+			case receiverDurable:
+				target, err = startDurableReceiver(creds.secret)
+			default:
 				target, err = startBareReceiver(creds.secret)
 			}
 			if err != nil {
@@ -258,26 +329,28 @@ func MeasureWebhook(o WebhookOptions) (WebhookResult, error) {
 			}
 			target.stop()
 			if err != nil {
-				return res, err
+				return res, fmt.Errorf("%s receiver: %w", kind, err)
 			}
+			rates[kind] = append(rates[kind], round.rate)
 			share := 1 / float64(o.Rounds)
-			if ours {
-				res.OursRounds = append(res.OursRounds, round.rate)
+			switch kind {
+			case receiverOurs:
 				res.OursProcessAllocs += round.allocs * share
 				res.OursCPUMicros += round.cpuMicros * share
-			} else {
-				res.BaselineRounds = append(res.BaselineRounds, round.rate)
+			case receiverDurable:
+				res.DurableCPUMicros += round.cpuMicros * share
+			default:
 				res.BaselineProcessAllocs += round.allocs * share
 				res.BaselineCPUMicros += round.cpuMicros * share
 			}
 		}
 	}
+	res.OursRounds, res.BaselineRounds, res.DurableRounds = rates[receiverOurs], rates[receiverBare], rates[receiverDurable]
 	res.OursPerSecond, res.BaselinePerSecond = medianFloat(res.OursRounds), medianFloat(res.BaselineRounds)
-	ratios := make([]float64, o.Rounds)
-	for i := range ratios {
-		ratios[i] = res.OursRounds[i] / res.BaselineRounds[i]
-	}
-	res.Ratio = medianFloat(ratios)
+	res.DurablePerSecond = medianFloat(res.DurableRounds)
+	res.Ratio = medianRatio(res.OursRounds, res.BaselineRounds)
+	res.DurableRatio = medianRatio(res.DurableRounds, res.BaselineRounds)
+	res.OursToDurable = medianRatio(res.OursRounds, res.DurableRounds)
 
 	res.OursServerAllocs, res.OursServerBytes, err = ourServerAllocs(emails, creds, o.AllocRuns)
 	if err != nil {
@@ -324,6 +397,35 @@ func startBareReceiver(secret []byte) (webhookTarget, error) {
 	mux.Handle(webhookPath, bareHMACHandler(secret))
 	url, stop, err := serveLoopback(&http.Server{Handler: mux})
 	return webhookTarget{url: url + webhookPath, stop: stop}, err
+}
+
+// startDurableReceiver serves durableHMACHandler with a journal in a
+// fresh folder on the machine's disk, as the exporter's is.
+func startDurableReceiver(secret []byte) (webhookTarget, error) {
+	dir, err := os.MkdirTemp("", "breach-bench-durable-")
+	if err != nil {
+		return webhookTarget{}, err
+	}
+	j, _, err := persist.OpenJournal(dir, 0, prometheus.NewRegistry(), log.NewNopLogger())
+	if err != nil {
+		os.RemoveAll(dir)
+		return webhookTarget{}, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(webhookPath, durableHMACHandler(secret, j))
+	url, stopServer, err := serveLoopback(&http.Server{Handler: mux})
+	stop := func() {
+		if stopServer != nil {
+			stopServer()
+		}
+		j.Close()
+		os.RemoveAll(dir)
+	}
+	if err != nil {
+		stop()
+		return webhookTarget{}, err
+	}
+	return webhookTarget{url: url + webhookPath, stop: stop}, nil
 }
 
 // startOurReceiver runs a whole exporter, scheduler included, against the
