@@ -205,6 +205,7 @@ func (s *stack) everyAlertFiresAndResolves(ctx context.Context, t *testing.T) {
 			for _, e := range errs {
 				t.Error(e)
 			}
+			s.logFiredAlerts(ctx, t)
 			t.Fatalf("phase %d failed; later phases not run", i+1)
 		}
 	}
@@ -212,6 +213,28 @@ func (s *stack) everyAlertFiresAndResolves(ctx context.Context, t *testing.T) {
 	t.Logf("%-28s %8s %10s %9s  (seconds from the trigger; resolved from the clear)", "scenario", "fired", "delivered", "resolved")
 	for _, r := range records {
 		t.Logf("%-28s %8.1f %10.1f %9.1f", r.name, r.fired.Seconds(), r.delivered.Seconds(), r.resolved.Seconds())
+	}
+}
+
+// logFiredAlerts logs every alert that fired in the last 10 minutes, with
+// the seconds it fired for, and what Alertmanager holds now: an alert
+// firing beside another can inhibit it, and Alertmanager sends no
+// resolution for an alert inhibited when it resolves.
+func (s *stack) logFiredAlerts(ctx context.Context, t *testing.T) {
+	t.Helper()
+	fired, err := s.prom.queryRange(ctx, `ALERTS{alertstate="firing"}`, 10*time.Minute, time.Second)
+	if err != nil {
+		t.Logf("fired alerts: %v", err)
+	}
+	for _, f := range fired {
+		t.Logf("fired in the last 10 minutes: %v for %ds", f.Labels, len(f.Values))
+	}
+	held, err := s.am.alerts(ctx)
+	if err != nil {
+		t.Logf("Alertmanager's alerts: %v", err)
+	}
+	for _, a := range held {
+		t.Logf("Alertmanager holds: %v, %s", a.Labels, a.Status.State)
 	}
 }
 
