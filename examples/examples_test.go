@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v2"
+
+	"github.com/breach-exporter/breach_exporter/alerts"
 )
 
 func readYAML(t *testing.T, name string, v interface{}) {
@@ -462,6 +464,47 @@ func TestAlertmanagerReceiversReachTheSink(t *testing.T) {
 			if want := "http://127.0.0.1:8099/notifications/" + r.Name; w.URL != want {
 				t.Errorf("receiver %s posts to %s, want the simulator's sink %s", r.Name, w.URL, want)
 			}
+		}
+	}
+}
+
+// Alertmanager sends no resolution for an alert inhibited when it resolves
+// (prometheus/alertmanager#2754), so an inhibit rule that matched alerts by
+// severity alone would swallow the resolution of any page of that severity
+// notified before its source fired. Every rule names its targets, and
+// every name is an alert of the rules file.
+func TestAlertmanagerInhibitsOnlyNamedAlerts(t *testing.T) {
+	var am struct {
+		InhibitRules []struct {
+			TargetMatchers []string `yaml:"target_matchers"`
+		} `yaml:"inhibit_rules"`
+	}
+	readYAML(t, "alertmanager.yml", &am)
+	rules, err := alerts.Rules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, r := range rules {
+		known[r.Alert] = true
+	}
+	byName := regexp.MustCompile(`^alertname=~?"([A-Za-z|]+)"$`)
+	for i, r := range am.InhibitRules {
+		named := 0
+		for _, m := range r.TargetMatchers {
+			found := byName.FindStringSubmatch(m)
+			if found == nil {
+				continue
+			}
+			named++
+			for _, name := range strings.Split(found[1], "|") {
+				if !known[name] {
+					t.Errorf("inhibit rule %d targets %s, which is not an alert of the rules file", i, name)
+				}
+			}
+		}
+		if named == 0 {
+			t.Errorf("inhibit rule %d targets %v: name the alerts it holds back (alertname=\"...\" or =~\"A|B\")", i, r.TargetMatchers)
 		}
 	}
 }

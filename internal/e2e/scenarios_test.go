@@ -236,6 +236,25 @@ func (s *stack) logFiredAlerts(ctx context.Context, t *testing.T) {
 	for _, a := range held {
 		t.Logf("Alertmanager holds: %v, %s", a.Labels, a.Status.State)
 	}
+	// Where a notification was lost: Prometheus's sends to Alertmanager,
+	// Alertmanager's intake, and its sends to the receivers.
+	for _, src := range []struct{ name, url string }{
+		{"prometheus", s.prom.base + "/metrics"},
+		{"alertmanager", s.am.base + "/metrics"},
+	} {
+		body, err := getBody(ctx, src.url)
+		if err != nil {
+			t.Logf("%s metrics: %v", src.name, err)
+			continue
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			for _, name := range []string{"prometheus_notifications_", "alertmanager_alerts_received_total", "alertmanager_alerts_invalid_total", "alertmanager_notifications_total", "alertmanager_notifications_failed_total", "alertmanager_alerts{"} {
+				if strings.HasPrefix(line, name) {
+					t.Logf("%s: %s", src.name, line)
+				}
+			}
+		}
+	}
 }
 
 // fire triggers sc and waits until every wanted alert fires in Prometheus
