@@ -117,20 +117,34 @@ type podResources struct {
 	Limits   map[string]string `yaml:"limits"`
 }
 
+// deployment is what the tests read of kubernetes/deployment.yaml: its
+// containers' environment and resources.
+type deployment struct {
+	Spec struct {
+		Template struct {
+			Spec struct {
+				Containers []struct {
+					Env []struct {
+						Name  string `yaml:"name"`
+						Value string `yaml:"value"`
+					} `yaml:"env"`
+					Resources podResources `yaml:"resources"`
+				} `yaml:"containers"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
+func readDeployment(t *testing.T) deployment {
+	t.Helper()
+	var d deployment
+	readYAML(t, "kubernetes/deployment.yaml", &d)
+	return d
+}
+
 // The resources the docs name are the manifest's and the chart's defaults.
 func TestDocsNameTheManifestResources(t *testing.T) {
-	var deployment struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Containers []struct {
-						Resources podResources `yaml:"resources"`
-					} `yaml:"containers"`
-				} `yaml:"spec"`
-			} `yaml:"template"`
-		} `yaml:"spec"`
-	}
-	readYAML(t, "kubernetes/deployment.yaml", &deployment)
+	deployment := readDeployment(t)
 	if len(deployment.Spec.Template.Spec.Containers) != 1 {
 		t.Fatalf("kubernetes/deployment.yaml: want one container, have %d", len(deployment.Spec.Template.Spec.Containers))
 	}
@@ -164,22 +178,7 @@ func TestDocsNameTheManifestResources(t *testing.T) {
 // The memory limits the docs name are the examples': each form is checked
 // against the file that uses it.
 func TestDocsNameTheMemoryLimits(t *testing.T) {
-	var deployment struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Containers []struct {
-						Env []struct {
-							Name  string `yaml:"name"`
-							Value string `yaml:"value"`
-						} `yaml:"env"`
-						Resources podResources `yaml:"resources"`
-					} `yaml:"containers"`
-				} `yaml:"spec"`
-			} `yaml:"template"`
-		} `yaml:"spec"`
-	}
-	readYAML(t, "kubernetes/deployment.yaml", &deployment)
+	deployment := readDeployment(t)
 	want := map[string]string{}
 	for _, c := range deployment.Spec.Template.Spec.Containers {
 		want["limits.memory: "] = c.Resources.Limits["memory"]
