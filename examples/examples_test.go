@@ -526,24 +526,7 @@ func TestAlertmanagerConfigPassesAmtool(t *testing.T) {
 // count (stacks of idle goroutines are counted, but not the kernel's socket
 // buffers or the binary's own pages): at least a tenth of the hard limit.
 func TestGOMEMLIMITIsBelowTheMemoryLimits(t *testing.T) {
-	var deployment struct {
-		Spec struct {
-			Template struct {
-				Spec struct {
-					Containers []struct {
-						Env []struct {
-							Name  string `yaml:"name"`
-							Value string `yaml:"value"`
-						} `yaml:"env"`
-						Resources struct {
-							Limits map[string]string `yaml:"limits"`
-						} `yaml:"resources"`
-					} `yaml:"containers"`
-				} `yaml:"spec"`
-			} `yaml:"template"`
-		} `yaml:"spec"`
-	}
-	readYAML(t, "kubernetes/deployment.yaml", &deployment)
+	deployment := readDeployment(t)
 	var compose struct {
 		Services map[string]struct {
 			Environment map[string]string `yaml:"environment"`

@@ -27,7 +27,7 @@ func version(t *testing.T) string {
 
 // Everything that names the release names the same version: the Makefile
 // reads it, the chart's version and appVersion are it, and the image tag
-// v<VERSION> is what the chart, the kustomization and the README run.
+// v<VERSION> is what the chart, the kustomization and the docs run.
 func TestEverythingNamesTheVersion(t *testing.T) {
 	v := version(t)
 	tag := "v" + v
@@ -61,20 +61,27 @@ func TestEverythingNamesTheVersion(t *testing.T) {
 
 	const repo = "ghcr.io/breach-exporter/breach_exporter"
 	image := regexp.MustCompile(regexp.QuoteMeta(repo) + `:(v[0-9][^\s"'` + "`" + `]*)`)
-	for _, file := range []string{"kubernetes/deployment.yaml", "../README.md"} {
+	// The deployment names the image; the docs may, on any page.
+	docs := 0
+	for _, file := range append([]string{"kubernetes/deployment.yaml"}, docPages(t)...) {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		found := image.FindAllSubmatch(data, -1)
-		if len(found) == 0 {
+		if file == "kubernetes/deployment.yaml" && len(found) == 0 {
 			t.Errorf("%s names no %s:%s image", file, repo, tag)
+		} else if file != "kubernetes/deployment.yaml" {
+			docs += len(found)
 		}
 		for _, m := range found {
 			if string(m[1]) != tag {
 				t.Errorf("%s names %s, want %s:%s", file, m[0], repo, tag)
 			}
 		}
+	}
+	if docs == 0 {
+		t.Errorf("neither README.md nor docs/ names the %s:%s image", repo, tag)
 	}
 	var kustomization struct {
 		Images []struct {
