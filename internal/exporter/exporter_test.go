@@ -2,9 +2,6 @@ package exporter
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -101,11 +99,9 @@ func (f *fixture) postAlert(address string) int {
 
 // signed is a webhook request for body, signed with writeConfig's secret.
 func signed(body string) *http.Request {
-	mac := hmac.New(sha256.New, []byte("exporter-hook-secret"))
-	mac.Write([]byte(body))
 	req := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Service-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set(sim.SignatureHeader, sim.Sign([]byte("exporter-hook-secret"), []byte(body)))
 	return req
 }
 
