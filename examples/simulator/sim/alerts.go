@@ -10,7 +10,14 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
-// Alert is the body of an alert.created webhook (spec section 6).
+// Alert is the body of an alert.created webhook (spec section 6), as the
+// service writes it. The exporter's receiver reads the same body into its
+// own webhook.Alert; the two are kept apart on purpose: this one is the
+// sender's reading of the spec (observed_at as the spec's text, counts as
+// the spec's integers), that one the receiver's, so a misreading on either
+// side shows up as a failed delivery in the tests instead of being shared.
+// The bench sends this type too. The enums it carries live in
+// internal/breach.
 type Alert struct {
 	Event        string `json:"event"`
 	Severity     string `json:"severity"`
