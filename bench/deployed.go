@@ -394,8 +394,8 @@ func deployedAlerts(emails []string, secret []byte) ([]signedAlert, error) {
 	for i, e := range emails {
 		source := breach.KnownSources[i%len(breach.KnownSources)]
 		body, err := json.Marshal(sim.Alert{
-			Event:    sim.EventAlertCreated,
-			Severity: sim.SeverityCritical,
+			Event:    breach.EventAlertCreated,
+			Severity: breach.Critical,
 			Address:  e,
 			Source:   source,
 			Summary:  source + ": 1 new breach database",
@@ -407,7 +407,7 @@ func deployedAlerts(emails []string, secret []byte) ([]signedAlert, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = signedAlert{body: body, signature: signature(secret, body)}
+		out[i] = signedAlert{body: body, signature: sim.Sign(secret, body)}
 	}
 	return out, nil
 }

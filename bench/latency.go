@@ -98,7 +98,7 @@ func MeasureAlertLatency(addresses, samples int) (LatencyResult, error) {
 		}
 		labels := map[string]string{"address": alert.Address, "source": alert.Source}
 		start := time.Now()
-		if err := post(client, hookURL+webhookPath, signedAlert{body: body, signature: signature(creds.secret, body)}); err != nil {
+		if err := post(client, hookURL+webhookPath, signedAlert{body: body, signature: sim.Sign(creds.secret, body)}); err != nil {
 			return res, err
 		}
 		if err := pollUntil(latencyTimeout, func() (bool, error) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 	"github.com/breach-exporter/breach_exporter/webhook"
@@ -122,8 +121,8 @@ func signedAlerts(n int, emails []string, secret []byte) ([]signedAlert, error) 
 	observed := time.Now().UTC().Add(-time.Minute).Format(sim.ObservedAtLayout)
 	for i := range out {
 		body, err := json.Marshal(sim.Alert{
-			Event:    sim.EventAlertCreated,
-			Severity: sim.SeverityWarning,
+			Event:    breach.EventAlertCreated,
+			Severity: breach.Warning,
 			Address:  emails[i%len(emails)],
 			Source:   "combolist",
 			Summary:  fmt.Sprintf("combolist: 1 new breach database(s) #%d", i),
@@ -135,15 +134,9 @@ func signedAlerts(n int, emails []string, secret []byte) ([]signedAlert, error) 
 		if err != nil {
 			return nil, err
 		}
-		out[i] = signedAlert{body: body, signature: signature(secret, body)}
+		out[i] = signedAlert{body: body, signature: sim.Sign(secret, body)}
 	}
 	return out, nil
-}
-
-func signature(secret, body []byte) string {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
 // bareHMACHandler is the baseline: the floor cost of the protocol. It reads
@@ -172,7 +165,7 @@ func durableHMACHandler(secret []byte, j *persist.Journal) http.Handler {
 		}
 		now := time.Now()
 		a := watchlist.AcceptedAlert{Digest: sha256.Sum256(body), At: now, Address: "durable@example.com",
-			Delta: watchlist.AlertDelta{Source: "combolist", Severity: sim.SeverityWarning, ObservedAt: now}}
+			Delta: watchlist.AlertDelta{Source: "combolist", Severity: breach.Warning, ObservedAt: now}}
 		if err := j.Commit(a, func() {}); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
@@ -188,11 +181,7 @@ func verifyHMAC(secret []byte, r *http.Request) (body []byte, status int) {
 	if err != nil {
 		return nil, http.StatusBadRequest
 	}
-	hexDigest, ok := strings.CutPrefix(r.Header.Get(webhook.SignatureHeader), "sha256=")
-	digest, err := hex.DecodeString(hexDigest)
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	if !ok || err != nil || !hmac.Equal(mac.Sum(nil), digest) {
+	if !hmac.Equal([]byte(sim.Sign(secret, body)), []byte(r.Header.Get(webhook.SignatureHeader))) {
 		return nil, http.StatusUnauthorized
 	}
 	return body, 0

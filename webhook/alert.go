@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/strictjson"
 )
-
-// EventAlertCreated is the only event the spec defines today.
-const EventAlertCreated = "alert.created"
 
 // Alert is an accepted alert.created body (spec section 6). Values are as
 // the signed sender wrote them; only their presence and types are checked
@@ -80,7 +78,7 @@ func parseBody(body []byte) (string, Alert, error) {
 	var w wireAlert
 	if err := json.Unmarshal(body, &w); err != nil {
 		var env envelope
-		if json.Unmarshal(body, &env) != nil || env.Event == EventAlertCreated {
+		if json.Unmarshal(body, &env) != nil || env.Event == breach.EventAlertCreated {
 			return "", Alert{}, describeJSONError(err)
 		}
 		w.Event = env.Event
@@ -88,7 +86,7 @@ func parseBody(body []byte) (string, Alert, error) {
 	if w.Event == "" {
 		return "", Alert{}, errors.New("missing field event")
 	}
-	if w.Event != EventAlertCreated {
+	if w.Event != breach.EventAlertCreated {
 		return w.Event, Alert{}, nil
 	}
 	for _, f := range []struct{ name, value string }{
@@ -110,8 +108,8 @@ func parseBody(body []byte) (string, Alert, error) {
 	if err != nil {
 		return "", Alert{}, errors.New("observed_at is not an RFC 3339 timestamp")
 	}
-	return EventAlertCreated, Alert{
-		Event:        EventAlertCreated,
+	return breach.EventAlertCreated, Alert{
+		Event:        breach.EventAlertCreated,
 		Severity:     w.Severity,
 		Address:      w.Address,
 		Source:       w.Source,

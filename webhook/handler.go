@@ -137,7 +137,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 			return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "the body carries the API token")
 		}
 	}
-	if event != EventAlertCreated {
+	if event != breach.EventAlertCreated {
 		return h.ignore(w, r, outcomeUnknownEvent)
 	}
 	// An address not watched may become a discovered one: polled, and a

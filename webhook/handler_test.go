@@ -96,7 +96,7 @@ breach_webhook_alerts_future_observed_total 0
 		ObservedAt:   time.Date(2025, 3, 1, 11, 59, 0, 0, time.UTC),
 		DashboardURL: "https://service.example/dashboard/a/1",
 	}
-	if event, got, err := parseBody([]byte(validAlert)); err != nil || event != EventAlertCreated || !reflect.DeepEqual(got, want) {
+	if event, got, err := parseBody([]byte(validAlert)); err != nil || event != breach.EventAlertCreated || !reflect.DeepEqual(got, want) {
 		t.Fatalf("parsed %q %+v (err %v), want %+v", event, got, err, want)
 	}
 	// ...and what it asked for: the address re-read at once.

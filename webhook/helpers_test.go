@@ -2,9 +2,6 @@ package webhook
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/breach-exporter/breach_exporter/collector"
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
@@ -36,13 +34,9 @@ var (
 	testStart   = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 )
 
-// sign computes the spec's signature header independently of the code
-// under test.
-func sign(secret, body []byte) string {
-	mac := hmac.New(sha256.New, secret)
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
+// sign is the service's signature header (the project's one signer, in
+// the simulator), independent of the code under test.
+func sign(secret, body []byte) string { return sim.Sign(secret, body) }
 
 const validAlert = `{"event":"alert.created","severity":"critical","address":"alice@example.com",` +
 	`"source":"combolist","summary":"2 new databases","delta":{"previous_count":3,"new_count":5,` +

@@ -33,11 +33,18 @@ var SensitiveFields = []string{"password", "dob", "address", "phone"}
 // KnownPlans are the spec's subscription tiers (Plan).
 var KnownPlans = []string{"free", "personal", "pro", "business"}
 
-// Critical is the severity that means "rotate credentials now".
-const Critical = "critical"
+// The spec's alert severities; Critical means "rotate credentials now".
+const (
+	Critical = "critical"
+	Warning  = "warning"
+	Info     = "info"
+)
 
 // KnownSeverities are the spec's alert severities.
-var KnownSeverities = []string{Critical, "warning", "info"}
+var KnownSeverities = []string{Critical, Warning, Info}
+
+// EventAlertCreated is the only webhook event the spec defines today.
+const EventAlertCreated = "alert.created"
 
 // PlanWithoutWebhooks reports whether plan is one the service delivers no
 // webhooks to (spec section 6: Pro and Business only). An unknown plan is

@@ -5,9 +5,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +21,7 @@ import (
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/alerts"
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
 )
 
@@ -902,11 +900,9 @@ func (s *stack) reloadExporter(ctx context.Context, want int) error {
 
 // postWebhook posts body to the exporter's webhook listener, signed with secret.
 func (s *stack) postWebhook(ctx context.Context, body, secret string, want int) error {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(body))
 	return post(ctx, "http://"+s.hookAddr+"/webhook", []byte(body), map[string]string{
-		"Content-Type":        "application/json",
-		"X-Service-Signature": "sha256=" + hex.EncodeToString(mac.Sum(nil)),
+		"Content-Type":      "application/json",
+		sim.SignatureHeader: sim.Sign([]byte(secret), []byte(body)),
 	}, want)
 }
 

@@ -2,9 +2,6 @@ package exporter
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -27,9 +25,9 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // combolist is the one feed the stand-in serves for every address.
-func combolist(count int64) testkit.Answer {
+func combolist(count int64) sim.Answer {
 	at := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
-	return testkit.Verified(breach.SourceState{Source: "combolist", BreachCount: count, SourceDBs: []string{"x"},
+	return sim.Verified(breach.SourceState{Source: "combolist", BreachCount: count, SourceDBs: []string{"x"},
 		FieldsExposed: []string{"password"}, HasPlaintextPassword: true, LastScannedAt: at, LastChangedAt: at})
 }
 
@@ -39,7 +37,7 @@ type fixture struct {
 	exp   *Exporter
 	reg   *prometheus.Registry
 	clock *clockwork.FakeClock
-	api   *testkit.API
+	api   *testkit.StandIn
 	dir   string
 }
 
@@ -49,10 +47,10 @@ func newFixture(t *testing.T, configTail string) *fixture {
 
 // newFixtureWith runs an exporter against the API stand-in, which answers
 // every address verified with combolist(1) unless setup says otherwise.
-func newFixtureWith(t *testing.T, configTail string, setup func(*testkit.API)) *fixture {
+func newFixtureWith(t *testing.T, configTail string, setup func(*testkit.StandIn)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock(), dir: t.TempDir(), logs: &testkit.SyncBuffer{}}
-	f.api = testkit.NewAPI(t, f.clock)
+	f.api = testkit.NewStandIn(t, f.clock)
 	f.api.AnswerOthers(combolist(1))
 	if setup != nil {
 		setup(f.api)
@@ -101,11 +99,9 @@ func (f *fixture) postAlert(address string) int {
 
 // signed is a webhook request for body, signed with writeConfig's secret.
 func signed(body string) *http.Request {
-	mac := hmac.New(sha256.New, []byte("exporter-hook-secret"))
-	mac.Write([]byte(body))
 	req := httptest.NewRequest(http.MethodPost, "/webhook", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Service-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set(sim.SignatureHeader, sim.Sign([]byte("exporter-hook-secret"), []byte(body)))
 	return req
 }
 
@@ -206,7 +202,7 @@ func TestReload(t *testing.T) {
 // Webhooks are configured but the plan gets none: one warning, however
 // often /me says so.
 func TestPlanWithoutWebhooksWarnsOnce(t *testing.T) {
-	f := newFixtureWith(t, "refresh: {me_interval: 1m}\naddresses: [alice@example.com]\n", func(a *testkit.API) { a.SetPlan("personal") })
+	f := newFixtureWith(t, "refresh: {me_interval: 1m}\naddresses: [alice@example.com]\n", func(a *testkit.StandIn) { a.SetPlan("personal") })
 	const warning = "delivers webhooks only to the pro and business plans"
 	testkit.AdvanceUntil(t, f.clock, "three /me calls", time.Second, func() bool { return f.api.MeCalls() >= 3 })
 	if n := strings.Count(f.logs.String(), warning); n != 1 {
@@ -337,8 +333,8 @@ func TestReloadWithoutDiscoveryRemovesEverySeriesOfADiscoveredAddress(t *testing
 // A discovered address the API does not monitor (404) was never one of the
 // account's: it is dropped at once, with every series, and not polled again.
 func TestDiscoveredAddressNotMonitoredIsDropped(t *testing.T) {
-	f := newFixtureWith(t, "refresh: {interval: 1m}\naddresses: [alice@example.com]\n", func(a *testkit.API) {
-		a.Answer("erin@example.com", testkit.NotMonitored())
+	f := newFixtureWith(t, "refresh: {interval: 1m}\naddresses: [alice@example.com]\n", func(a *testkit.StandIn) {
+		a.Answer("erin@example.com", sim.NotMonitored())
 	})
 	if code := f.postAlert("erin@example.com"); code != http.StatusNoContent {
 		t.Fatalf("signed alert answered %d", code)

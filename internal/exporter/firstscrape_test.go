@@ -101,7 +101,7 @@ func TestRangeSelectorsParse(t *testing.T) {
 // returns every series of its first scrape once the first request is out.
 func freshExporterSeries(t *testing.T) []sample {
 	t.Helper()
-	api := testkit.NewAPI(t, nil)
+	api := testkit.NewStandIn(t, nil)
 	api.Misbehave(testkit.Hang) // hold every request: no answer before the scrape
 
 	dir := t.TempDir()

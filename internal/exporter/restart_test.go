@@ -98,7 +98,7 @@ func alertFor(address string) string {
 // address and the duplicate memory come back; what the config no longer
 // allows does not.
 func TestRestartKeepsTheState(t *testing.T) {
-	api := testkit.NewAPI(t, nil)
+	api := testkit.NewStandIn(t, nil)
 	api.AnswerOthers(combolist(4))
 	dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
 
@@ -148,7 +148,7 @@ func TestRestartKeepsTheState(t *testing.T) {
 
 // Nothing changed, nothing written: the snapshot's timestamp stays.
 func TestSnapshotOnlyWhenSomethingChanged(t *testing.T) {
-	down := testkit.NewAPI(t, nil)
+	down := testkit.NewStandIn(t, nil)
 	down.Refuse()
 	r := start(t, t.TempDir(), filepath.Join(t.TempDir(), "data"), down.BaseURL(), "[]", "")
 	written := func() float64 {
@@ -167,7 +167,7 @@ func TestSnapshotOnlyWhenSomethingChanged(t *testing.T) {
 // A snapshot cut at any byte, or garbage, never stops a start: the exporter
 // starts empty, counts the load failure and moves the file aside.
 func TestDamagedSnapshotNeverStopsAStart(t *testing.T) {
-	down := testkit.NewAPI(t, nil)
+	down := testkit.NewStandIn(t, nil)
 	down.Refuse()
 	dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
 	first := start(t, dir, storage, down.BaseURL(), "[alice@example.com]", "")
@@ -228,7 +228,7 @@ func TestDamagedSnapshotNeverStopsAStart(t *testing.T) {
 // exporter on it, its clock at now, the API down.
 func startOnSnapshot(t *testing.T, st persist.State, now time.Time, addresses string) (*Exporter, *prometheus.Registry) {
 	t.Helper()
-	down := testkit.NewAPI(t, nil)
+	down := testkit.NewStandIn(t, nil)
 	down.Refuse()
 	dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
 	data, err := persist.Encode(st, now)

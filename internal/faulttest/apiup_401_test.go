@@ -13,7 +13,7 @@ func TestRevokedTokenMarksTheAPIDown(t *testing.T) {
 	// /me went out at 4m; the addresses are due at 5m, so a /breaches
 	// request draws the first 401.
 	h.advance(4*time.Minute + 30*time.Second)
-	h.api.Rotate("svc_ak_rotated-token")
+	h.api.SetToken("svc_ak_rotated-token")
 	h.advance(10 * time.Minute)
 	s := h.scrape()
 	if n := requestsTotal(s, "401"); n == 0 {

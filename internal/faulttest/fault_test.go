@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -68,7 +69,7 @@ func faults() []fault {
 	}
 	// misbehaveAPI is misbehave for a fault that answers from the
 	// stand-in's own reply.
-	misbehaveAPI := func(f func(*testkit.API) http.HandlerFunc) func(*harness) {
+	misbehaveAPI := func(f func(*testkit.StandIn) http.HandlerFunc) func(*harness) {
 		return func(h *harness) { h.api.Misbehave(f(h.api)) }
 	}
 	// /me is not backed off, so a good answer comes at the latest with the
@@ -84,7 +85,7 @@ func faults() []fault {
 			code: "error", kind: "transport", unseen: true, maxRequests: perAddressBound, firstSuccess: afterMe,
 		},
 		{name: "hangs past the timeout", on: misbehave(testkit.Hang), code: "error", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe, realTime: true},
-		{name: "slow body", on: misbehaveAPI(func(a *testkit.API) http.HandlerFunc { return a.SlowBody }), code: "200", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe, realTime: true},
+		{name: "slow body", on: misbehaveAPI(func(a *testkit.StandIn) http.HandlerFunc { return a.SlowBody }), code: "200", kind: "transport", maxRequests: perAddressBound, firstSuccess: afterMe, realTime: true},
 		{name: "500", on: misbehave(testkit.Status(500)), code: "500", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
 		{name: "502", on: misbehave(testkit.Status(502)), code: "502", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
 		{name: "503", on: misbehave(testkit.Status(503)), code: "503", kind: "server_error", maxRequests: perAddressBound, firstSuccess: afterMe},
@@ -106,12 +107,12 @@ func faults() []fault {
 		},
 		{name: "bad JSON", on: misbehave(testkit.HTMLPage), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
 		{name: "JSON of the wrong shape", on: misbehave(testkit.WrongShape), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "truncated JSON", on: misbehaveAPI(func(a *testkit.API) http.HandlerFunc { return a.Truncated }), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
-		{name: "connection cut mid-body", on: misbehaveAPI(func(a *testkit.API) http.HandlerFunc { return a.CutMidBody }), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "truncated JSON", on: misbehaveAPI(func(a *testkit.StandIn) http.HandlerFunc { return a.Truncated }), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
+		{name: "connection cut mid-body", on: misbehaveAPI(func(a *testkit.StandIn) http.HandlerFunc { return a.CutMidBody }), code: "200", kind: "bad_body", maxRequests: perAddressBound, firstSuccess: afterMe},
 		{name: "10 MiB body", on: misbehave(testkit.HugeBody), code: "200", kind: "bad_body|transport", maxRequests: perAddressBound, firstSuccess: afterMe, realTime: true},
 		{
 			name: "token revoked, then rotated in the token file",
-			on:   func(h *harness) { h.api.Rotate("svc_ak_rotated-token") },
+			on:   func(h *harness) { h.api.SetToken("svc_ak_rotated-token") },
 			off:  func(h *harness) { h.writeToken("svc_ak_rotated-token") },
 			// /me is the first request due after the first round, so it
 			// draws the first 401 and is the request retried.
@@ -208,7 +209,7 @@ func testFault(t *testing.T, f fault) {
 
 // firstGoodAnswer reports whether a request after since was answered
 // properly.
-func firstGoodAnswer(log []testkit.Request, since time.Time) bool {
+func firstGoodAnswer(log []sim.Request, since time.Time) bool {
 	for _, r := range log {
 		if !r.Faulted && !r.At.Before(since) {
 			return true
@@ -219,8 +220,8 @@ func firstGoodAnswer(log []testkit.Request, since time.Time) bool {
 
 // answeredAll reports whether /me and every address were answered properly
 // after since.
-func answeredAll(log []testkit.Request, since time.Time) bool {
-	want := map[string]bool{testkit.APIPrefix + "/me": true}
+func answeredAll(log []sim.Request, since time.Time) bool {
+	want := map[string]bool{sim.APIPrefix + "/me": true}
 	for _, a := range addresses {
 		want[a] = true
 	}
@@ -228,7 +229,7 @@ func answeredAll(log []testkit.Request, since time.Time) bool {
 		if r.Faulted || r.At.Before(since) {
 			continue
 		}
-		if r.Path == testkit.APIPrefix+"/me" {
+		if r.Path == sim.APIPrefix+"/me" {
 			delete(want, r.Path)
 		} else {
 			delete(want, r.Email)

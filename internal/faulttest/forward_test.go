@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -20,7 +21,7 @@ func TestUnknownSourcesAndFieldsAreExported(t *testing.T) {
 	h := newHarness(t)
 	h.api.Misbehave(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path == testkit.APIPrefix+"/me" {
+		if r.URL.Path == sim.APIPrefix+"/me" {
 			io.WriteString(w, `{"id":"u1","email":"owner@example.com","plan":"enterprise","seats":40}`)
 			return
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
@@ -43,7 +44,7 @@ var start = time.Date(2031, 5, 6, 7, 8, 9, 500_000_000, time.UTC)
 type harness struct {
 	t     *testing.T
 	clock *clockwork.FakeClock
-	api   *testkit.API
+	api   *testkit.StandIn
 	reg   *prometheus.Registry
 	dir   string
 	exp   *exporter.Exporter
@@ -54,7 +55,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clockwork.NewFakeClockAt(start), reg: prometheus.NewRegistry(), dir: t.TempDir()}
-	h.api = testkit.NewAPI(t, h.clock)
+	h.api = testkit.NewStandIn(t, h.clock)
 	h.setCount(3)
 
 	h.writeToken(testkit.APIToken)
@@ -121,7 +122,7 @@ func (h *harness) advance(d time.Duration) {
 // setCount makes every address verified, with breach_count n in both of
 // its sources, from now on.
 func (h *harness) setCount(n int64) {
-	h.api.AnswerOthers(testkit.Verified(sources(n)...))
+	h.api.AnswerOthers(sim.Verified(sources(n)...))
 }
 
 // sources are the two feeds the stand-in serves with breach_count n.

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 )
 
 // replyFor answers every request with the body body(email) returns, email
@@ -37,7 +37,7 @@ func TestRepliesAgainstTheSpecKeepTheLastGoodValues(t *testing.T) {
 		{"a source with only its name", func(e string) string {
 			return fmt.Sprintf(`{"email":%q,"sources":[{"source":"archive"}]}`, e)
 		}},
-		{"another address's reply", func(string) string { return string(testkit.BreachesBody("mallory@example.com", sources(4)...)) }},
+		{"another address's reply", func(string) string { return string(sim.BreachesBody("mallory@example.com", sources(4)...)) }},
 		{"breach_count 1.5", func(e string) string {
 			return fmt.Sprintf(`{"email":%q,"sources":[{"source":"archive","breach_count":1.5,"source_dbs":[],"fields_exposed":[],`+
 				`"has_plaintext_password":false,"last_scanned_at":"2026-01-01T00:00:00.000Z","last_changed_at":"2026-01-01T00:00:00.000Z"}]}`, e)

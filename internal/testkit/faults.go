@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 )
 
-// The faults below answer instead of the service, through API.Misbehave or
-// API.Script.
+// The faults below answer instead of the service, through the stand-in's
+// Misbehave or Script (sim.Simulator's hooks).
 
 // Hang never answers; it lets go when the client gives up.
 func Hang(w http.ResponseWriter, r *http.Request) {
@@ -46,10 +48,13 @@ var WrongShape = Body("application/json", `{"id":7,"email":["x"],"plan":{"tier":
 // RateLimited answers 429 rate_limited; with reset set, with the three
 // rate-limit headers and the Reset it computes from the stand-in's clock
 // (as the code under test reads it), without them otherwise.
-func (a *API) RateLimited(reset func(now time.Time) time.Time) http.HandlerFunc {
+func (a *StandIn) RateLimited(reset func(now time.Time) time.Time) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if reset != nil {
-			SetRateLimit(w.Header(), 0, reset(a.clock.Now()))
+			h := w.Header()
+			h.Set(sim.HeaderLimit, strconv.Itoa(sim.DefaultRateLimit))
+			h.Set(sim.HeaderRemaining, "0")
+			h.Set(sim.HeaderReset, strconv.FormatInt(reset(a.Now()).Unix(), 10))
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusTooManyRequests)
@@ -59,7 +64,7 @@ func (a *API) RateLimited(reset func(now time.Time) time.Time) http.HandlerFunc 
 
 // SlowBody sends a 200 and then the service's answer a byte every 50 ms of
 // real time, far slower than a client's timeout allows.
-func (a *API) SlowBody(w http.ResponseWriter, r *http.Request) {
+func (a *StandIn) SlowBody(w http.ResponseWriter, r *http.Request) {
 	_, body := a.Reply(r)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -82,7 +87,7 @@ func (a *API) SlowBody(w http.ResponseWriter, r *http.Request) {
 
 // Truncated is a complete HTTP answer with the first half of the
 // service's JSON.
-func (a *API) Truncated(w http.ResponseWriter, r *http.Request) {
+func (a *StandIn) Truncated(w http.ResponseWriter, r *http.Request) {
 	_, body := a.Reply(r)
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(body[:len(body)/2])
@@ -90,7 +95,7 @@ func (a *API) Truncated(w http.ResponseWriter, r *http.Request) {
 
 // CutMidBody promises the service's whole answer, sends half of it and
 // drops the connection.
-func (a *API) CutMidBody(w http.ResponseWriter, r *http.Request) {
+func (a *StandIn) CutMidBody(w http.ResponseWriter, r *http.Request) {
 	_, body := a.Reply(r)
 	conn, buf, err := w.(http.Hijacker).Hijack()
 	if err != nil {
@@ -100,6 +105,10 @@ func (a *API) CutMidBody(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(buf, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body[:len(body)/2])
 	buf.Flush()
 }
+
+// NextMinute is when the service's fixed one-minute window that holds t
+// resets.
+func NextMinute(t time.Time) time.Time { return t.Truncate(time.Minute).Add(time.Minute) }
 
 // HugeBody is 10 MiB of syntactically valid JSON.
 func HugeBody(w http.ResponseWriter, r *http.Request) {

@@ -1,9 +1,11 @@
 // Package testkit holds the helpers that several packages' tests share:
-// the one stand-in of the service's API (API), driving a fake clock until a
+// the service's stand-in served for a test (StandIn, the simulator on a
+// loopback port), driving a fake clock until a
 // condition holds (AdvanceUntil), reading samples out of a registry,
 // polling with a deadline, and files and buffers safe for the goroutines
 // under test. Only tests import it; of this module's packages it imports
-// internal/breach alone, so that any package's tests may import it.
+// internal/breach, internal/config and the simulator (which imports
+// internal/breach alone), so that any other package's tests may import it.
 package testkit
 
 import (

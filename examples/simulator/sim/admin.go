@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
 // Test controls. They put the simulated service into the states a client
@@ -58,9 +61,9 @@ func (s *Simulator) SetFault(kind, email string) error {
 		s.faults.address = map[string]string{}
 	}
 	if kind == FaultNone {
-		delete(s.faults.address, strings.ToLower(email))
+		delete(s.faults.address, breach.Key(email))
 	} else {
-		s.faults.address[strings.ToLower(email)] = kind
+		s.faults.address[breach.Key(email)] = kind
 	}
 	return nil
 }
@@ -71,12 +74,12 @@ func (s *Simulator) injectFault(w http.ResponseWriter, r *http.Request, now time
 	s.ctlMu.Lock()
 	kind := s.faults.all
 	if kind == FaultNone && strings.TrimPrefix(r.URL.Path, APIPrefix) == "/breaches" {
-		kind = s.faults.address[strings.ToLower(r.URL.Query().Get("email"))]
+		kind = s.faults.address[breach.Key(r.URL.Query().Get("email"))]
 	}
 	s.ctlMu.Unlock()
 	switch kind {
 	case FaultRateLimited:
-		setRateHeaders(w, verdict{limit: s.window.limit, remaining: 0, reset: now.Add(FaultResetAfter).Unix()})
+		setRateHeaders(w, verdict{limit: s.limit, remaining: 0, reset: now.Add(FaultResetAfter).Unix()})
 		s.writeError(w, http.StatusTooManyRequests, CodeRateLimited)
 	case FaultServerError:
 		s.writeError(w, http.StatusServiceUnavailable, "unavailable")
@@ -95,25 +98,32 @@ func (s *Simulator) injectFault(w http.ResponseWriter, r *http.Request, now time
 	return true
 }
 
-// SetToken makes token the only accepted key: the old one answers 401 from
-// now on, as a rotation in the dashboard does.
+// SetToken makes token the first account's only accepted key: the old one
+// answers 401 from now on, as a rotation in the dashboard does. The
+// account keeps its window.
 func (s *Simulator) SetToken(token string) error {
-	if !strings.HasPrefix(token, TokenPrefix) || len(token) == len(TokenPrefix) || strings.ContainsAny(token, " \t\r\n") {
-		return fmt.Errorf("token must have the form %s<token> without spaces", TokenPrefix)
+	if err := checkToken(token); err != nil {
+		return err
 	}
 	s.ctlMu.Lock()
-	s.token = token
-	s.ctlMu.Unlock()
+	defer s.ctlMu.Unlock()
+	for _, k := range s.keys[1:] {
+		if k.token == token {
+			return errors.New("the token is another account's")
+		}
+	}
+	s.keys[0].token = token
 	return nil
 }
 
-// SetPlan changes the plan /me reports; deliveries follow it.
+// SetPlan changes the plan the first account's /me reports; deliveries
+// follow it.
 func (s *Simulator) SetPlan(plan string) error {
-	if !slices.Contains(plans, plan) {
-		return fmt.Errorf("plan %q is not one of %s", plan, strings.Join(plans, ", "))
+	if !slices.Contains(breach.KnownPlans, plan) {
+		return fmt.Errorf("plan %q is not one of %s", plan, strings.Join(breach.KnownPlans, ", "))
 	}
 	s.ctlMu.Lock()
-	s.me.Plan = plan
+	s.keys[0].me.Plan = plan
 	s.ctlMu.Unlock()
 	return nil
 }
@@ -123,7 +133,7 @@ func (s *Simulator) SetPlan(plan string) error {
 func (s *Simulator) delivering() bool {
 	s.ctlMu.Lock()
 	defer s.ctlMu.Unlock()
-	return s.webhookURL != "" && (s.me.Plan == "pro" || s.me.Plan == "business")
+	return s.webhookURL != "" && !breach.PlanWithoutWebhooks(s.keys[0].me.Plan)
 }
 
 // Address states SetAddress accepts.
@@ -142,12 +152,13 @@ func (s *Simulator) SetAddress(email, state string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	a, known := s.lookup(email)
+	k := s.keys[0]
+	a, known := k.lookup(email)
 	switch state {
 	case AddressAbsent:
 		if known {
-			s.accounts = slices.DeleteFunc(s.accounts, func(b *account) bool { return b == a })
-			delete(s.byEmail, strings.ToLower(email))
+			k.monitored = slices.DeleteFunc(k.monitored, func(b *monitored) bool { return b == a })
+			delete(k.byEmail, breach.Key(email))
 		}
 		return nil
 	case AddressVerified, AddressUnverified:
@@ -155,18 +166,18 @@ func (s *Simulator) SetAddress(email, state string) error {
 		return fmt.Errorf("state %q is not one of %s, %s, %s", state, AddressVerified, AddressUnverified, AddressAbsent)
 	}
 	if !known {
-		a = &account{Address: Address{Email: email}}
-		s.accounts = append(s.accounts, a)
-		s.byEmail[strings.ToLower(email)] = a
+		a = &monitored{Address: Address{Email: email}}
+		k.monitored = append(k.monitored, a)
+		k.byEmail[breach.Key(email)] = a
 	}
-	a.pinned = true
+	a.pinned, a.exact = true, nil
 	verified := state == AddressVerified
 	if a.Verified == verified && (a.feeds != nil) == verified {
 		return nil
 	}
 	a.Verified, a.feeds = verified, nil
 	if verified {
-		for _, src := range sources {
+		for _, src := range breach.KnownSources {
 			a.feeds = append(a.feeds, newFeed(src))
 		}
 	}
@@ -189,20 +200,20 @@ type FeedState struct {
 // pinned: sweeps no longer change it.
 func (s *Simulator) SetFeed(ctx context.Context, st FeedState) (*Alert, error) {
 	for _, field := range st.Fields {
-		if !slices.Contains(fields, field) {
-			return nil, fmt.Errorf("field %q is not one of %s", field, strings.Join(fields, ", "))
+		if !slices.Contains(breach.KnownFields, field) {
+			return nil, fmt.Errorf("field %q is not one of %s", field, strings.Join(breach.KnownFields, ", "))
 		}
 	}
 	s.mu.Lock()
-	a, known := s.lookup(st.Email)
-	if !known || !a.Verified {
+	a, known := s.keys[0].lookup(st.Email)
+	if !known || !a.Verified || a.exact != nil {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("%s is not a verified address of the account", st.Email)
 	}
-	i := slices.Index(sources, st.Source)
+	i := slices.Index(breach.KnownSources, st.Source)
 	if i < 0 {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("source %q is not one of %s", st.Source, strings.Join(sources, ", "))
+		return nil, fmt.Errorf("source %q is not one of %s", st.Source, strings.Join(breach.KnownSources, ", "))
 	}
 	a.pinned = true
 	f := a.feeds[i]

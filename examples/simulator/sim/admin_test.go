@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
 func admin(t *testing.T, h http.Handler, path, body string) *httptest.ResponseRecorder {
@@ -150,7 +151,7 @@ func TestAdminFeedAlertsAndPins(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &alert); err != nil {
 		t.Fatal(err)
 	}
-	if alert.Severity != sim.SeverityCritical || !alert.Delta.HasNewPlaintext || strings.Join(alert.Delta.NewSourceDBs, ",") != "new-2026" ||
+	if alert.Severity != breach.Critical || !alert.Delta.HasNewPlaintext || strings.Join(alert.Delta.NewSourceDBs, ",") != "new-2026" ||
 		strings.Join(alert.Delta.NewlyExposedFields, ",") != "password,phone" {
 		t.Errorf("alert %+v", alert)
 	}

@@ -6,9 +6,18 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
-// Alert is the body of an alert.created webhook (spec section 6).
+// Alert is the body of an alert.created webhook (spec section 6), as the
+// service writes it. The exporter's receiver reads the same body into its
+// own webhook.Alert; the two are kept apart on purpose: this one is the
+// sender's reading of the spec (observed_at as the spec's text, counts as
+// the spec's integers), that one the receiver's, so a misreading on either
+// side shows up as a failed delivery in the tests instead of being shared.
+// The bench sends this type too. The enums it carries live in
+// internal/breach.
 type Alert struct {
 	Event        string `json:"event"`
 	Severity     string `json:"severity"`
@@ -30,14 +39,6 @@ type Delta struct {
 	HasNewPlaintext    bool     `json:"has_new_plaintext"`
 	IsFirstScan        bool     `json:"is_first_scan"`
 }
-
-// Alert field values.
-const (
-	EventAlertCreated = "alert.created"
-	SeverityCritical  = "critical"
-	SeverityWarning   = "warning"
-	SeverityInfo      = "info"
-)
 
 // ObservedAtLayout is the spec's shape for observed_at: whole seconds, UTC.
 const ObservedAtLayout = "2006-01-02T15:04:05Z"
@@ -73,11 +74,11 @@ func deltaBetween(before, after *feed) Delta {
 func SeverityOf(d Delta) string {
 	switch {
 	case d.HasNewPlaintext || slices.Contains(d.NewlyExposedFields, fieldPassword):
-		return SeverityCritical
+		return breach.Critical
 	case len(d.NewSourceDBs) > 0:
-		return SeverityWarning
+		return breach.Warning
 	default:
-		return SeverityInfo
+		return breach.Info
 	}
 }
 
@@ -104,7 +105,7 @@ func summaryOf(source string, d Delta) string {
 func (s *Simulator) newAlert(email string, before, after *feed, at time.Time) Alert {
 	d := deltaBetween(before, after)
 	return Alert{
-		Event:        EventAlertCreated,
+		Event:        breach.EventAlertCreated,
 		Severity:     SeverityOf(d),
 		Address:      email,
 		Source:       after.source,

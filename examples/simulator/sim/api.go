@@ -55,11 +55,19 @@ func (s *Simulator) Handler() http.Handler {
 
 // serveAPI checks in the order a client can observe: the key first (401
 // costs nothing), then the window (429), then route, method and
-// parameters, which all spend one request.
+// parameters, which all spend one request. A Go hook (hooks.go) answers
+// ahead of all of it.
 func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 	now := s.clock.Now()
-	if !s.authorized(r) {
-		setRateHeaders(w, s.window.unattributed(now))
+	k := s.keyOf(r)
+	if hook := s.nextHook(); hook != nil {
+		s.record(now, k, r, true)
+		hook(w, r)
+		return
+	}
+	s.record(now, k, r, k == nil)
+	if k == nil {
+		setRateHeaders(w, unattributed(s.limit, now))
 		w.Header().Set("WWW-Authenticate", `Bearer realm="api"`)
 		s.writeError(w, http.StatusUnauthorized, CodeUnauthorized)
 		return
@@ -67,14 +75,14 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 	if s.injectFault(w, r, now) {
 		return
 	}
-	v := s.window.take(now)
+	v := k.window.take(now)
 	setRateHeaders(w, v)
 	if !v.allowed {
 		s.writeError(w, http.StatusTooManyRequests, CodeRateLimited)
 		return
 	}
 
-	var serve func(http.ResponseWriter, *http.Request)
+	var serve func(http.ResponseWriter, *http.Request, *key)
 	switch strings.TrimPrefix(r.URL.Path, APIPrefix) {
 	case "/me":
 		serve = s.serveMe
@@ -89,18 +97,26 @@ func (s *Simulator) serveAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
 		return
 	}
-	serve(w, r)
+	serve(w, r, k)
 }
 
-func (s *Simulator) authorized(r *http.Request) bool {
+// keyOf is the account whose token r bears, nil for none. Every token is
+// compared in constant time.
+func (s *Simulator) keyOf(r *http.Request) *key {
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
+		return nil
 	}
+	token = strings.TrimSpace(token)
 	s.ctlMu.Lock()
-	want := s.token
-	s.ctlMu.Unlock()
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(want)) == 1
+	defer s.ctlMu.Unlock()
+	var found *key
+	for _, k := range s.keys {
+		if subtle.ConstantTimeCompare([]byte(token), []byte(k.token)) == 1 {
+			found = k
+		}
+	}
+	return found
 }
 
 func setRateHeaders(w http.ResponseWriter, v verdict) {
@@ -110,34 +126,42 @@ func setRateHeaders(w http.ResponseWriter, v verdict) {
 	h.Set(HeaderReset, strconv.FormatInt(v.reset, 10))
 }
 
-func (s *Simulator) serveMe(w http.ResponseWriter, _ *http.Request) {
+func (s *Simulator) serveMe(w http.ResponseWriter, _ *http.Request, k *key) {
 	s.ctlMu.Lock()
-	me := s.me
+	me := k.me
 	s.ctlMu.Unlock()
 	s.writeJSON(w, http.StatusOK, me)
 }
 
-func (s *Simulator) serveBreaches(w http.ResponseWriter, r *http.Request) {
+func (s *Simulator) serveBreaches(w http.ResponseWriter, r *http.Request, k *key) {
 	email := r.URL.Query().Get("email")
 	if email == "" {
 		s.writeError(w, http.StatusBadRequest, CodeMissingEmail)
 		return
 	}
+	status, body := s.answer(k, email)
+	s.writeJSON(w, status, body)
+}
+
+// answer is what GET /breaches says about email on k's account: the status
+// and the body.
+func (s *Simulator) answer(k *key, email string) (int, any) {
 	s.mu.Lock()
-	a, known := s.lookup(email)
-	var body Breaches
-	if known && a.Verified {
-		body = a.breaches()
+	defer s.mu.Unlock()
+	a, known := k.lookup(email)
+	exact := k.others
+	if known {
+		exact = a.exact
 	}
-	s.mu.Unlock()
 	switch {
+	case exact != nil:
+		return exact.reply(email)
 	case !known:
-		s.writeError(w, http.StatusNotFound, CodeNotMonitored)
+		return http.StatusNotFound, Error{Error: CodeNotMonitored}
 	case !a.Verified:
-		s.writeError(w, http.StatusForbidden, CodeUnverified)
-	default:
-		s.writeJSON(w, http.StatusOK, body)
+		return http.StatusForbidden, Error{Error: CodeUnverified}
 	}
+	return http.StatusOK, a.breaches()
 }
 
 func (s *Simulator) writeError(w http.ResponseWriter, status int, code string) {

@@ -27,7 +27,16 @@ const (
 // SignatureHeader carries sha256=<hex HMAC-SHA256 of the raw body>.
 const SignatureHeader = "X-Service-Signature"
 
-func sign(secret, body []byte) string {
+// Sign is the X-Service-Signature of body under secret (spec section 6):
+// "sha256=" and the lowercase hex HMAC-SHA256 of the raw body. It is the
+// one signer of the project's tests, demo and bench: it lives with the
+// simulator because signing is the service's side of the protocol, and
+// this package imports nothing of the exporter's but internal/breach, so
+// every test can import it without a cycle. The receiver's check
+// (webhook/signature.go) is written separately on purpose: a signer and a
+// verifier sharing code would agree with each other even if both misread
+// the spec.
+func Sign(secret, body []byte) string {
 	mac := hmac.New(sha256.New, secret)
 	mac.Write(body)
 	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
@@ -52,7 +61,7 @@ func (s *Simulator) deliverAll(ctx context.Context, alerts []Alert) {
 			level.Error(s.logger).Log("msg", "encoding alert", "address", a.Address, "source", a.Source, "err", err)
 			continue
 		}
-		batch = append(batch, delivery{key: a.Key(), body: body, signature: sign(s.webhookSecret, body)})
+		batch = append(batch, delivery{key: a.Key(), body: body, signature: Sign(s.webhookSecret, body)})
 	}
 	s.pending.add()
 	go func() {

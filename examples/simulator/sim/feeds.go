@@ -6,20 +6,20 @@ import (
 	"math/rand"
 	"slices"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
-// The four feeds in the order the simulator reports and sweeps them; the
-// order is part of the seed's determinism.
-var sources = []string{"archive", "combolist", "index", "enriched"}
-
-// The exposed-value categories in the order they are reported.
-var fields = []string{"password", "hash", "username", "name", "dob", "address", "phone", "ip"}
+// The feeds and exposed-value categories are the spec's enums, whose one
+// home is internal/breach. The simulator reports and sweeps feeds in
+// breach.KnownSources' order (part of the seed's determinism) and lists
+// fields in breach.KnownFields' order.
 
 // Sources returns the feeds in the order the simulator reports them.
-func Sources() []string { return slices.Clone(sources) }
+func Sources() []string { return slices.Clone(breach.KnownSources) }
 
 // Fields returns the exposed-value categories in the order they are reported.
-func Fields() []string { return slices.Clone(fields) }
+func Fields() []string { return slices.Clone(breach.KnownFields) }
 
 const fieldPassword = "password"
 
@@ -109,7 +109,7 @@ func (f *feed) dbNames() []string {
 
 func (f *feed) fieldList() []string {
 	list := make([]string, 0, len(f.fields))
-	for _, field := range fields {
+	for _, field := range breach.KnownFields {
 		if f.fields[field] {
 			list = append(list, field)
 		}
@@ -206,7 +206,7 @@ func (g *generator) addDB(f *feed) {
 // left to expose or no database to attach it to.
 func (g *generator) exposeFields(f *feed) bool {
 	var unseen []string
-	for _, field := range fields {
+	for _, field := range breach.KnownFields {
 		if !f.fields[field] {
 			unseen = append(unseen, field)
 		}
@@ -240,10 +240,10 @@ func (g *generator) addRecordToExistingDB(f *feed) {
 }
 
 func (g *generator) pickFields(n int) []string {
-	perm := g.rnd.Perm(len(fields))
+	perm := g.rnd.Perm(len(breach.KnownFields))
 	picked := make([]string, n)
 	for i := range picked {
-		picked[i] = fields[perm[i]]
+		picked[i] = breach.KnownFields[perm[i]]
 	}
 	return picked
 }
@@ -291,7 +291,7 @@ func (g *generator) newDBName(f *feed) string {
 // Fields() order.
 func newFieldsSince(before, f *feed) []string {
 	exposed := []string{}
-	for _, field := range fields {
+	for _, field := range breach.KnownFields {
 		if f.fields[field] && !before.fields[field] {
 			exposed = append(exposed, field)
 		}

@@ -56,7 +56,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		"bare prefix":            {func(o *sim.Options) { o.Token = "svc_ak_" }, "svc_ak_"},
 		"unknown plan":           {func(o *sim.Options) { o.Plan = "gold" }, "plan"},
 		"negative rate limit":    {func(o *sim.Options) { o.RateLimit = -1 }, "negative"},
-		"empty address list":     {func(o *sim.Options) { o.Addresses = []sim.Address{} }, "no addresses"},
+		"same token twice":       {func(o *sim.Options) { o.MoreAccounts = []sim.Account{{Token: testToken, Plan: "pro"}} }, "another account's"},
+		"second account's plan":  {func(o *sim.Options) { o.MoreAccounts = []sim.Account{{Token: "svc_ak_two", Plan: "gold"}} }, "account 2: plan"},
 		"relative webhook URL":   {func(o *sim.Options) { o.WebhookURL = "/hook"; o.WebhookSecret = testSecret }, "absolute"},
 		"webhook without secret": {func(o *sim.Options) { o.WebhookURL = "http://127.0.0.1:1/hook" }, "secret"},
 	} {
@@ -68,5 +69,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := sim.New(valid); err != nil {
 		t.Errorf("valid options: %v", err)
+	}
+	empty := valid
+	empty.Addresses = []sim.Address{} // a test sets the answers itself
+	if _, err := sim.New(empty); err != nil {
+		t.Errorf("an account without addresses: %v", err)
 	}
 }

@@ -22,12 +22,12 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/jonboulle/clockwork"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
-var plans = []string{"free", "personal", "pro", "business"}
-
 // Plans returns the plans in the spec's order.
-func Plans() []string { return slices.Clone(plans) }
+func Plans() []string { return slices.Clone(breach.KnownPlans) }
 
 // TokenPrefix starts every API key the service issues.
 const TokenPrefix = "svc_ak_"
@@ -40,16 +40,29 @@ const DefaultDashboardBaseURL = "https://breach-monitor.example/dashboard"
 
 const defaultDeliveryTimeout = 10 * time.Second
 
+// Account is one API key's account: its key, its plan and its addresses.
+// Each key has its own fixed window (the spec's limit is per key).
+type Account struct {
+	Token     string    // the accepted bearer token, svc_ak_...
+	Plan      string    // free|personal|pro|business
+	Addresses []Address // nil: DefaultAddresses(); empty: none until a test sets them
+}
+
 // Options configure a Simulator. Zero values get the documented defaults.
 type Options struct {
-	Token     string    // the one accepted bearer token, svc_ak_...
-	Plan      string    // free|personal|pro|business
-	Addresses []Address // nil: DefaultAddresses()
-	RateLimit int       // requests per fixed minute per token; 0: DefaultRateLimit
-	Seed      int64     // fixes the initial state and every sweep's changes
-	Clock     clockwork.Clock
-	// Deliveries happen only when WebhookURL is set and the plan is pro or
-	// business, as the spec restricts them.
+	// Token, Plan and Addresses are the first account: the one every test
+	// control (SetToken, SetAddress, Answer, ...) acts on.
+	Token     string
+	Plan      string
+	Addresses []Address
+	// MoreAccounts are further keys, each with its own account, addresses
+	// and window; sweeps change their addresses too.
+	MoreAccounts []Account
+	RateLimit    int   // requests per fixed minute per key; 0: DefaultRateLimit
+	Seed         int64 // fixes the initial state and every sweep's changes
+	Clock        clockwork.Clock
+	// Deliveries happen only when WebhookURL is set and the first account's
+	// plan is pro or business, as the spec restricts them.
 	WebhookURL    string
 	WebhookSecret []byte
 	HTTPClient    *http.Client // for deliveries; nil: a client with a 10s timeout
@@ -63,40 +76,54 @@ type Options struct {
 type Simulator struct {
 	clock         clockwork.Clock
 	logger        log.Logger
-	window        *fixedWindow
+	limit         int
 	webhookURL    string
 	webhookSecret []byte
 	httpClient    *http.Client
 	dashboardBase string
 	pending       *inflight
 
-	// ctlMu guards what the admin controls change (admin.go): the accepted
-	// token, /me (its plan decides deliveries) and the injected faults.
+	// ctlMu guards what the test controls change (admin.go, hooks.go): each
+	// key's accepted token and /me (the first account's plan decides
+	// deliveries), the injected faults and the Go hooks.
 	ctlMu  sync.Mutex
-	token  string
-	me     Me
+	keys   []*key
 	faults faults
+	hooks  hooks
 
-	mu       sync.Mutex // guards accounts' feeds and gen
-	accounts []*account
-	byEmail  map[string]*account // lower-cased email
-	gen      generator
+	mu  sync.Mutex // guards every key's addresses, their feeds, and gen
+	gen generator
 
 	statsMu sync.Mutex
 	stats   Stats
+	log     requestLog
 }
 
-// account is one address on the account; feeds (parallel to sources) exist
+// key is one account as the API sees it: a token, /me, the fixed window
+// and the addresses.
+type key struct {
+	token  string // ctlMu
+	me     Me     // ctlMu
+	window *fixedWindow
+
+	monitored []*monitored          // mu
+	byEmail   map[string]*monitored // mu; by breach.Key
+	others    *Answer               // mu; how addresses not listed are answered, nil: 404
+}
+
+// monitored is one address on an account; feeds (parallel to sources) exist
 // only for verified addresses, since only they are swept.
-type account struct {
+type monitored struct {
 	Address
 	feeds []*feed
-	// pinned accounts were set up through the admin controls: sweeps leave
+	// pinned addresses were set up through the test controls: sweeps leave
 	// them alone, so a test decides every change of their state.
 	pinned bool
+	// exact, when set by Answer, is the address's answer verbatim.
+	exact *Answer
 }
 
-func (a *account) breaches() Breaches {
+func (a *monitored) breaches() Breaches {
 	b := Breaches{Email: a.Email, Sources: []BreachSourceState{}}
 	for _, f := range a.feeds {
 		if f.scanned {
@@ -110,17 +137,26 @@ func (a *account) breaches() Breaches {
 // two thirds of the verified addresses already have findings in some feeds
 // (so a client has data at once), the rest have not been scanned yet.
 func New(o Options) (*Simulator, error) {
-	if !strings.HasPrefix(o.Token, TokenPrefix) || len(o.Token) == len(TokenPrefix) || strings.ContainsAny(o.Token, " \t\r\n") {
-		return nil, fmt.Errorf("token must have the form %s<token> without spaces", TokenPrefix)
-	}
-	if !slices.Contains(plans, o.Plan) {
-		return nil, fmt.Errorf("plan %q is not one of %s", o.Plan, strings.Join(plans, ", "))
-	}
-	if o.Addresses == nil {
-		o.Addresses = DefaultAddresses()
-	}
-	if err := validateAddresses(o.Addresses); err != nil {
-		return nil, err
+	accounts := append([]Account{{Token: o.Token, Plan: o.Plan, Addresses: o.Addresses}}, o.MoreAccounts...)
+	tokens := make(map[string]bool, len(accounts))
+	for i := range accounts {
+		a := &accounts[i]
+		if err := checkToken(a.Token); err != nil {
+			return nil, fmt.Errorf("account %d: %w", i+1, err)
+		}
+		if tokens[a.Token] {
+			return nil, fmt.Errorf("account %d: its token is another account's", i+1)
+		}
+		tokens[a.Token] = true
+		if !slices.Contains(breach.KnownPlans, a.Plan) {
+			return nil, fmt.Errorf("account %d: plan %q is not one of %s", i+1, a.Plan, strings.Join(breach.KnownPlans, ", "))
+		}
+		if a.Addresses == nil {
+			a.Addresses = DefaultAddresses()
+		}
+		if err := validateAddresses(a.Addresses); err != nil {
+			return nil, fmt.Errorf("account %d: %w", i+1, err)
+		}
 	}
 	switch {
 	case o.RateLimit < 0:
@@ -150,27 +186,41 @@ func New(o Options) (*Simulator, error) {
 		o.DashboardBaseURL = DefaultDashboardBaseURL
 	}
 
-	tokenHash := sha256.Sum256([]byte(o.Token))
 	s := &Simulator{
-		token:         o.Token,
-		me:            Me{ID: "usr_" + hex.EncodeToString(tokenHash[:6]), Email: ownerEmail(o.Addresses), Plan: o.Plan},
 		clock:         o.Clock,
 		logger:        o.Logger,
-		window:        &fixedWindow{limit: o.RateLimit},
+		limit:         o.RateLimit,
 		webhookURL:    o.WebhookURL,
 		webhookSecret: slices.Clone(o.WebhookSecret),
 		httpClient:    o.HTTPClient,
 		dashboardBase: strings.TrimSuffix(o.DashboardBaseURL, "/"),
 		pending:       newInflight(),
-		byEmail:       make(map[string]*account, len(o.Addresses)),
 		gen:           generator{rnd: rand.New(rand.NewSource(o.Seed))},
 		stats:         newStats(),
 	}
-	s.seedAccounts(o.Addresses)
+	for _, a := range accounts {
+		tokenHash := sha256.Sum256([]byte(a.Token))
+		k := &key{
+			token:   a.Token,
+			me:      Me{ID: "usr_" + hex.EncodeToString(tokenHash[:6]), Email: ownerEmail(a.Addresses), Plan: a.Plan},
+			window:  &fixedWindow{limit: o.RateLimit},
+			byEmail: make(map[string]*monitored, len(a.Addresses)),
+		}
+		s.seedAccount(k, a.Addresses)
+		s.keys = append(s.keys, k)
+	}
 	if o.WebhookURL != "" && !s.delivering() {
 		level.Info(s.logger).Log("msg", "webhook configured but not delivered: the plan has no webhooks", "plan", o.Plan)
 	}
 	return s, nil
+}
+
+// checkToken holds a key to the spec's form svc_ak_<token>.
+func checkToken(token string) error {
+	if !strings.HasPrefix(token, TokenPrefix) || len(token) == len(TokenPrefix) || strings.ContainsAny(token, " \t\r\n") {
+		return fmt.Errorf("token must have the form %s<token> without spaces", TokenPrefix)
+	}
+	return nil
 }
 
 // ownerEmail is the account's own address for /me: the first verified one,
@@ -181,16 +231,19 @@ func ownerEmail(addrs []Address) string {
 			return a.Email
 		}
 	}
-	return addrs[0].Email
+	if len(addrs) > 0 {
+		return addrs[0].Email
+	}
+	return "owner@example.com" // an account a test fills address by address
 }
 
-func (s *Simulator) seedAccounts(addrs []Address) {
+func (s *Simulator) seedAccount(k *key, addrs []Address) {
 	now := s.clock.Now().UTC().Truncate(time.Millisecond)
 	verified := 0
 	for _, addr := range addrs {
-		a := &account{Address: addr}
+		a := &monitored{Address: addr}
 		if addr.Verified {
-			for _, src := range sources {
+			for _, src := range breach.KnownSources {
 				a.feeds = append(a.feeds, newFeed(src))
 			}
 			// Every third verified address starts unscanned so first scans
@@ -200,8 +253,8 @@ func (s *Simulator) seedAccounts(addrs []Address) {
 			}
 			verified++
 		}
-		s.accounts = append(s.accounts, a)
-		s.byEmail[strings.ToLower(addr.Email)] = a
+		k.monitored = append(k.monitored, a)
+		k.byEmail[breach.Key(addr.Email)] = a
 	}
 }
 
@@ -225,23 +278,21 @@ func (s *Simulator) seedFindings(feeds []*feed, now time.Time) {
 	}
 }
 
-// lookup finds an address case-insensitively, as mail providers treat them.
-// Callers hold s.mu.
-func (s *Simulator) lookup(email string) (*account, bool) {
-	a, ok := s.byEmail[strings.ToLower(email)]
+// lookup finds an address of k case-insensitively, as mail providers treat
+// them. Callers hold s.mu.
+func (k *key) lookup(email string) (*monitored, bool) {
+	a, ok := k.byEmail[breach.Key(email)]
 	return a, ok
 }
 
-// State returns what GET /breaches would return for email now; false when
-// the address is unknown or unverified.
+// State returns what GET /breaches would return for email on the first
+// account now; false when the address is unknown or unverified.
 func (s *Simulator) State(email string) (Breaches, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a, ok := s.lookup(email)
-	if !ok || !a.Verified {
+	status, body := s.answer(s.keys[0], email)
+	if status != http.StatusOK {
 		return Breaches{}, false
 	}
-	return a.breaches(), true
+	return body.(Breaches), true
 }
 
 // Sweep runs one sweep at the clock's current time and returns the alerts it
@@ -254,10 +305,7 @@ func (s *Simulator) Sweep(ctx context.Context) []Alert {
 	s.mu.Lock()
 	now := s.clock.Now().UTC().Truncate(time.Millisecond)
 	var alerts []Alert
-	for _, a := range s.accounts {
-		if a.pinned {
-			continue
-		}
+	for _, a := range s.sweepable() {
 		for _, f := range a.feeds {
 			before := f.clone()
 			switch {
@@ -283,6 +331,20 @@ func (s *Simulator) Sweep(ctx context.Context) []Alert {
 		s.deliverAll(ctx, alerts)
 	}
 	return alerts
+}
+
+// sweepable lists the addresses sweeps change, account by account in
+// order (the order is part of the seed's determinism). Callers hold s.mu.
+func (s *Simulator) sweepable() []*monitored {
+	var out []*monitored
+	for _, k := range s.keys {
+		for _, a := range k.monitored {
+			if !a.pinned {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }
 
 // Flush waits until every delivery started so far has succeeded or been

@@ -18,6 +18,9 @@ type Stats struct {
 	// receiver's alert counters should show.
 	Alerts     map[AlertKey]int
 	Deliveries DeliveryStats
+	// RequestsForgotten counts requests dropped from the front of the
+	// request log (Requests) to keep it bounded.
+	RequestsForgotten int
 }
 
 // DeliveryStats count webhook HTTP attempts and abandoned alerts.

@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
@@ -40,13 +42,13 @@ func get(t *testing.T, url, token string) (int, http.Header, []byte) {
 
 // The stand-in's answers are what the spec describes: the exporter's own
 // strict decoder takes them, and each status comes with its Error body.
-func TestAPIAnswersAsTheSpecSays(t *testing.T) {
+func TestStandInAnswersAsTheSpecSays(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
-	a := testkit.NewAPI(t, clock)
+	a := testkit.NewStandIn(t, clock)
 	alice := breach.SourceState{Source: "archive", BreachCount: 2, SourceDBs: []string{"db-a"}, FieldsExposed: []string{"password"},
 		HasPlaintextPassword: true, LastScannedAt: time.Date(2031, 5, 6, 7, 0, 0, 0, time.UTC), LastChangedAt: time.Date(2031, 5, 1, 0, 0, 0, 0, time.UTC)}
-	a.Answer("Alice@example.com", testkit.Verified(alice))
-	a.Answer("bob@example.com", testkit.Unverified())
+	a.Answer("Alice@example.com", sim.Verified(alice))
+	a.Answer("bob@example.com", sim.Unverified())
 	a.SetPlan("business")
 	base := a.BaseURL()
 
@@ -79,11 +81,13 @@ func TestAPIAnswersAsTheSpecSays(t *testing.T) {
 		}
 	}
 
-	a.AnswerOthers(testkit.Verified())
-	if code, _, body := get(t, base+"/breaches?email=carol%40example.com", testkit.APIToken); code != 200 || string(body) != `{"email":"carol@example.com","sources":[]}` {
+	a.AnswerOthers(sim.Verified())
+	if code, _, body := get(t, base+"/breaches?email=carol%40example.com", testkit.APIToken); code != 200 || strings.TrimSpace(string(body)) != `{"email":"carol@example.com","sources":[]}` {
 		t.Errorf("carol with AnswerOthers: %d %s", code, body)
 	}
-	a.Rotate("svc_ak_new")
+	if err := a.SetToken("svc_ak_new"); err != nil {
+		t.Fatal(err)
+	}
 	if code, _, _ := get(t, base+"/me", testkit.APIToken); code != 401 {
 		t.Errorf("the old token after a rotation: %d, want 401", code)
 	}
@@ -114,9 +118,9 @@ func isErrorBody(body []byte) bool {
 
 // Scripted faults answer the next requests in order, ahead of a standing
 // fault; the log marks them.
-func TestAPIFaults(t *testing.T) {
-	a := testkit.NewAPI(t, nil)
-	a.AnswerOthers(testkit.Verified())
+func TestStandInFaults(t *testing.T) {
+	a := testkit.NewStandIn(t, nil)
+	a.AnswerOthers(sim.Verified())
 	url := a.BaseURL() + "/breaches?email=a%40example.com"
 	a.Misbehave(testkit.Status(503))
 	a.Script(testkit.Status(500), a.RateLimited(testkit.NextMinute))
