@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
@@ -463,7 +464,7 @@ func TestJournalFullDisk(t *testing.T) {
 		}
 	})
 	clock := clockwork.NewFakeClock()
-	var logged syncBuffer
+	var logged testkit.SyncBuffer
 	j := openJournalWith(t, dir, 0, JournalOptions{Logger: log.NewLogfmtLogger(&logged), Clock: clock, MaxRecordBytes: testMaxRecord})
 	filler := filepath.Join(dir, "filler")
 	fill(t, filler)
@@ -476,13 +477,13 @@ func TestJournalFullDisk(t *testing.T) {
 	if segs := segmentsIn(t, dir); len(segs) != 0 {
 		t.Errorf("segments left on the full disk: %v", segs)
 	}
-	if lines := logged.lines(); len(lines) != 1 || !strings.Contains(lines[0], "suppressed=0") {
-		t.Fatalf("log after %d failures:\n%s", tries, strings.Join(lines, "\n"))
+	if logged.Count("Journal write failed") != 1 || logged.Count("suppressed=0") != 1 {
+		t.Fatalf("log after %d failures:\n%s", tries, logged.String())
 	}
 	clock.Advance(failureLogInterval)
 	j.Commit(acceptedAlert(tries), func() { t.Error("applied on a full disk") })
-	if lines := logged.lines(); len(lines) != 2 || !strings.Contains(lines[1], fmt.Sprintf("suppressed=%d", tries-1)) {
-		t.Fatalf("log a minute later:\n%s", strings.Join(lines, "\n"))
+	if logged.Count("Journal write failed") != 2 || logged.Count(fmt.Sprintf("suppressed=%d", tries-1)) != 1 {
+		t.Fatalf("log a minute later:\n%s", logged.String())
 	}
 	if testutil.ToFloat64(j.failures) != tries+1 {
 		t.Errorf("failures %v, want %d", testutil.ToFloat64(j.failures), tries+1)
@@ -513,24 +514,6 @@ func fill(t *testing.T, path string) {
 			return
 		}
 	}
-}
-
-// syncBuffer is a log destination the writer goroutine and the test share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
 }
 
 func gatherValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
