@@ -579,7 +579,9 @@ func (j *Journal) refuse(batch []*pending, err error) {
 	case errors.Is(err, errRecordTooLarge):
 		msg = "An accepted alert's journal record is over the cap on one record; answered 503"
 	}
-	j.failLog.Log(level.Error(j.logger), failureReason(err), "msg", msg, "dir", j.folder.path, "alerts", len(batch), "err", err)
+	if suppressed, ok := j.failLog.Allow(failureReason(err)); ok {
+		level.Error(j.logger).Log("msg", msg, "dir", j.folder.path, "alerts", len(batch), "err", err, ratelog.SuppressedKey, suppressed)
+	}
 	for _, p := range batch {
 		p.done <- fmt.Errorf("journal: %w", err)
 	}

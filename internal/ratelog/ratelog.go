@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
 )
 
@@ -41,14 +40,17 @@ func New(interval time.Duration, clock clockwork.Clock) *Limiter {
 	return &Limiter{interval: interval, clock: clock, reasons: map[string]*pace{}}
 }
 
-// Log writes keyvals and the count of lines suppressed since the last one
-// to logger, unless a line of reason was written less than an interval ago;
-// then it only counts it. reason is one of the caller's constants (or an
+// Allow reports whether a line of reason may be written now and, if so,
+// how many lines of reason were left out since the last one written (the
+// caller logs it under SuppressedKey); if not, it counts the line as left
+// out. The caller writes the line itself, so that the log's caller is
+// the code that failed. reason is one of the caller's constants (or an
 // errno's name), never a value from outside: the Limiter keeps an entry
 // per reason for its life.
-func (l *Limiter) Log(logger log.Logger, reason string, keyvals ...any) error {
+func (l *Limiter) Allow(reason string) (suppressed int, ok bool) {
 	now := l.clock.Now()
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	p := l.reasons[reason]
 	if p == nil {
 		p = &pace{}
@@ -56,12 +58,9 @@ func (l *Limiter) Log(logger log.Logger, reason string, keyvals ...any) error {
 	}
 	if now.Before(p.next) {
 		p.suppressed++
-		l.mu.Unlock()
-		return nil
+		return 0, false
 	}
-	suppressed := p.suppressed
+	suppressed = p.suppressed
 	p.next, p.suppressed = now.Add(l.interval), 0
-	l.mu.Unlock()
-	// A copy: the caller's slice may have room that append would write.
-	return logger.Log(append(keyvals[:len(keyvals):len(keyvals)], SuppressedKey, suppressed)...)
+	return suppressed, true
 }
