@@ -24,6 +24,7 @@ import (
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 	"github.com/breach-exporter/breach_exporter/webhook"
@@ -395,8 +396,18 @@ func startDurableReceiver(secret []byte) (webhookTarget, error) {
 	if err != nil {
 		return webhookTarget{}, err
 	}
-	j, _, err := persist.OpenJournal(dir, 0, prometheus.NewRegistry(), log.NewNopLogger())
+	reg := prometheus.NewRegistry()
+	store, err := persist.Open(dir, reg, log.NewNopLogger())
 	if err != nil {
+		os.RemoveAll(dir)
+		return webhookTarget{}, err
+	}
+	j, err := store.OpenJournal(persist.JournalOptions{Registerer: reg, Logger: log.NewNopLogger(), MaxRecordBytes: config.MaxWebhookBodyBytes})
+	if err == nil {
+		_, err = j.Replay(0, func(watchlist.AcceptedAlert) {}) // a fresh folder: starts the writer
+	}
+	if err != nil {
+		store.Close()
 		os.RemoveAll(dir)
 		return webhookTarget{}, err
 	}
@@ -408,6 +419,7 @@ func startDurableReceiver(secret []byte) (webhookTarget, error) {
 			stopServer()
 		}
 		j.Close()
+		store.Close()
 		os.RemoveAll(dir)
 	}
 	if err != nil {

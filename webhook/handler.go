@@ -184,13 +184,11 @@ func (h *Handler) commit(a watchlist.AcceptedAlert, maxEntries int) error {
 	return h.journal.Commit(a, apply)
 }
 
-// Replay applies alerts accepted before a restart, from the journal, in
-// its order. Call it after Restore and before serving.
-func (h *Handler) Replay(as []watchlist.AcceptedAlert) {
-	maxEntries := h.config.Load().Config.Webhook.DedupMaxEntries
-	for _, a := range as {
-		h.apply(a, maxEntries)
-	}
+// Replay applies an alert accepted before a restart, from the journal,
+// which calls it with each of its records in order. Call it after Restore
+// and before serving.
+func (h *Handler) Replay(a watchlist.AcceptedAlert) {
+	h.apply(a, h.config.Load().Config.Webhook.DedupMaxEntries)
 }
 
 // apply is everything an accepted alert changes: the duplicate memory, its

@@ -44,7 +44,9 @@ func TestAlertNotDurableIs503(t *testing.T) {
 	// What the journal held comes back through Replay in a new handler:
 	// counted, and its body a duplicate.
 	g := newFixture(t, settings{Addresses: []string{"bob@example.com"}})
-	g.h.Replay(records)
+	for _, a := range records {
+		g.h.Replay(a)
+	}
 	if g.outcomeCount(outcomeAccepted) != 1 || g.alertCount("bob@example.com", "index", "warning") != 1 {
 		t.Fatal("a replayed alert was not counted")
 	}

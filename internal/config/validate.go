@@ -17,7 +17,9 @@ import (
 const (
 	// MaxRequestsPerMinute is the service's limit per key (spec section 8).
 	MaxRequestsPerMinute = 60
-	maxWebhookBody       = 16 << 20
+	// MaxWebhookBodyBytes is the largest webhook.max_body_bytes; the
+	// journal caps one record at it.
+	MaxWebhookBodyBytes = 16 << 20
 	// Bounds the replay cache's memory: roughly 100 bytes per entry.
 	maxDedupEntries = 10_000_000
 	// Discovered addresses share the budget with configured ones; beyond
@@ -186,8 +188,8 @@ func (w *WebhookConfig) validate(fail func(string, ...any)) {
 			firstIndex[f] = i
 		}
 	}
-	if w.MaxBodyBytes < 1 || w.MaxBodyBytes > maxWebhookBody {
-		fail("webhook.max_body_bytes: %d is out of range 1..%d", w.MaxBodyBytes, maxWebhookBody)
+	if w.MaxBodyBytes < 1 || w.MaxBodyBytes > MaxWebhookBodyBytes {
+		fail("webhook.max_body_bytes: %d is out of range 1..%d", w.MaxBodyBytes, MaxWebhookBodyBytes)
 	}
 	if w.DedupWindow <= 0 {
 		fail("webhook.dedup_window: %s must be greater than 0", w.DedupWindow)

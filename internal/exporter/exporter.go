@@ -164,14 +164,14 @@ func New(o Options) (_ *Exporter, err error) {
 // restart: the snapshot's duplicate memory and counts, then the journal's
 // alerts accepted since. It returns how many alerts the journal replayed.
 func (e *Exporter) startReceiver(saved *persist.State) (int, error) {
-	var replay []watchlist.AcceptedAlert
 	if e.store != nil {
-		var position uint64
-		if saved != nil {
-			position = saved.Journal
-		}
 		var err error
-		e.journal, replay, err = persist.OpenJournal(e.opts.StoragePath, position, e.opts.Registerer, log.With(e.logger, "component", "journal"))
+		e.journal, err = e.store.OpenJournal(persist.JournalOptions{
+			Registerer:     e.opts.Registerer,
+			Logger:         log.With(e.logger, "component", "journal"),
+			Clock:          e.clock,
+			MaxRecordBytes: config.MaxWebhookBodyBytes,
+		})
 		if err != nil {
 			return 0, fmt.Errorf("--storage.path %q: journal: %w", e.opts.StoragePath, err)
 		}
@@ -191,11 +191,23 @@ func (e *Exporter) startReceiver(saved *persist.State) (int, error) {
 		e.hook.Restore(saved.Seen)
 		e.hook.RestoreCounts(saved.Webhook)
 	}
-	e.hook.Replay(replay)
-	if len(replay) > 0 {
-		level.Info(e.logger).Log("msg", "Replayed the journal: alerts accepted after the last snapshot", "alerts", len(replay))
+	if e.journal == nil {
+		return 0, nil
 	}
-	return len(replay), nil
+	var position uint64
+	if saved != nil {
+		position = saved.Journal
+	}
+	// Each record is applied as it is read: the journal is never held
+	// whole in memory.
+	replayed, err := e.journal.Replay(position, e.hook.Replay)
+	if err != nil {
+		return 0, fmt.Errorf("--storage.path %q: journal: %w", e.opts.StoragePath, err)
+	}
+	if replayed > 0 {
+		level.Info(e.logger).Log("msg", "Replayed the journal: alerts accepted after the last snapshot", "alerts", replayed)
+	}
+	return replayed, nil
 }
 
 // journalOrNil keeps a nil *persist.Journal from becoming a non-nil
@@ -345,7 +357,8 @@ func (e *Exporter) Close() error {
 	return err
 }
 
-// release closes the journal and unlocks the storage folder.
+// release closes the journal, then unlocks the storage folder it writes
+// in.
 func (e *Exporter) release() {
 	if e.journal != nil {
 		e.journal.Close()

@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
@@ -252,27 +251,39 @@ func (a addressV1) validate() error {
 // Write replaces the snapshot in dir with data atomically: a crash at any
 // moment leaves either the old complete file or the new one.
 func Write(dir string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, FileName+".tmp-*")
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // after a successful rename this is a no-op
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+	defer root.Close()
+	return write(root, data)
+}
+
+// write is Write in an open folder. The temporary file's name is fixed:
+// one process writes in a folder at a time (its lock).
+func write(root *os.Root, data []byte) error {
+	const tmp = FileName + ".tmp"
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
+	defer root.Remove(tmp) // after a successful rename this is a no-op
+	if _, err := f.Write(data); err != nil {
+		f.Close()
 		return err
 	}
-	if err := tmp.Close(); err != nil {
+	if err := f.Sync(); err != nil {
+		f.Close()
 		return err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, FileName)); err != nil {
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := root.Rename(tmp, FileName); err != nil {
 		return err
 	}
 	// The rename is durable only once the folder's entry is.
-	d, err := os.Open(dir)
+	d, err := root.Open(".")
 	if err != nil {
 		return err
 	}

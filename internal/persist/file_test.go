@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -223,6 +225,62 @@ func TestOneStorePerFolder(t *testing.T) {
 	}
 	if err := first.Close(); err != nil {
 		t.Fatal(err)
+	}
+	second, _ := newStore(t, dir)
+	second.Close()
+}
+
+// The lock is the folder's: removing or replacing its lock file lets no
+// second store in, and the error still names the folder and, when the
+// lock file says it, the holder's pid.
+func TestLockHoldsWithoutItsFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	first, _ := newStore(t, dir)
+	defer first.Close()
+	_, err := Open(dir, prometheus.NewRegistry(), log.NewNopLogger())
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("a second Open: %v", err)
+	}
+	lock := filepath.Join(dir, LockName)
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, prometheus.NewRegistry(), log.NewNopLogger()); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("a second Open after the lock file was removed: %v", err)
+	}
+	if err := os.WriteFile(lock, []byte("1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, prometheus.NewRegistry(), log.NewNopLogger()); err == nil {
+		t.Fatal("a second Open after the lock file was replaced succeeded")
+	}
+}
+
+// A snapshot counts as written only in the folder the path names: once
+// the folder was moved (or removed and made anew), Save fails, counted,
+// and writes nothing into the new folder, which a second store can take.
+func TestSnapshotRefusedInAMovedFolder(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "data")
+	s, _ := newStore(t, dir)
+	defer s.Close()
+	if err := s.Save(sample(), at); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(dir, filepath.Join(base, "data.old")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(sample(), at); err == nil || !errors.Is(err, errFolderMoved) {
+		t.Fatalf("Save after the folder moved: %v", err)
+	}
+	if testutil.ToFloat64(s.lastOK) != 0 || testutil.ToFloat64(s.writeErrors) != 1 {
+		t.Error("the refused snapshot is not visible in the metrics")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the new folder holds %v", entries)
 	}
 	second, _ := newStore(t, dir)
 	second.Close()

@@ -6,26 +6,18 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/sys/unix"
 )
 
-// LockName is the lock file inside --storage.path: one process owns the
-// folder at a time, as Prometheus locks its data directory.
-const LockName = "lock"
-
 // Store is the snapshot file in one folder, with its metrics. It holds
-// the folder's lock until Close.
+// the folder, locked, until Close.
 type Store struct {
-	dir    string
+	folder *folder
 	logger log.Logger
-	lock   *os.File
 
 	lastOK       prometheus.Gauge
 	lastOKTime   prometheus.Gauge
@@ -36,35 +28,35 @@ type Store struct {
 	restored     prometheus.Gauge
 }
 
+// writeCheck is the file Open creates and removes to see that the folder
+// takes files.
+const writeCheck = ".write-check"
+
 // Open makes dir (and its parents) if needed, locks it and checks that a
 // file can be created in it, so that a path that cannot hold a snapshot,
 // or that another process uses, refuses the start instead of failing every
 // interval or writing over the other's state.
 func Open(dir string, reg prometheus.Registerer, logger log.Logger) (s *Store, err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	lock, err := lockDir(dir)
+	f, err := openFolder(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			lock.Close()
+			f.close()
 		}
 	}()
-	probe, err := os.CreateTemp(dir, ".write-check-*")
+	probe, err := f.root.OpenFile(writeCheck, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	probe.Close()
-	if err := os.Remove(probe.Name()); err != nil {
+	if err := f.root.Remove(writeCheck); err != nil {
 		return nil, err
 	}
 	s = &Store{
-		dir:    dir,
+		folder: f,
 		logger: logger,
-		lock:   lock,
 		lastOK: gauge("breach_exporter_state_snapshot_last_successful",
 			"1 when the last write of the state snapshot succeeded, else 0."),
 		lastOKTime: gauge("breach_exporter_state_snapshot_last_success_timestamp_seconds",
@@ -90,34 +82,8 @@ func Open(dir string, reg prometheus.Registerer, logger log.Logger) (s *Store, e
 	return s, nil
 }
 
-// lockDir takes an exclusive flock on dir's lock file and writes the
-// process's id into it, for whoever finds the folder taken. The kernel
-// releases the lock when the process ends, however it ends: a killed
-// exporter's folder is free at once.
-func lockDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, LockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			holder, _ := os.ReadFile(path)
-			return nil, fmt.Errorf("the folder is in use by another process (pid %s, in %s): one exporter per --storage.path",
-				strings.TrimSpace(string(holder)), path)
-		}
-		return nil, fmt.Errorf("locking %s: %w", path, err)
-	}
-	// The id is for people; the lock works without it.
-	if f.Truncate(0) == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return f, nil
-}
-
-// Close releases the folder's lock.
-func (s *Store) Close() error { return s.lock.Close() }
+// Close releases the folder and its lock. Close the journal first.
+func (s *Store) Close() error { return s.folder.close() }
 
 func gauge(name, help string) prometheus.Gauge {
 	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
@@ -127,14 +93,12 @@ func counter(name, help string) prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 }
 
-func (s *Store) path() string { return filepath.Join(s.dir, FileName) }
-
 // Load reads the snapshot. No file is a first start. A file that cannot be
 // used is logged with the reason, counted, and moved aside (to *.corrupt,
 // for a human to look at) so the next start does not trip on it again; the
 // exporter then starts empty.
 func (s *Store) Load() (State, bool) {
-	data, err := os.ReadFile(s.path())
+	data, err := s.folder.root.ReadFile(FileName)
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, false
 	}
@@ -145,29 +109,34 @@ func (s *Store) Load() (State, bool) {
 		}
 	}
 	s.loadFailures.Inc()
-	aside := s.path() + ".corrupt"
-	if mvErr := os.Rename(s.path(), aside); mvErr != nil {
-		level.Error(s.logger).Log("msg", "The state snapshot cannot be read nor moved aside; starting empty", "file", s.path(), "err", err, "move_err", mvErr)
+	path, aside := filepath.Join(s.folder.path, FileName), filepath.Join(s.folder.path, FileName+".corrupt")
+	if mvErr := s.folder.root.Rename(FileName, FileName+".corrupt"); mvErr != nil {
+		level.Error(s.logger).Log("msg", "The state snapshot cannot be read nor moved aside; starting empty", "file", path, "err", err, "move_err", mvErr)
 		return State{}, false
 	}
-	level.Error(s.logger).Log("msg", "The state snapshot cannot be read; moved it aside and starting empty", "file", s.path(), "moved_to", aside, "err", err)
+	level.Error(s.logger).Log("msg", "The state snapshot cannot be read; moved it aside and starting empty", "file", path, "moved_to", aside, "err", err)
 	return State{}, false
 }
 
 // Restored records how many addresses the start took from the snapshot.
 func (s *Store) Restored(n int) { s.restored.Set(float64(n)) }
 
-// Save writes st atomically and records the outcome.
+// Save writes st atomically and records the outcome. The snapshot is
+// written into the folder opened at start; it counts as written only if
+// the path still names that folder once it is there.
 func (s *Store) Save(st State, now time.Time) error {
 	start := time.Now()
 	data, err := Encode(st, now)
 	if err == nil {
-		err = Write(s.dir, data)
+		err = write(s.folder.root, data)
+	}
+	if err == nil {
+		err = s.folder.check()
 	}
 	if err != nil {
 		s.lastOK.Set(0)
 		s.writeErrors.Inc()
-		return fmt.Errorf("writing the state snapshot to %s: %w", s.dir, err)
+		return fmt.Errorf("writing the state snapshot to %s: %w", s.folder.path, err)
 	}
 	s.lastOK.Set(1)
 	s.lastOKTime.Set(float64(now.UnixMilli()) / 1000)
