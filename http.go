@@ -15,6 +15,20 @@ type reloader interface {
 	Reload(ctx context.Context) error
 }
 
+// untilShutdown stops a /-/reload request waiting for its reload when the
+// program ends, so the listener's graceful shutdown never waits for one.
+type untilShutdown struct {
+	r        reloader
+	shutdown context.Context
+}
+
+func (u untilShutdown) Reload(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(u.shutdown, cancel)()
+	return u.r.Reload(ctx)
+}
+
 // newMux serves metrics, the landing page, health and the reload endpoint.
 // There is no pprof here: this listener is the one Prometheus scrapes.
 // Readiness needs no check of its own: the listener starts only after the

@@ -87,9 +87,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	// Read by exporter-toolkit as it serves; checked with the config.
+	webConfigs := []config.WebConfig{{Flag: "--web.config.file", File: *webFlags.WebConfigFile}}
+	if webhookOn {
+		webConfigs = append(webConfigs, config.WebConfig{Flag: "--webhook.web-config.file", File: *hookWebConfig})
+	}
 	if *configCheck {
-		// The start's own load path: file, token, secrets and HTTP client.
-		return checkConfig(*configFile, webhookOn, stdout, stderr)
+		// The start's own load path: file, token, secrets, HTTP client and
+		// web configs.
+		return checkConfig(ctx, *configFile, config.LoadOptions{Webhook: webhookOn, WebConfigs: webConfigs}, stdout, stderr)
 	}
 
 	level.Info(logger).Log("msg", "Starting "+name, "version", version.Info(), "build_context", version.BuildContext())
@@ -116,6 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Webhook:          webhookOn,
 		StoragePath:      *storagePath,
 		SnapshotInterval: *snapInterval,
+		WebConfigs:       webConfigs,
 	})
 	if err != nil {
 		level.Error(logger).Log("msg", "Cannot start", "config", *configFile, "err", err)
@@ -125,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	mux, err := newMux(exp, exp.MetricsHandler(reg), *telemetryPath)
+	mux, err := newMux(untilShutdown{exp, ctx}, exp.MetricsHandler(reg), *telemetryPath)
 	if err != nil {
 		level.Error(logger).Log("msg", "Cannot build the landing page", "err", err)
 		return 1
@@ -191,9 +198,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // checkConfig is --config.check: every problem on its own line, then the
-// verdict.
-func checkConfig(file string, webhookOn bool, stdout, stderr io.Writer) int {
-	bundle, err := config.LoadBundle(file, config.LoadOptions{Webhook: webhookOn})
+// verdict. SIGINT or SIGTERM (ctx) ends it even while a file read hangs (a
+// hung network mount: a named pipe or a device is refused at once).
+func checkConfig(ctx context.Context, file string, o config.LoadOptions, stdout, stderr io.Writer) int {
+	type result struct {
+		bundle *config.Bundle
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		bundle, err := config.LoadBundle(file, o)
+		done <- result{bundle, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		fmt.Fprintf(stderr, "%s: %s was not checked: interrupted while reading the files\n", name, file)
+		return 1
+	}
+	bundle, err := r.bundle, r.err
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %s is invalid:\n%v\n", name, file, err)
 		return 1

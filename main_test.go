@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -158,6 +160,28 @@ func TestRun(t *testing.T) {
 		t.Error("after a failed reload the old values must stay and the reload gauge must be 0")
 	}
 
+	// A named pipe where the config was: 500 at once naming it, and the old
+	// config keeps serving (issue 24, case 5).
+	if err := os.Remove(cfgFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(cfgFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err = client.Post(base+"/-/reload", "", nil)
+	if err != nil {
+		t.Fatalf("reload of a named pipe: %v", err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 || !strings.Contains(string(body), cfgFile+": not a regular file (a named pipe)") {
+		t.Errorf("reload of a named pipe: %d %q, want 500 naming it", resp.StatusCode, body)
+	}
+	if _, metrics = get(t, base+"/metrics"); !strings.Contains(metrics, `breach_source_breaches{address="alice@example.com",source="archive"} 2`) {
+		t.Error("after a reload of a named pipe the old values must stay")
+	}
+
 }
 
 // --config.check and a refused start say what is wrong, naming the field and
@@ -238,5 +262,48 @@ func TestLandingPageHasNoProfilingLinks(t *testing.T) {
 		if code, _ := get(t, srv.URL+l[1]); code != http.StatusOK {
 			t.Errorf("landing page link %s answers %d", l[1], code)
 		}
+	}
+}
+
+// --config.check and a start end at once with an error naming the field
+// or file on a named pipe, a web config naming one, or hmac labels without
+// their key (issue 24, cases 5 and 10).
+func TestConfigCheckOddFiles(t *testing.T) {
+	dir := t.TempDir()
+	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test\n")
+	pipe := filepath.Join(dir, "pipe.yml")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.yml")
+	testkit.WriteFile(t, good, "api: {base_url: http://127.0.0.1:1/api/v1, token_file: token}\n")
+	hmac := filepath.Join(dir, "hmac.yml")
+	testkit.WriteFile(t, hmac, "api: {base_url: http://127.0.0.1:1/api/v1, token_file: token}\nlabels: {address: hmac}\naddresses: [a@example.com, b@example.com]\n")
+	const keyProblem = "labels.address_key_file: is required when labels.address is hmac"
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"config", []string{"--config.check", "--config.file", pipe}, pipe + ": not a regular file (a named pipe)"},
+		{"web config", []string{"--config.check", "--config.file", good, "--web.config.file", pipe}, "--web.config.file: stat " + pipe + ": not a regular file"},
+		{"webhook web config", []string{"--config.check", "--config.file", good, "--webhook.listen-address", "127.0.0.1:0", "--webhook.web-config.file", pipe}, "--webhook.web-config.file: stat " + pipe},
+		{"hmac without a key", []string{"--config.check", "--config.file", hmac}, keyProblem},
+		{"start with hmac without a key", []string{"--config.file", hmac, "--web.listen-address", "127.0.0.1:0", "--storage.path", ""}, keyProblem},
+		{"start with a named pipe", []string{"--config.file", pipe, "--web.listen-address", "127.0.0.1:0", "--storage.path", ""}, "not a regular file (a named pipe)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out testkit.SyncBuffer
+			done := make(chan int, 1)
+			go func() { done <- run(context.Background(), tc.args, &out, &out) }()
+			select {
+			case code := <-done:
+				if code != 1 || !strings.Contains(out.String(), tc.want) {
+					t.Errorf("exit %d, output %q; want exit 1 and %q", code, out.String(), tc.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("did not end")
+			}
+		})
 	}
 }

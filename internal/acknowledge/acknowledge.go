@@ -11,14 +11,16 @@ package acknowledge
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/fileread"
 )
 
 // Bounds on the free text of an entry. Both become label values of every
@@ -29,6 +31,12 @@ const (
 	MaxByBytes      = 64
 	MaxCommentBytes = 256
 )
+
+// MaxReported is how many problems of one file Parse returns, and how
+// many warnings Unwatched returns; a last one counts the rest. A file of
+// tens of thousands of bad entries (a generated one gone wrong) would
+// otherwise make a reload's answer and the log as long as the file.
+const MaxReported = 20
 
 // MaxFutureSkew is how far ahead of the exporter's clock a handled_at may
 // be: a later one would acknowledge changes nobody has seen yet.
@@ -52,9 +60,11 @@ type Set struct {
 }
 
 // Load reads and parses the file at path; now bounds handled_at. Errors
-// name the file and, where there is one, the line.
+// name the file and, where there is one, the line. The file is read
+// through fileread: a named pipe, a device or a file over
+// fileread.MaxAcknowledgementsBytes is refused before any parsing.
 func Load(path string, now time.Time) (*Set, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileread.Read(path, fileread.MaxAcknowledgementsBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +91,10 @@ func Problems(err error) []error {
 	return []error{err}
 }
 
-// Parse parses the file's contents.
+// Parse parses the file's contents. Its errors name an entry by its line,
+// never by its address or by a value that may be one (labels.address may be
+// hash or hmac, whose logs must not show addresses); at most MaxReported
+// problems are returned, then how many more there are.
 func Parse(data []byte, now time.Time) (*Set, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -99,7 +112,7 @@ func Parse(data []byte, now time.Time) (*Set, error) {
 	for i := 0; i < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Value != "acknowledgements" {
-			return nil, lineError(k, "unknown key %q", k.Value)
+			return nil, lineError(k, "unknown key %s", shown(k.Value))
 		}
 		if list != nil {
 			return nil, lineError(k, "duplicate key %q", k.Value)
@@ -125,9 +138,27 @@ func Parse(data []byte, now time.Time) (*Set, error) {
 		s.entries = append(s.entries, e)
 	}
 	if len(problems) > 0 {
-		return nil, errors.Join(problems...)
+		return nil, errors.Join(capped(problems, "problems")...)
 	}
 	return s, nil
+}
+
+// capped keeps the first MaxReported of errs and counts the rest.
+func capped(errs []error, what string) []error {
+	if len(errs) <= MaxReported {
+		return errs
+	}
+	return append(errs[:MaxReported:MaxReported], fmt.Errorf("and %d more %s not shown", len(errs)-MaxReported, what))
+}
+
+// shown quotes a value from the file for an error, unless it may be an
+// address: a key or a feed typed where an address belongs (or the other
+// way round) must not put the address into a log.
+func shown(v string) string {
+	if strings.Contains(v, "@") {
+		return "(a value with @, not shown)"
+	}
+	return strconv.Quote(v)
 }
 
 func parseEntry(n *yaml.Node, now time.Time) (Entry, []error) {
@@ -142,12 +173,12 @@ func parseEntry(n *yaml.Node, now time.Time) (Entry, []error) {
 		k, v := n.Content[i], n.Content[i+1]
 		// Errors name the entry's line, and the key's where it differs.
 		if seen[k.Value] {
-			fail("acknowledgement: duplicate key %q at line %d", k.Value, k.Line)
+			fail("acknowledgement: duplicate key %s at line %d", shown(k.Value), k.Line)
 			continue
 		}
 		seen[k.Value] = true
 		if v.Kind != yaml.ScalarNode {
-			fail("acknowledgement: %s at line %d: expected a single value", k.Value, k.Line)
+			fail("acknowledgement: %s at line %d: expected a single value", shown(k.Value), k.Line)
 			continue
 		}
 		switch k.Value {
@@ -158,7 +189,7 @@ func parseEntry(n *yaml.Node, now time.Time) (Entry, []error) {
 		case "handled_at":
 			t, err := time.Parse(time.RFC3339, v.Value)
 			if err != nil {
-				fail("acknowledgement: handled_at %q at line %d is not an RFC 3339 time such as 2026-11-20T09:00:00Z", v.Value, v.Line)
+				fail("acknowledgement: handled_at %s at line %d is not an RFC 3339 time such as 2026-11-20T09:00:00Z", shown(v.Value), v.Line)
 				continue
 			}
 			e.HandledAt = t
@@ -167,17 +198,17 @@ func parseEntry(n *yaml.Node, now time.Time) (Entry, []error) {
 		case "comment":
 			e.Comment = v.Value
 		default:
-			fail("acknowledgement: unknown key %q at line %d", k.Value, k.Line)
+			fail("acknowledgement: unknown key %s at line %d", shown(k.Value), k.Line)
 		}
 	}
 	switch {
 	case e.Address == "":
 		fail("acknowledgement: address is missing")
 	case !breach.ValidEmail(e.Address):
-		fail("acknowledgement: address %q is not an email address", e.Address)
+		fail("acknowledgement: address %s is not an email address", shown(e.Address))
 	}
 	if e.Source != "" && !breach.Known(breach.KnownSources, e.Source) {
-		fail("acknowledgement: unknown feed %q in source (one of %v, or omitted for every feed)", e.Source, breach.KnownSources)
+		fail("acknowledgement: unknown feed %s in source (one of %v, or omitted for every feed)", shown(e.Source), breach.KnownSources)
 	}
 	if e.HandledAt.IsZero() && !seen["handled_at"] {
 		fail("acknowledgement: handled_at is missing")
@@ -236,9 +267,9 @@ func (s *Set) For(key, source string) (Entry, bool) {
 func (e Entry) Handled(changed time.Time) bool { return !changed.After(e.HandledAt) }
 
 // Unwatched returns a warning for each entry whose address watched does
-// not report as watched (addresses come and go, so this is no error). It
-// names the entry by its line, not its address: logs carry no address
-// outside labels.address: email.
+// not report as watched (addresses come and go, so this is no error), at
+// most MaxReported and then how many more. It names the entry by its line,
+// not its address: logs carry no address outside labels.address: email.
 func (s *Set) Unwatched(watched func(key string) bool) []error {
 	var out []error
 	for _, e := range s.Entries() {
@@ -246,5 +277,5 @@ func (s *Set) Unwatched(watched func(key string) bool) []error {
 			out = append(out, fmt.Errorf("line %d: the entry's address is not watched", e.Line))
 		}
 	}
-	return out
+	return capped(out, "entries for addresses not watched")
 }

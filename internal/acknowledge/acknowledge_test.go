@@ -1,11 +1,14 @@
 package acknowledge
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/fileread"
 )
 
 var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -133,5 +136,83 @@ func TestUnwatchedWarnsPerEntry(t *testing.T) {
 	warnings := s.Unwatched(func(k string) bool { return k == "alice@example.com" })
 	if len(warnings) != 1 || warnings[0].Error() != "line 10: the entry's address is not watched" {
 		t.Errorf("got %v, want one warning for bob at line 10", warnings)
+	}
+}
+
+// No error shows an address, or a value that may be one, wherever it was
+// written: the entry's line names it (issue 24, case 6).
+func TestErrorsNeverShowAnAddress(t *testing.T) {
+	const secret = "alice secret@example.com"
+	data := "acknowledgements:\n" +
+		"  - address: " + secret + "\n    handled_at: 2026-11-20T09:00:00Z\n    by: ops\n" +
+		"  - address: bob@example.com\n    source: " + secret + "\n    handled_at: 2026-11-20T09:00:00Z\n    by: ops\n" +
+		"  - address: bob@example.com\n    handled_at: " + secret + "\n    by: ops\n    " + secret + ": x\n"
+	_, err := Parse([]byte(data), now)
+	if err == nil {
+		t.Fatal("invalid entries passed")
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Errorf("an error shows the address: %v", err)
+	}
+	for _, line := range []string{"line 2: acknowledgement: address (a value with @, not shown) is not", "line 5: acknowledgement: unknown feed (a value", "line 9: acknowledgement: handled_at (a value", "unknown key (a value"} {
+		if !strings.Contains(err.Error(), line) {
+			t.Errorf("missing %q in %v", line, err)
+		}
+	}
+	if _, err := Parse([]byte(secret+": []\n"), now); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("a top-level key: %v, want an error without it", err)
+	}
+}
+
+// A file of many bad entries returns MaxReported problems and the count of
+// the rest, not one a line; so does Unwatched.
+func TestProblemsAreCapped(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("acknowledgements:\n")
+	const n = 1000
+	for range n {
+		b.WriteString("  - address: bob@example.com\n    handled_at: 2026-11-20T09:00:00Z\n")
+	}
+	problems := Problems(func() error { _, err := Parse([]byte(b.String()), now); return err }())
+	if len(problems) != MaxReported+1 {
+		t.Fatalf("%d problems, want %d", len(problems), MaxReported+1)
+	}
+	if last := problems[MaxReported].Error(); last != fmt.Sprintf("and %d more problems not shown", n-MaxReported) {
+		t.Errorf("last problem %q", last)
+	}
+
+	b.Reset()
+	b.WriteString("acknowledgements:\n")
+	for range n {
+		b.WriteString("  - address: bob@example.com\n    handled_at: 2026-11-20T09:00:00Z\n    by: ops\n")
+	}
+	s, err := Parse([]byte(b.String()), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnings := s.Unwatched(func(string) bool { return false })
+	if len(warnings) != MaxReported+1 || !strings.HasPrefix(warnings[MaxReported].Error(), fmt.Sprintf("and %d more", n-MaxReported)) {
+		t.Errorf("%d warnings, last %v; want %d and a count", len(warnings), warnings[len(warnings)-1], MaxReported+1)
+	}
+}
+
+// A file over its limit, or a device behind a symlink, is refused with an
+// error naming the file and the limit, before anything is parsed (issue
+// 24, case 4).
+func TestLoadRefusesWhatIsNoFileOfItsSize(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yml")
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", fileread.MaxAcknowledgementsBytes)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	zero := filepath.Join(dir, "zero.yml")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{big: fmt.Sprintf("limit of %d bytes", fileread.MaxAcknowledgementsBytes), zero: "not a regular file (a device)"} {
+		_, err := Load(path, now)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%s) = %v, want an error naming it and %q", path, err, want)
+		}
 	}
 }

@@ -51,6 +51,9 @@ type LoadOptions struct {
 	// Off, the secrets are not needed, and one that cannot be read is a
 	// warning, so dropping the webhook flags is enough to start without it.
 	Webhook bool
+	// WebConfigs are the listeners' web config files, read by
+	// exporter-toolkit; each load checks them (checkWebConfig).
+	WebConfigs []WebConfig
 }
 
 // LoadBundle is the one load path, for a start, a reload and
@@ -83,6 +86,18 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 
 	token, err := cfg.API.ReadToken()
 	l.add(err)
+	for _, w := range o.WebConfigs {
+		if w.File != "" {
+			l.add(checkWebConfig(w))
+		}
+	}
+	// The API client reads these itself (and the CA file again on new
+	// connections when it changed); checked first, they are regular files
+	// of bounded size when it does.
+	tls := &cfg.API.TLSConfig
+	if err := checkTLSFiles(tls.CAFile, tls.CertFile, tls.KeyFile); err != nil {
+		l.add(fmt.Errorf("api.tls_config: %w", err))
+	}
 	if len(l.problems) == 0 {
 		// Only a valid config has a client to build: its TLS and proxy
 		// problems are already listed otherwise.
@@ -98,7 +113,7 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 	}
 	labels, err := labelerOf(&cfg.Labels)
 	l.add(err)
-	if err == nil {
+	if labels != nil {
 		l.add(checkLabelsUnique(cfg.Watched(), labels))
 	}
 	if cfg.AcknowledgementsFile != "" {
@@ -108,7 +123,7 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 		}
 	}
 	if len(l.problems) > 0 {
-		return nil, l.problems
+		return nil, l.problems.capped()
 	}
 	b.Token = NewTokenSource(token, cfg.API.ReadToken)
 	b.Labels = labels
@@ -130,13 +145,21 @@ func (l *bundleLoader) add(err error) {
 	l.problems = append(l.problems, l.placed(err)...)
 }
 
-// labelerOf reads the label key, if any, and returns what makes the labels.
+// labelerOf reads the label key, if any, and returns what makes the labels:
+// none (nil) when the key cannot be read, or when hmac has no key file,
+// which Validate reports; a LabelMode of hmac would panic on its first
+// label.
 func labelerOf(l *LabelsConfig) (breach.Labeler, error) {
 	key, err := l.ReadLabelKey()
-	if err != nil || key == nil {
-		return l.Address, err
+	switch {
+	case err != nil:
+		return nil, err
+	case key != nil:
+		return breach.Keyed{Mode: l.Address, Key: key}, nil
+	case l.Address == breach.LabelHMAC:
+		return nil, nil
 	}
-	return breach.Keyed{Mode: l.Address, Key: key}, nil
+	return l.Address, nil
 }
 
 // checkLabelsUnique fails when two configured addresses get the same label

@@ -15,7 +15,6 @@
 package config
 
 import (
-	"os"
 	"path/filepath"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/fileread"
 )
 
 // Environment variables read when the corresponding file setting is empty.
@@ -155,7 +155,7 @@ func Load(path string) (*Config, error) {
 // a config that has problems: the config as far as it decoded (nil when the
 // file could not be read or parsed) and the line of each field.
 func load(path string) (*Config, lineIndex, Problems) {
-	data, err := os.ReadFile(path)
+	data, err := fileread.Read(path, fileread.MaxConfigBytes)
 	if err != nil {
 		return nil, nil, Problems{{Msg: err.Error()}}
 	}

@@ -42,6 +42,19 @@ func (ps Problems) Error() string {
 	return strings.Join(lines, "\n")
 }
 
+// MaxProblems is how many problems one load reports; a last one counts the
+// rest. A generated file gone wrong can have one problem a line, and the
+// reload's answer and the log must not be as long as the file.
+const MaxProblems = 50
+
+// capped keeps the first MaxProblems and counts the rest.
+func (ps Problems) capped() Problems {
+	if len(ps) <= MaxProblems {
+		return ps
+	}
+	return append(ps[:MaxProblems:MaxProblems], Problem{File: ps[0].File, Msg: fmt.Sprintf("and %d more problems not shown", len(ps)-MaxProblems)})
+}
+
 // Unwrap lets errors.Is and errors.As see each problem.
 func (ps Problems) Unwrap() []error {
 	errs := make([]error, len(ps))

@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/fileread"
 )
 
 const tokenPrefix = "svc_ak_"
@@ -22,7 +23,7 @@ const tokenPrefix = "svc_ak_"
 func (c *APIConfig) ReadToken() (string, error) {
 	var raw, source string
 	if c.TokenFile != "" {
-		data, err := os.ReadFile(c.TokenFile)
+		data, err := fileread.Read(c.TokenFile, fileread.MaxSecretBytes)
 		if err != nil {
 			return "", fmt.Errorf("api.token_file: %w", err)
 		}
@@ -70,7 +71,7 @@ func (l *LabelsConfig) ReadLabelKey() ([]byte, error) {
 	if l.AddressKeyFile == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(l.AddressKeyFile)
+	data, err := fileread.Read(l.AddressKeyFile, fileread.MaxSecretBytes)
 	if err != nil {
 		return nil, fmt.Errorf("labels.address_key_file: %w", err)
 	}
@@ -107,7 +108,7 @@ func (c *WebhookConfig) ReadSecrets() ([][]byte, error) {
 	secrets := make([][]byte, 0, len(c.SecretFiles))
 	var errs []error
 	for i, f := range c.SecretFiles {
-		data, err := os.ReadFile(f)
+		data, err := fileread.Read(f, fileread.MaxSecretBytes)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("webhook.secret_files[%d]: %w", i, err))
 			continue

@@ -41,6 +41,9 @@ type Options struct {
 	StoragePath string
 	// SnapshotInterval is the most often the snapshot is written.
 	SnapshotInterval time.Duration
+	// WebConfigs are the listeners' exporter-toolkit web config files,
+	// checked with the config at start and on every reload.
+	WebConfigs []config.WebConfig
 }
 
 // Exporter is the running program minus its listeners.
@@ -57,7 +60,9 @@ type Exporter struct {
 	store     *persist.Store   // nil when persistence is off
 	journal   *persist.Journal // nil when either is off
 
-	reloads chan chan error
+	// reloading holds a token while a reload runs, so reloads never race;
+	// a channel, so that a caller waiting for its turn can give up.
+	reloading chan struct{}
 	// What the last snapshot saved, so an unchanged state is not written
 	// again: the watchlist's generation and the webhook's count of bodies
 	// remembered. Owned by Run, and by Close after Run has returned.
@@ -90,7 +95,7 @@ func New(o Options) (_ *Exporter, err error) {
 		clock:     o.Clock,
 		config:    config.NewCurrent(bundle),
 		watchlist: watchlist.New(),
-		reloads:   make(chan chan error),
+		reloading: make(chan struct{}, 1),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_config_last_reload_successful",
 			Help: "1 when the last config load succeeded, else 0.",
@@ -220,7 +225,7 @@ func (e *Exporter) journalOrNil() webhook.Journal {
 }
 
 func (o Options) loadOptions() config.LoadOptions {
-	return config.LoadOptions{UserAgent: o.UserAgent, Webhook: o.Webhook}
+	return config.LoadOptions{UserAgent: o.UserAgent, Webhook: o.Webhook, WebConfigs: o.WebConfigs}
 }
 
 // connect builds the API client of a config bundle; every client counts
@@ -267,9 +272,9 @@ func (e *Exporter) warn(bundle *config.Bundle) {
 	}
 }
 
-// Run polls the API, serves reload requests and writes the state snapshot
-// every interval until ctx ends. Reloads go through this one goroutine so
-// that SIGHUP and /-/reload never race. Call Close after Run returns and the
+// Run polls the API and writes the state snapshot every interval until ctx
+// ends. Reloads run apart (Reload), so a slow one never holds back a
+// snapshot or the end of Run. Call Close after Run returns and the
 // listeners are shut down, for the last snapshot.
 func (e *Exporter) Run(ctx context.Context) {
 	var wg sync.WaitGroup
@@ -289,8 +294,6 @@ func (e *Exporter) Run(ctx context.Context) {
 		case <-ctx.Done():
 			wg.Wait()
 			return
-		case done := <-e.reloads:
-			done <- e.reload()
 		case <-tick:
 			if err := e.Save(); err != nil {
 				level.Error(e.logger).Log("msg", "State snapshot failed; the previous one stays", "err", err)
@@ -368,19 +371,29 @@ func (e *Exporter) release() {
 	}
 }
 
-// Reload asks Run to reload the config and waits for the outcome.
+// Reload reloads the config, one reload at a time (SIGHUP and /-/reload
+// never race), and waits for the outcome until ctx ends. The load reads
+// files, which can be slow (a hung network mount): it runs in a goroutine
+// of its own holding no lock that scrapes, webhooks, snapshots or the
+// shutdown need, so whatever it waits for holds back only later reloads.
+// A caller that gives up leaves it to finish; its outcome then shows in
+// the log and breach_exporter_config_last_reload_successful.
 func (e *Exporter) Reload(ctx context.Context) error {
-	done := make(chan error, 1)
 	select {
-	case e.reloads <- done:
+	case e.reloading <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("another reload is still running: %w", ctx.Err())
 	}
+	done := make(chan error, 1)
+	go func() {
+		defer func() { <-e.reloading }()
+		done <- e.reload()
+	}()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		return fmt.Errorf("the reload is still running: %w", ctx.Err())
 	}
 }
 
