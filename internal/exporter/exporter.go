@@ -51,7 +51,7 @@ type Exporter struct {
 
 	config    *config.Current
 	watchlist *watchlist.List
-	collector *collector.Collector
+	renderer  *collector.Renderer
 	scheduler *scheduler.Scheduler
 	hook      *webhook.Handler // nil when the receiver is off
 	store     *persist.Store   // nil when persistence is off
@@ -131,7 +131,7 @@ func New(o Options) (_ *Exporter, err error) {
 		e.store.Restored(restored)
 		level.Info(e.logger).Log("msg", "Restored the state snapshot", "addresses", restored, "remembered_webhooks", len(saved.Seen))
 	}
-	e.collector = collector.New(e.watchlist, e.config, o.Webhook)
+	e.renderer = collector.NewRenderer(e.watchlist, e.config, o.Webhook)
 	e.scheduler = scheduler.New(scheduler.Options{
 		Watchlist: e.watchlist,
 		Config:    e.config,
@@ -398,11 +398,11 @@ func (e *Exporter) markReload(ok bool) {
 }
 
 // MetricsHandler serves the gatherer's families and the per-address series together at
-// /metrics. The collector is not a registry collector: it renders each
+// /metrics. The renderer is not a registry collector: it renders each
 // address's lines once and copies them into every scrape, which at 10,000
 // addresses is what keeps a scrape under a second (bench/README.md).
 func (e *Exporter) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
-	return collector.NewHandler(e.collector, gatherer, e.logger)
+	return collector.NewHandler(e.renderer, gatherer, e.logger)
 }
 
 // WebhookHandler is the receiver's handler, nil when it is off.
