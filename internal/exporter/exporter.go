@@ -41,6 +41,9 @@ type Options struct {
 	StoragePath string
 	// SnapshotInterval is the most often the snapshot is written.
 	SnapshotInterval time.Duration
+	// MaxRequests is the most /metrics requests served at once; the
+	// others are answered 503. 0: no limit.
+	MaxRequests int
 }
 
 // Exporter is the running program minus its listeners.
@@ -400,9 +403,11 @@ func (e *Exporter) markReload(ok bool) {
 // MetricsHandler serves the gatherer's families and the per-address series together at
 // /metrics. The renderer is not a registry collector: it renders each
 // address's lines once and copies them into every scrape, which at 10,000
-// addresses is what keeps a scrape under a second (bench/README.md).
+// addresses is what keeps a scrape under a second (bench/README.md). The
+// handler is instrumented as promhttp's, its metrics registered with
+// Options.Registerer, and serves at most Options.MaxRequests at once.
 func (e *Exporter) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
-	return collector.NewHandler(e.renderer, gatherer, e.logger)
+	return collector.Instrument(e.opts.Registerer, collector.NewHandler(e.renderer, gatherer, e.logger), e.opts.MaxRequests)
 }
 
 // WebhookHandler is the receiver's handler, nil when it is off.
