@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
+	"github.com/breach-exporter/breach_exporter/collector"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
 	"github.com/breach-exporter/breach_exporter/internal/listen"
@@ -54,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		hookAddress   = app.Flag("webhook.listen-address", "Address of the separate webhook listener, e.g. :9800. Empty disables the receiver.").Default("").String()
 		hookWebConfig = app.Flag("webhook.web-config.file", "exporter-toolkit web config (TLS, basic auth) for the webhook listener alone.").Default("").String()
 		hookPath      = app.Flag("webhook.path", "Path of the webhook endpoint on the webhook listener.").Default("/webhook").String()
+		webMaxReqs    = app.Flag("web.max-requests", "Maximum number of parallel scrape requests. Use 0 to disable.").Default(strconv.Itoa(collector.DefaultMaxRequests)).Int()
 		webMaxConns   = app.Flag("web.max-connections", "Maximum number of connections each metrics listening address holds open at once; more wait until one closes.").Default("512").Int()
 		hookMaxConns  = app.Flag("webhook.max-connections", "Maximum number of connections the webhook listener holds open at once; more wait until one closes.").Default(strconv.Itoa(webhook.DefaultMaxConnections)).Int()
 		hookPerClient = app.Flag("webhook.max-connections-per-client", "Maximum number of connections one client (an IPv4 address or an IPv6 /64) holds open on the webhook listener; more are closed at once. Behind a reverse proxy every connection comes from the proxy: set it to --webhook.max-connections there.").Default(strconv.Itoa(webhook.DefaultMaxConnectionsPerClient)).Int()
@@ -78,6 +80,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
+	if *webMaxReqs < 0 {
+		fmt.Fprintf(stderr, "%s: --web.max-requests must be 0 (no limit) or more, got %d\n", name, *webMaxReqs)
+		return 2
+	}
 	if *webMaxConns < 1 || *hookMaxConns < 1 {
 		fmt.Fprintf(stderr, "%s: --web.max-connections and --webhook.max-connections must be at least 1\n", name)
 		return 2
@@ -123,6 +129,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		StoragePath:      *storagePath,
 		SnapshotInterval: *snapInterval,
 		WebConfigs:       webConfigs,
+		MaxRequests:      *webMaxReqs,
 	})
 	if err != nil {
 		level.Error(logger).Log("msg", "Cannot start", "config", *configFile, "err", err)

@@ -131,6 +131,10 @@ func TestRun(t *testing.T) {
 		`breach_addresses{state="verified"} 1`,
 		`breach_exporter_build_info{`,
 		`breach_exporter_config_last_reload_successful 1`,
+		// The handler's own series, as every exporter's /metrics has them.
+		`promhttp_metric_handler_requests_total{code="200"} `,
+		`promhttp_metric_handler_requests_total{code="503"} 0`,
+		`promhttp_metric_handler_requests_in_flight 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -212,6 +216,7 @@ func TestConfigProblems(t *testing.T) {
 		{"webhook without a secret", []string{"--config.check", "--config.file", noSecret, "--webhook.listen-address", "127.0.0.1:0"}, 1, "secret"},
 		{"refused start", []string{"--config.file", token, "--web.listen-address", "127.0.0.1:0", "--storage.path", ""}, 1, "svc_ak_"},
 		{"storage path not a folder", []string{"--config.file", good, "--web.listen-address", "127.0.0.1:0", "--storage.path", good}, 1, "--storage.path"},
+		{"max requests negative", []string{"--config.file", good, "--web.max-requests", "-1"}, 2, "--web.max-requests"},
 		{"snapshot interval zero", []string{"--config.file", good, "--storage.snapshot-interval", "0s"}, 2, "--storage.snapshot-interval"},
 		{"missing file", []string{"--config.check", "--config.file", filepath.Join(dir, "nope.yml")}, 1, "nope.yml"},
 		{"bad webhook path", []string{"--config.file", good, "--webhook.listen-address", "127.0.0.1:0", "--webhook.path", "/-/healthy"}, 2, "--webhook.path"},

@@ -34,7 +34,7 @@ import (
 
 // The two ways of holding the same series.
 const (
-	ImplCollector = "collector" // ours: the watchlist read by collector.Collector at scrape time
+	ImplCollector = "collector" // ours: the watchlist read by collector.Renderer at scrape time
 	ImplGaugeVec  = "gaugevec"  // baseline: every series kept in client_golang GaugeVecs
 )
 
@@ -160,7 +160,7 @@ func (s *scrapeSetup) collectorHandler() http.Handler {
 	reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
 	reg.SetCycle(15 * time.Minute)
 	cur := config.NewCurrent(&config.Bundle{Config: s.cfg})
-	return collector.NewHandler(collector.New(reg, cur, false), prometheus.NewRegistry(), log.NewNopLogger())
+	return collector.NewHandler(collector.NewRenderer(reg, cur, false), prometheus.NewRegistry(), log.NewNopLogger())
 }
 
 // baselineFrom is the baseline of an exposition: the very same series held

@@ -137,8 +137,10 @@ var (
 		"Values from the API or signed alerts kept out of the exposition by a bound, by label: a source, field, severity or plan past the 16 values outside the spec a label may take, or a database name past 1,000 per address and feed.", "counter", false, false)
 )
 
-// Collector renders the state of every watched address.
-type Collector struct {
+// Renderer renders the state of every watched address into exposition
+// lines. It is not a prometheus.Collector: nothing registers it, the
+// Handler writes what it renders beside the registry's families.
+type Renderer struct {
 	watchlist *watchlist.List
 	config    *config.Current
 	webhook   bool // the receiver is on: export the alert series
@@ -149,13 +151,13 @@ type Collector struct {
 	acks  *acknowledge.Set  // the acknowledgements the cache's blocks hold
 }
 
-// New returns a collector over reg; cur gives the budget in force. With
-// webhook, every address also has its alert series.
-func New(reg *watchlist.List, cur *config.Current, webhook bool) *Collector {
-	return &Collector{watchlist: reg, config: cur, webhook: webhook, cache: map[string]*block{}}
+// NewRenderer returns a renderer over reg; cur gives the budget in force.
+// With webhook, every address also has its alert series.
+func NewRenderer(reg *watchlist.List, cur *config.Current, webhook bool) *Renderer {
+	return &Renderer{watchlist: reg, config: cur, webhook: webhook, cache: map[string]*block{}}
 }
 
-// rendering is one scrape's worth of the collector: the global series by
+// rendering is one scrape's worth of the renderer: the global series by
 // family, and every address's block in label order.
 type rendering struct {
 	global map[*family][]byte
@@ -169,7 +171,7 @@ func (r *rendering) add(f *family, v float64, labels ...label) {
 
 // render takes a view of the watchlist and renders what changed since
 // the last render; blocks of unchanged addresses are reused as they are.
-func (c *Collector) render() rendering {
+func (c *Renderer) render() rendering {
 	bundle := c.config.Load()
 	cfg, acks := bundle.Config, bundle.Acknowledgements
 	rpm := cfg.API.RequestsPerMinute

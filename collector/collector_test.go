@@ -28,7 +28,7 @@ var (
 type fixture struct {
 	reg    *watchlist.List
 	config *config.Current
-	c      *Collector
+	c      *Renderer
 	h      *Handler
 }
 
@@ -37,7 +37,7 @@ func newFixture(mode breach.LabelMode, webhook bool, addresses ...breach.Address
 	f.config = config.NewCurrent(&config.Bundle{Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 55}}})
 	f.reg.Sync(addresses, mode, 1000)
 	f.reg.SetCycle(15 * time.Minute)
-	f.c = New(f.reg, f.config, webhook)
+	f.c = NewRenderer(f.reg, f.config, webhook)
 	f.h = NewHandler(f.c, prometheus.NewRegistry(), log.NewNopLogger())
 	return f
 }

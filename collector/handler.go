@@ -27,16 +27,16 @@ import (
 // client accepts it, at the fastest level: the exposition repeats itself so
 // much that level 1 already shrinks it about twentyfold.
 type Handler struct {
-	collector *Collector
-	gatherer  prometheus.Gatherer
-	logger    log.Logger
+	renderer *Renderer
+	gatherer prometheus.Gatherer
+	logger   log.Logger
 }
 
 // NewHandler returns the /metrics handler of c and g. The families of g must
 // not share a name with the collector's: a scrape that finds one answers
 // 500 (see ServeHTTP).
-func NewHandler(c *Collector, g prometheus.Gatherer, logger log.Logger) *Handler {
-	return &Handler{collector: c, gatherer: g, logger: logger}
+func NewHandler(c *Renderer, g prometheus.Gatherer, logger log.Logger) *Handler {
+	return &Handler{renderer: c, gatherer: g, logger: logger}
 }
 
 var (
@@ -65,7 +65,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "An error has occurred while gathering metrics:\n\n"+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	rendered := h.collector.render()
+	rendered := h.renderer.render()
 
 	header := w.Header()
 	header.Set("Content-Type", string(textFormat))

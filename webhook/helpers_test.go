@@ -146,7 +146,7 @@ func newFixture(t testing.TB, s settings) *fixture {
 		t.Fatalf("NewHandler: %v", err)
 	}
 	f.h = h
-	f.metrics = collector.NewHandler(collector.New(f.watchlist, f.config, true), f.reg, log.NewNopLogger())
+	f.metrics = collector.NewHandler(collector.NewRenderer(f.watchlist, f.config, true), f.reg, log.NewNopLogger())
 	f.gatherer = testkit.ScrapeGatherer(t, f.metrics)
 	return f
 }

@@ -44,6 +44,9 @@ type Options struct {
 	// WebConfigs are the listeners' exporter-toolkit web config files,
 	// checked with the config at start and on every reload.
 	WebConfigs []config.WebConfig
+	// MaxRequests is the most /metrics requests served at once; the
+	// others are answered 503. 0: no limit.
+	MaxRequests int
 }
 
 // Exporter is the running program minus its listeners.
@@ -54,7 +57,7 @@ type Exporter struct {
 
 	config    *config.Current
 	watchlist *watchlist.List
-	collector *collector.Collector
+	renderer  *collector.Renderer
 	scheduler *scheduler.Scheduler
 	hook      *webhook.Handler // nil when the receiver is off
 	store     *persist.Store   // nil when persistence is off
@@ -136,7 +139,7 @@ func New(o Options) (_ *Exporter, err error) {
 		e.store.Restored(restored)
 		level.Info(e.logger).Log("msg", "Restored the state snapshot", "addresses", restored, "remembered_webhooks", len(saved.Seen))
 	}
-	e.collector = collector.New(e.watchlist, e.config, o.Webhook)
+	e.renderer = collector.NewRenderer(e.watchlist, e.config, o.Webhook)
 	e.scheduler = scheduler.New(scheduler.Options{
 		Watchlist: e.watchlist,
 		Config:    e.config,
@@ -424,11 +427,13 @@ func (e *Exporter) markReload(ok bool) {
 }
 
 // MetricsHandler serves the gatherer's families and the per-address series together at
-// /metrics. The collector is not a registry collector: it renders each
+// /metrics. The renderer is not a registry collector: it renders each
 // address's lines once and copies them into every scrape, which at 10,000
-// addresses is what keeps a scrape under a second (bench/README.md).
+// addresses is what keeps a scrape under a second (bench/README.md). The
+// handler is instrumented as promhttp's, its metrics registered with
+// Options.Registerer, and serves at most Options.MaxRequests at once.
 func (e *Exporter) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
-	return collector.NewHandler(e.collector, gatherer, e.logger)
+	return collector.Instrument(e.opts.Registerer, collector.NewHandler(e.renderer, gatherer, e.logger), e.opts.MaxRequests)
 }
 
 // WebhookHandler is the receiver's handler, nil when it is off.

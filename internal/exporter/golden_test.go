@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/breach-exporter/breach_exporter/collector"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/golden"
@@ -145,6 +146,7 @@ func goldenExposition(t *testing.T, name string, webhook bool, state func(*testi
 		Webhook:          webhook,
 		StoragePath:      filepath.Join(dir, "data"),
 		SnapshotInterval: time.Minute,
+		MaxRequests:      collector.DefaultMaxRequests,
 	})
 	if err != nil {
 		t.Fatal(err)

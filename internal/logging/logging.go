@@ -1,7 +1,9 @@
 // Package logging builds the process's one log stream: go-kit/log, the
 // project's logger, and a *slog.Logger for libraries that take one
 // (exporter-toolkit), writing through the same go-kit logger, so every line
-// has one shape whoever wrote it.
+// has one shape whoever wrote it. The slog side is github.com/tjhop/slog-gokit
+// (the handler Prometheus projects use for the same bridge), with a small
+// go-kit adapter, slogValues, for what it does differently.
 //
 // The shape: one timestamp (ts, UTC), then level, caller and msg, then the
 // line's own keys. In logfmt the fixed keys always come first in that
@@ -10,15 +12,13 @@
 package logging
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"runtime"
-	"strconv"
-	"strings"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
+	sloggokit "github.com/tjhop/slog-gokit"
 )
 
 // Levels and Formats are the values --log.level and --log.format accept.
@@ -28,7 +28,8 @@ var (
 )
 
 // New returns the process logger, which adds each line's caller, and the
-// *slog.Logger that writes through it. lvl and format are among Levels and
+// *slog.Logger that writes through it (slog-gokit resolves each record's
+// caller from slog's own, so the base logger has none). lvl and format are among Levels and
 // Formats (kingpin's Enum checks); anything else means info and logfmt.
 func New(w io.Writer, lvl, format string) (log.Logger, *slog.Logger) {
 	var out log.Logger
@@ -39,7 +40,7 @@ func New(w io.Writer, lvl, format string) (log.Logger, *slog.Logger) {
 	}
 	out = level.NewFilter(out, level.Allow(level.ParseDefault(lvl, level.InfoValue())))
 	base := log.With(out, "ts", log.DefaultTimestampUTC)
-	return log.With(base, "caller", log.DefaultCaller), slog.New(&handler{logger: base, min: slogLevel(lvl)})
+	return log.With(base, "caller", log.DefaultCaller), slog.New(sloggokit.NewGoKitHandler(slogValues{base}, slogLevel(lvl)))
 }
 
 // The keys every line starts with, in this order.
@@ -91,91 +92,29 @@ func slogLevel(lvl string) slog.Level {
 	return slog.LevelInfo
 }
 
-// handler is a slog.Handler that writes each record as one go-kit line:
-// go-kit's level value (so go-kit's filter applies), the record's caller,
-// its message and its attributes, values as they are. slog's own time is
-// left out: the go-kit logger stamps ts.
-type handler struct {
-	logger log.Logger
-	min    slog.Level
-	attrs  []any  // from WithAttrs, already flattened
-	group  string // from WithGroup: the prefix of later keys
-}
+// slogValues sits between slog-gokit's handler and our go-kit logger and
+// corrects the two ways the library's lines differ from our shape:
+//   - it adds slog's own timestamp under "time", a second timestamp beside
+//     the ts our go-kit logger stamps (in local time, too); the library
+//     passes it as a bare time.Time, while attribute values always come as
+//     strings or slog.Values, so exactly that pair is dropped;
+//   - it passes every value but a string as a slog.Value, which go-kit's
+//     JSON encoder writes as a string (slog.Value is a fmt.Stringer), so
+//     numbers and booleans would turn into strings; each is unwrapped into
+//     its Go value, as go-kit's own callers pass them.
+type slogValues struct{ next log.Logger }
 
-func (h *handler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.min }
-
-func (h *handler) Handle(_ context.Context, r slog.Record) error {
-	kv := make([]any, 0, 6+len(h.attrs)+2*r.NumAttrs())
-	kv = append(kv, level.Key(), goKitLevel(r.Level))
-	if r.PC != 0 {
-		f, _ := runtime.CallersFrames([]uintptr{r.PC}).Next()
-		// go-kit's caller form: the file's base name and the line.
-		kv = append(kv, "caller", f.File[strings.LastIndexByte(f.File, '/')+1:]+":"+strconv.Itoa(f.Line))
-	}
-	kv = append(kv, "msg", r.Message)
-	kv = append(kv, h.attrs...)
-	r.Attrs(func(a slog.Attr) bool {
-		kv = appendAttr(kv, h.group, a)
-		return true
-	})
-	return h.logger.Log(kv...)
-}
-
-func (h *handler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	c := *h
-	c.attrs = append([]any(nil), h.attrs...)
-	for _, a := range attrs {
-		c.attrs = appendAttr(c.attrs, h.group, a)
-	}
-	return &c
-}
-
-func (h *handler) WithGroup(name string) slog.Handler {
-	if name == "" {
-		return h
-	}
-	c := *h
-	c.group = joinKey(h.group, name)
-	return &c
-}
-
-// appendAttr flattens a into key-value pairs, a group's keys prefixed with
-// its name as in "group.key".
-func appendAttr(kv []any, group string, a slog.Attr) []any {
-	a.Value = a.Value.Resolve()
-	if a.Equal(slog.Attr{}) {
-		return kv // slog's rule: an empty attribute is dropped
-	}
-	if a.Value.Kind() == slog.KindGroup {
-		prefix := group
-		if a.Key != "" {
-			prefix = joinKey(group, a.Key)
+func (s slogValues) Log(keyvals ...any) error {
+	out := make([]any, 0, len(keyvals))
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		k, v := keyvals[i], keyvals[i+1]
+		if _, stamp := v.(time.Time); stamp && k == slog.TimeKey {
+			continue
 		}
-		for _, ga := range a.Value.Group() {
-			kv = appendAttr(kv, prefix, ga)
+		if sv, ok := v.(slog.Value); ok {
+			v = sv.Any()
 		}
-		return kv
+		out = append(out, k, v)
 	}
-	// Any keeps numbers, booleans and durations as Go values, which the
-	// JSON encoder writes as numbers and booleans.
-	return append(kv, joinKey(group, a.Key), a.Value.Any())
-}
-
-func joinKey(group, key string) string {
-	if group == "" {
-		return key
-	}
-	return group + "." + key
-}
-
-func goKitLevel(l slog.Level) level.Value {
-	switch {
-	case l >= slog.LevelError:
-		return level.ErrorValue()
-	case l >= slog.LevelWarn:
-		return level.WarnValue()
-	case l >= slog.LevelInfo:
-		return level.InfoValue()
-	}
-	return level.DebugValue()
+	return s.next.Log(out...)
 }

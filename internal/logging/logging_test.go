@@ -50,3 +50,18 @@ func TestSlogValuesKeepTheirJSONType(t *testing.T) {
 		t.Errorf("line has slog's time key: %s", buf.String())
 	}
 }
+
+// Only slog's own timestamp is dropped: an attribute a library names "time"
+// is its data and stays, whatever its type.
+func TestSlogAttributeNamedTimeStays(t *testing.T) {
+	var buf bytes.Buffer
+	_, slogger := New(&buf, "info", "logfmt")
+	slogger.Info("a string", "time", "noon")
+	slogger.Info("a time", "time", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	for i, want := range []string{` msg="a string" time=noon`, ` msg="a time" time=2026-01-02T03:04:05Z`} {
+		if i >= len(lines) || !strings.HasSuffix(lines[i], want) || strings.Count(lines[i], "time=") != 1 {
+			t.Errorf("line %d = %q, want it to end with %q and hold one time key", i, buf.String(), want)
+		}
+	}
+}
