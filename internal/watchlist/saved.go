@@ -47,12 +47,12 @@ func (r *List) Save() (Saved, uint64) {
 	s := Saved{Account: r.account, Entries: make([]SavedEntry, 0, len(r.entries))}
 	for _, e := range r.entries {
 		s.Entries = append(s.Entries, SavedEntry{
-			Address:     breach.Address{Email: e.Address.Email, Discovered: e.Address.Discovered},
-			State:       e.State,
-			Sources:     e.Sources,
-			LastRefresh: e.LastRefresh,
-			LastAttempt: e.Schedule.LastAttempt,
-			Failures:    e.Schedule.Failures,
+			Address:      breach.Address{Email: e.Address.Email, Discovered: e.Address.Discovered},
+			State:        e.State,
+			Sources:      e.Sources,
+			LastRefresh:  e.LastRefresh,
+			LastAttempt:  e.Schedule.LastAttempt,
+			Failures:     e.Schedule.Failures,
 			Alerts:       e.Alerts.Counts(),
 			Feeds:        e.Feeds,
 			Acknowledged: e.Acknowledged,
