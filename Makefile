@@ -17,7 +17,7 @@ LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
              -X $(PKG).Branch=$(BRANCH) -X $(PKG).BuildUser=$(shell id -un)@$(shell hostname) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test fmt-check vet staticcheck unit rules-check promtool demo e2e e2e-deps soak bench prometheusrule clean \
+.PHONY: all build test fmt-check vet staticcheck unit rules-check promtool promtool3 prometheus3 demo e2e e2e-deps soak bench prometheusrule clean \
         container container-deps container-test systemd-test kubernetes-test deploy-test \
         release generate chart-generate chart-tools chart-test dashboards-check
 
@@ -59,9 +59,15 @@ staticcheck:
 unit:
 	BREACH_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 ./...
 
-rules-check:
+# The rules and their tests on both majors users run: Debian's promtool
+# (2.42) and promtool 3 (built into TOOLS_BIN, see promtool3). Their range
+# selectors differ at a window's start (3.x leaves it out): the tests hold
+# both to the same answer.
+rules-check: promtool promtool3
 	$(PROMTOOL) check rules alerts/breach_exporter.rules.yml
 	$(PROMTOOL) test rules alerts/breach_exporter.rules.test.yml
+	$(PROMTOOL3) check rules alerts/breach_exporter.rules.yml
+	$(PROMTOOL3) test rules alerts/breach_exporter.rules.test.yml
 
 # Every dashboard in dashboards/ type-checked against Grafana's own dashboard
 # types (@grafana/schema, pinned with TypeScript in dashboards/schema-check/
@@ -135,8 +141,10 @@ e2e-deps:
 	@prometheus --version 2>&1 | head -1
 	@{ prometheus-alertmanager --version 2>&1 || alertmanager --version 2>&1; } | head -1
 
-e2e: e2e-deps
+# Twice: with Debian's Prometheus (2.x) and with Prometheus 3 (prometheus3).
+e2e: e2e-deps prometheus3
 	$(GO) test -race -tags e2e -count=1 -v -timeout 10m ./internal/e2e/
+	BREACH_E2E_PROMETHEUS=$(PROMETHEUS3) $(GO) test -race -tags e2e -count=1 -v -timeout 10m ./internal/e2e/
 
 # Benchmarks against baselines measured in the same run (about 5 minutes);
 # prints the table and writes bench/results.json. See bench/README.md. The
@@ -225,6 +233,25 @@ HELM_LDFLAGS          := -X helm.sh/helm/v3/internal/version.version=$(HELM_VERS
 HELM_UNITTEST         := $(TOOLS_BIN)/helm-unittest-$(HELM_UNITTEST_VERSION)
 
 chart-tools: $(HELM) $(HELM_UNITTEST)
+
+# Prometheus 3's promtool and server, built from the Go module proxy like
+# helm (v0.316.0 is the module version of Prometheus 3.x): the rule tests
+# and the e2e run on them as well as on Debian's 2.42. The first build
+# takes several minutes; later runs reuse it.
+PROMETHEUS3_MODULE := v0.316.0
+PROMTOOL3          := $(TOOLS_BIN)/promtool-$(PROMETHEUS3_MODULE)
+PROMETHEUS3        := $(TOOLS_BIN)/prometheus-$(PROMETHEUS3_MODULE)
+
+promtool3: $(PROMTOOL3)
+	@$(PROMTOOL3) --version | head -1
+prometheus3: $(PROMETHEUS3)
+	@$(PROMETHEUS3) --version | head -1
+
+$(PROMTOOL3) $(PROMETHEUS3):
+	@echo ">> building $(notdir $@) from the Go module proxy into $(TOOLS_BIN)"
+	@mkdir -p $(TOOLS_BIN)/.gobin3
+	GOBIN=$(TOOLS_BIN)/.gobin3 CGO_ENABLED=0 $(GO) install -trimpath github.com/prometheus/prometheus/cmd/$(firstword $(subst -, ,$(notdir $@)))@$(PROMETHEUS3_MODULE)
+	mv $(TOOLS_BIN)/.gobin3/$(firstword $(subst -, ,$(notdir $@))) $@
 
 $(HELM):
 	@echo ">> building helm $(HELM_VERSION) from the Go module proxy into $(TOOLS_BIN)"

@@ -38,7 +38,7 @@ func sorted(values []string) []string {
 var (
 	statesInOrder = sorted(breach.States)
 	// The pairs breach_alerts_total has from the start, {severity, source}
-	// in label order: BreachCriticalAlertReceived takes increase() of the
+	// in label order: BreachCredentialsExposed takes increase() of the
 	// critical ones, which does not see a series' first value. The other
 	// severities come with their first alert.
 	alertsFromStart = func() [][2]string {
@@ -116,12 +116,25 @@ func renderBlock(e *watchlist.Entry, acks *acknowledge.Set, withAlerts bool, on 
 	w.add(addressNewSensitive, e.News.SensitiveFields)
 
 	dbs, fields := sc.dbs[:0], sc.fields[:0]
-	key := e.Address.Key()
-	for _, src := range distinctSources(e.Sources) {
-		source := label{"source", src.Source}
-		if a, ok := acks.For(key, src.Source); ok {
-			w.add(sourceAcknowledged, unixSeconds(a.HandledAt), source, label{"by", a.By}, label{"comment", a.Comment})
+	sources := distinctSources(e.Sources)
+	names := make([]string, len(sources))
+	for i, src := range sources {
+		names[i] = src.Source
+	}
+	for _, s := range acknowledgeable(e, names) {
+		// 0 while the acknowledgement in force does not cover the feed:
+		// the series stays, so that a failed scrape, which the rules
+		// bridge with last_over_time, cannot bring back a covering value.
+		if a, effective, ok, covers := acknowledged(e, acks, s); ok {
+			v := 0.0
+			if covers {
+				v = unixSeconds(effective)
+			}
+			w.add(sourceAcknowledged, v, label{"source", s}, label{"by", a.By}, label{"comment", a.Comment})
 		}
+	}
+	for _, src := range sources {
+		source := label{"source", src.Source}
 		w.add(sourceBreaches, float64(src.BreachCount), source)
 		w.add(sourcePlaintext, boolValue(src.HasPlaintextPassword), source)
 		w.add(sourceLastScanned, unixSeconds(src.LastScannedAt), source)

@@ -76,12 +76,13 @@ var (
 		"1 when the feed found a plaintext password for the address, else 0."+cached)
 	sourceLastChanged = addressGauge("breach_source_last_changed_timestamp_seconds",
 		"When the feed last saw the address's state change (Unix seconds); a change is what triggers an alert."+cached)
-	// Where acknowledgements_file covers a feed the API lists for the
-	// address: BreachPlaintextPasswordExposed compares it with
-	// breach_source_last_changed_timestamp_seconds, the dashboards show who
-	// and why. One series carries both, so an acknowledged feed costs one.
+	// Where an entry of acknowledgements_file is in force for a feed the
+	// API lists for the address or a critical webhook named: the rules
+	// read whether it covers the feed (the exporter decides, on its own
+	// clock: acknowledged), the dashboards show who and why. One series
+	// carries both, so an acknowledged feed costs one.
 	sourceAcknowledged = addressGauge("breach_source_acknowledged_timestamp_seconds",
-		"handled_at of the acknowledgement in force for the address and feed (Unix seconds): what the feed reported up to then is handled. by and comment are the acknowledgement's; absent where none covers the feed.")
+		"While the acknowledgement in force for the address and feed covers everything the exporter has seen of the feed: the moment it took effect, min(handled_at, when the exporter first loaded it) (Unix seconds); 0 once the exporter has seen a change or a critical webhook after that moment. by and comment are the acknowledgement's; absent where none is in force.")
 	// The webhook's per-address counter, with the receiver on.
 	alerts = addressCounter("breach_alerts_total",
 		"Accepted alert.created webhooks.")
@@ -113,9 +114,9 @@ var (
 	fleetPlaintext = gauge("breach_addresses_plaintext_password",
 		"Verified addresses the feed found a plaintext password for."+cached)
 	fleetPlaintextOpen = gauge("breach_addresses_plaintext_password_open",
-		"Verified addresses whose plaintext password exposure in the feed is open: reported, and changed after the acknowledgement's handled_at or not acknowledged.")
+		"Verified addresses whose plaintext password exposure in the feed is open: reported, and not covered by an acknowledgement (breach_source_acknowledged_timestamp_seconds absent or 0).")
 	fleetPlaintextHandled = gauge("breach_addresses_plaintext_password_handled",
-		"Verified addresses whose plaintext password exposure in the feed is handled: an acknowledgement's handled_at is at or after the feed's last change.")
+		"Verified addresses whose plaintext password exposure in the feed is handled: an acknowledgement covers it (breach_source_acknowledged_timestamp_seconds above 0).")
 	fleetFieldExposed = gauge("breach_addresses_field_exposed",
 		"Verified addresses the feed found this category of value exposed for."+cached)
 

@@ -19,8 +19,8 @@ type fieldSource struct{ field, source string }
 // bounds, when some address has them.
 //
 // A plaintext password a feed reports is the exposure the acknowledgements
-// handle: open unless an acknowledgement's handled_at is at or after the
-// feed's last change.
+// handle: handled while the acknowledgement in force covers the feed
+// (acknowledged), else open.
 func (r *rendering) addFleet(entries []watchlist.Entry, acks *acknowledge.Set) {
 	states := map[string]float64{}
 	breached, plaintext := map[string]float64{}, map[string]float64{}
@@ -43,7 +43,7 @@ func (r *rendering) addFleet(entries []watchlist.Entry, acks *acknowledge.Set) {
 			breached[src.Source] += boolValue(src.BreachCount > 0)
 			plaintext[src.Source] += boolValue(src.HasPlaintextPassword)
 			if src.HasPlaintextPassword {
-				if a, ok := acks.For(e.Address.Key(), src.Source); ok && a.Handled(src.LastChangedAt) {
+				if _, _, _, covers := acknowledged(e, acks, src.Source); covers {
 					handled[src.Source]++
 				} else {
 					open[src.Source]++

@@ -195,6 +195,8 @@ func (h *Handler) Replay(a watchlist.AcceptedAlert) {
 // counts and the accepted outcome.
 func (h *Handler) apply(a watchlist.AcceptedAlert, maxEntries int) {
 	h.dedup.remember(a.Digest, a.At, maxEntries)
+	// The moment of acceptance, also for an alert the journal replays.
+	a.Delta.AcceptedAt = a.At
 	h.record(a.Address, a.Delta)
 	h.metrics.requests[outcomeAccepted].Inc()
 }

@@ -1,8 +1,8 @@
 // Package acknowledge holds the acknowledgements file: which exposures of
 // which watched addresses a person has handled, up to when, by whom and
-// why. An acknowledgement covers everything a feed reported for the
-// address up to its handled_at; a change the feed reports after that is
-// news again.
+// why. An acknowledgement covers everything the exporter saw of a feed for
+// the address up to its handled_at (or up to when the exporter loaded it,
+// if earlier: Covers); a change the exporter sees after that is news again.
 //
 // The file is parsed through yaml nodes so that every error names the
 // line of the entry it is about, and strictly: an unknown key is an error.
@@ -262,9 +262,49 @@ func (s *Set) For(key, source string) (Entry, bool) {
 	return best, found
 }
 
-// Handled reports whether a feed's exposure that last changed at changed
-// is covered by the acknowledgement e.
-func (e Entry) Handled(changed time.Time) bool { return !changed.After(e.HandledAt) }
+// Covers decides, on the exporter's clock alone, whether the
+// acknowledgement e covers a feed's current state, and from which moment.
+// loaded is when the exporter first loaded e; changed is when it first saw
+// the feed's current last_changed_at; critical is when it accepted the
+// feed's latest critical webhook (zero: none).
+//
+// The service's own stamps are not compared with handled_at: a handled_at
+// a few minutes ahead, or a service clock behind the person's, would let a
+// change the exporter saw after the acknowledgement pass as handled. So
+// the acknowledgement takes effect at min(handled_at, loaded): a future
+// handled_at counts from its loading. It covers when nothing was first seen
+// after that moment; a change seen exactly at it is covered.
+func (e Entry) Covers(loaded, changed, critical time.Time) (effective time.Time, covers bool) {
+	effective = e.HandledAt
+	if !loaded.IsZero() && loaded.Before(effective) {
+		effective = loaded
+	}
+	return effective, !changed.After(effective) && !critical.After(effective)
+}
+
+// Key is what identifies an entry to the exporter's memory of when it first
+// loaded it: editing by or comment keeps the moment, a new handled_at or
+// feed is a new acknowledgement.
+type Key struct {
+	Source    string
+	HandledAt time.Time
+}
+
+// Key returns e's Key.
+func (e Entry) Key() Key { return Key{Source: e.Source, HandledAt: e.HandledAt.UTC()} }
+
+// ForAddress returns the entries naming the address with key, in file
+// order.
+func (s *Set) ForAddress(key string) []Entry {
+	if s == nil {
+		return nil
+	}
+	out := make([]Entry, 0, len(s.byKey[key]))
+	for _, i := range s.byKey[key] {
+		out = append(out, s.entries[i])
+	}
+	return out
+}
 
 // Unwatched returns a warning for each entry whose address watched does
 // not report as watched (addresses come and go, so this is no error), at

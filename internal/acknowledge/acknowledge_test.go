@@ -46,10 +46,6 @@ func TestForPicksTheLatestEntryCoveringTheFeed(t *testing.T) {
 			t.Errorf("For(%s, %s) = %+v, %v; want by %q at line %d", tc.key, tc.source, e, ok, tc.by, tc.line)
 		}
 	}
-	e, _ := s.For("alice@example.com", "combolist")
-	if !e.Handled(time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)) || e.Handled(time.Date(2026, 11, 20, 9, 0, 1, 0, time.UTC)) {
-		t.Errorf("Handled: a change at handled_at is handled, one a second later is not")
-	}
 	var none *Set
 	if _, ok := none.For("alice@example.com", "combolist"); ok {
 		t.Error("a nil set acknowledges something")
@@ -213,6 +209,34 @@ func TestLoadRefusesWhatIsNoFileOfItsSize(t *testing.T) {
 		_, err := Load(path, now)
 		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Load(%s) = %v, want an error naming it and %q", path, err, want)
+		}
+	}
+}
+
+// Covers decides on the exporter's moments alone: the acknowledgement
+// takes effect at min(handled_at, first loaded), and covers a feed when
+// nothing of it was first seen after that.
+func TestCovers(t *testing.T) {
+	at := func(m int) time.Time { return time.Date(2026, 11, 20, 9, m, 0, 0, time.UTC) }
+	var none time.Time
+	for _, c := range []struct {
+		name                               string
+		handled, loaded, changed, critical time.Time
+		effective                          time.Time
+		covers                             bool
+	}{
+		{"a change exactly at handled_at", at(10), at(12), at(10), none, at(10), true},
+		{"a change a second after handled_at", at(10), at(12), at(10).Add(time.Second), none, at(10), false},
+		{"a future handled_at counts from its loading", at(14), at(10), at(11), none, at(10), false},
+		{"a future handled_at covers what came before its loading", at(14), at(10), at(9), none, at(10), true},
+		{"a critical webhook after handled_at", at(10), at(12), at(5), at(11), at(10), false},
+		{"a critical webhook before handled_at", at(10), at(12), at(5), at(10), at(10), true},
+		{"not loaded yet: handled_at", at(10), none, at(10), none, at(10), true},
+	} {
+		e := Entry{HandledAt: c.handled}
+		effective, covers := e.Covers(c.loaded, c.changed, c.critical)
+		if !effective.Equal(c.effective) || covers != c.covers {
+			t.Errorf("%s: Covers = %v, %v; want %v, %v", c.name, effective, covers, c.effective, c.covers)
 		}
 	}
 }

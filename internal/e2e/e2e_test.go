@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -67,7 +68,12 @@ func TestEndToEnd(t *testing.T) {
 	examples := filepath.Join(root, "examples")
 	dir := t.TempDir()
 
-	prometheusBin := lookPath(t, "prometheus")
+	// BREACH_E2E_PROMETHEUS names another Prometheus binary: make e2e
+	// runs the test with Debian's (2.x) and with Prometheus 3.
+	prometheusBin := os.Getenv("BREACH_E2E_PROMETHEUS")
+	if prometheusBin == "" {
+		prometheusBin = lookPath(t, "prometheus")
+	}
 	alertmanagerBin := lookPath(t, "prometheus-alertmanager", "alertmanager")
 	exporterBin := filepath.Join(dir, "breach_exporter")
 	simulatorBin := filepath.Join(dir, "breach_simulator")

@@ -30,7 +30,7 @@ import (
 // so that each alert fires and resolves within the test. Thresholds are
 // kept. The shipped file stays the source: the copy is made from it at
 // every run. testLookBack is also what bridges the scrapes an exporter
-// restart misses (a few seconds) in BreachPlaintextPasswordExposed.
+// restart misses (a few seconds) in BreachCredentialsExposed.
 const (
 	testFor      = "5s"
 	testLookBack = "40s"
@@ -428,13 +428,14 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 	exposure := scenario{
 		name: "exposure (subject)",
 		want: []wantAlert{
-			subject("BreachPlaintextPasswordExposed", nil),
+			// One alert for the plaintext password and the critical
+			// webhook of the same address and feed.
+			subject("BreachCredentialsExposed", nil),
 			// Per address, on the default families: the exporter counts
 			// the new database and the two sensitive fields (password,
 			// phone) between two answers.
 			{name: "BreachNewDatabase", labels: map[string]string{"address": subjectAddress}},
 			{name: "BreachSensitiveFieldExposed", labels: map[string]string{"address": subjectAddress}},
-			subject("BreachCriticalAlertReceived", nil),
 		},
 		trigger: func(ctx context.Context) error {
 			// The exporter counts news against the address's previous
@@ -649,7 +650,7 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 	// (restartKeepsAlert). Then its lifecycle: acknowledged, it resolves;
 	// a restart does not bring it back; a change of the feed does
 	// (acknowledgedLifecycle).
-	plaintext := subject("BreachPlaintextPasswordExposed", nil)
+	plaintext := subject("BreachCredentialsExposed", nil)
 	restart := scenario{
 		name: "restart keeps the state",
 		want: []wantAlert{plaintext},

@@ -253,6 +253,9 @@ func connect(m *api.Metrics, clock clockwork.Clock) func(*config.Bundle) schedul
 func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 	cfg := bundle.Config
 	e.watchlist.Sync(cfg.Watched(), bundle.Labels, cfg.Webhook.DiscoveryLimit())
+	// An acknowledgement takes effect at the latest when it is first
+	// loaded (acknowledge.Entry.Covers), on this clock.
+	e.watchlist.NoteAcknowledgements(bundle.Acknowledgements, e.clock.Now())
 	if bundle.Acknowledgements == nil {
 		return
 	}

@@ -12,15 +12,19 @@ package persist
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
@@ -28,9 +32,11 @@ import (
 // FileName is the snapshot's name inside --storage.path.
 const FileName = "breach_exporter.snapshot"
 
-// version is the format written. Decode also reads version 1, which had
-// no alert counts, receiver counts nor journal position.
-const version = 2
+// version is the format written. Decode also reads version 2, which had
+// no moments of the acknowledgements (feeds, acknowledged), and version
+// 1, which had no alert counts, receiver counts nor journal position
+// either.
+const version = 3
 
 // State is what a snapshot holds.
 type State struct {
@@ -68,14 +74,29 @@ type (
 		Value  float64 `json:"value"`
 	}
 	addressV1 struct {
-		Email       string     `json:"email"`
-		Discovered  bool       `json:"discovered,omitempty"`
-		State       string     `json:"state"`
-		Sources     []sourceV1 `json:"sources,omitempty"`
-		LastRefresh time.Time  `json:"last_refresh"`
-		LastAttempt time.Time  `json:"last_attempt"`
-		Failures    int        `json:"failures,omitempty"`
-		Alerts      []alertV2  `json:"alerts,omitempty"`
+		Email        string     `json:"email"`
+		Discovered   bool       `json:"discovered,omitempty"`
+		State        string     `json:"state"`
+		Sources      []sourceV1 `json:"sources,omitempty"`
+		LastRefresh  time.Time  `json:"last_refresh"`
+		LastAttempt  time.Time  `json:"last_attempt"`
+		Failures     int        `json:"failures,omitempty"`
+		Alerts       []alertV2  `json:"alerts,omitempty"`
+		Feeds        []feedV3   `json:"feeds,omitempty"`
+		Acknowledged []ackV3    `json:"acknowledged,omitempty"`
+	}
+	// The moments the acknowledgements are decided on: watchlist.FeedMoments.
+	feedV3 struct {
+		Source        string    `json:"source"`
+		LastChangedAt time.Time `json:"last_changed_at"`
+		ChangeSeen    time.Time `json:"change_seen"`
+		Critical      time.Time `json:"critical,omitzero"`
+	}
+	// When the exporter first loaded an acknowledgement (acknowledge.Key).
+	ackV3 struct {
+		Source    string    `json:"source,omitempty"`
+		HandledAt time.Time `json:"handled_at"`
+		LoadedAt  time.Time `json:"loaded_at"`
 	}
 	sourceV1 struct {
 		Source               string    `json:"source"`
@@ -115,6 +136,16 @@ func Encode(st State, now time.Time) ([]byte, error) {
 		for _, c := range e.Alerts {
 			a.Alerts = append(a.Alerts, alertV2{Family: alertFamilies[c.Family], Source: c.Source, Label: c.Label, Value: c.Value})
 		}
+		for _, source := range slices.Sorted(maps.Keys(e.Feeds)) {
+			m := e.Feeds[source]
+			a.Feeds = append(a.Feeds, feedV3{Source: source, LastChangedAt: m.LastChangedAt, ChangeSeen: m.ChangeSeen, Critical: m.Critical})
+		}
+		for k, at := range e.Acknowledged {
+			a.Acknowledged = append(a.Acknowledged, ackV3{Source: k.Source, HandledAt: k.HandledAt, LoadedAt: at})
+		}
+		slices.SortFunc(a.Acknowledged, func(x, y ackV3) int {
+			return cmp.Or(cmp.Compare(x.Source, y.Source), x.HandledAt.Compare(y.HandledAt))
+		})
 		f.Addresses[i] = a
 	}
 	for i, s := range st.Seen {
@@ -152,8 +183,8 @@ func Decode(data []byte) (State, error) {
 	if err := json.Unmarshal(body, &probe); err != nil {
 		return State{}, fmt.Errorf("not JSON: %w", err)
 	}
-	if probe.Version != 1 && probe.Version != version {
-		return State{}, fmt.Errorf("version %d, this exporter reads versions 1 and %d", probe.Version, version)
+	if probe.Version < 1 || probe.Version > version {
+		return State{}, fmt.Errorf("version %d, this exporter reads versions 1 to %d", probe.Version, version)
 	}
 	var f fileV1
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -199,6 +230,28 @@ func (f *fileV1) state() (State, error) {
 				return State{}, fmt.Errorf("addresses[%d].alerts[%d]: not an alert count the exporter writes", i, j)
 			}
 			e.Alerts = append(e.Alerts, watchlist.AlertCount{Family: family, Source: c.Source, Label: c.Label, Value: c.Value})
+		}
+		if f.Version < 3 && (len(a.Feeds) > 0 || len(a.Acknowledged) > 0) {
+			return State{}, fmt.Errorf("addresses[%d]: version %d has no feeds nor acknowledged", i, f.Version)
+		}
+		for j, m := range a.Feeds {
+			if _, dup := e.Feeds[m.Source]; m.Source == "" || dup || m.ChangeSeen.IsZero() && !m.LastChangedAt.IsZero() {
+				return State{}, fmt.Errorf("addresses[%d].feeds[%d]: not a feed the exporter writes", i, j)
+			}
+			if e.Feeds == nil {
+				e.Feeds = map[string]watchlist.FeedMoments{}
+			}
+			e.Feeds[m.Source] = watchlist.FeedMoments{LastChangedAt: m.LastChangedAt, ChangeSeen: m.ChangeSeen, Critical: m.Critical}
+		}
+		for j, ack := range a.Acknowledged {
+			k := acknowledge.Key{Source: ack.Source, HandledAt: ack.HandledAt.UTC()}
+			if _, dup := e.Acknowledged[k]; dup || ack.HandledAt.IsZero() || ack.LoadedAt.IsZero() {
+				return State{}, fmt.Errorf("addresses[%d].acknowledged[%d]: not an acknowledgement the exporter writes", i, j)
+			}
+			if e.Acknowledged == nil {
+				e.Acknowledged = map[acknowledge.Key]time.Time{}
+			}
+			e.Acknowledged[k] = ack.LoadedAt
 		}
 		st.Watchlist.Entries = append(st.Watchlist.Entries, e)
 	}

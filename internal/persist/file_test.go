@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
@@ -39,6 +40,14 @@ func sample() State {
 						{Family: watchlist.ExposedFields, Source: "combolist", Label: "password", Value: 2},
 						{Family: watchlist.NewPlaintext, Source: "combolist", Value: 1},
 						{Family: watchlist.LastObserved, Source: "combolist", Value: 1.7e9},
+					},
+					Feeds: map[string]watchlist.FeedMoments{
+						"archive":   {LastChangedAt: at.Add(-2 * time.Hour), ChangeSeen: at.Add(-time.Hour)},
+						"combolist": {Critical: at.Add(-time.Minute)},
+					},
+					Acknowledged: map[acknowledge.Key]time.Time{
+						{Source: "archive", HandledAt: at.Add(-30 * time.Minute)}: at.Add(-29 * time.Minute),
+						{HandledAt: at.Add(-20 * time.Minute)}:                    at.Add(-20 * time.Minute),
 					}},
 				{Address: breach.Address{Email: "found@example.org", Discovered: true}, State: breach.Pending, Failures: 2,
 					LastAttempt: at.Add(time.Minute)},
@@ -101,8 +110,10 @@ func withChecksum(body string) []byte {
 
 func TestValuesOutsideWhatWeWriteAreRefused(t *testing.T) {
 	for name, body := range map[string]string{
-		"unknown version":    `{"version":3,"addresses":[],"seen":[]}`,
+		"unknown version":    `{"version":4,"addresses":[],"seen":[]}`,
 		"unknown member":     `{"version":1,"addresses":[],"seen":[],"extra":1}`,
+		"moments in v2":      `{"version":2,"addresses":[{"email":"a@example.com","state":"pending","acknowledged":[{"handled_at":"2026-11-20T09:00:00Z","loaded_at":"2026-11-20T09:00:00Z"}]}],"seen":[]}`,
+		"feed without seen":  `{"version":3,"addresses":[{"email":"a@example.com","state":"pending","feeds":[{"source":"index","last_changed_at":"2026-11-20T09:00:00Z","change_seen":"0001-01-01T00:00:00Z"}]}],"seen":[]}`,
 		"not an email":       `{"version":1,"addresses":[{"email":"not an email","state":"pending"}],"seen":[]}`,
 		"unknown state":      `{"version":1,"addresses":[{"email":"a@example.com","state":"hacked"}],"seen":[]}`,
 		"sources, pending":   `{"version":1,"addresses":[{"email":"a@example.com","state":"pending","sources":[{"source":"index"}]}],"seen":[]}`,

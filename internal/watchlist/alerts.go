@@ -3,6 +3,7 @@ package watchlist
 import (
 	"cmp"
 	"crypto/sha256"
+	"maps"
 	"slices"
 	"time"
 
@@ -79,6 +80,10 @@ type AlertDelta struct {
 	// ObservedAt moves the address's last-observed time forward; zero
 	// leaves it alone (an observed_at too far in the future).
 	ObservedAt time.Time
+	// AcceptedAt is when the exporter accepted the alert, on its own
+	// clock: a critical one's moment for the acknowledgements
+	// (FeedMoments.Critical).
+	AcceptedAt time.Time
 }
 
 // AlertOutcome says where an alert was counted.
@@ -110,6 +115,7 @@ func (r *List) RecordAlert(email string, d AlertDelta) AlertOutcome {
 			return AlertRefused
 		}
 		e = r.newEntry(breach.Address{Email: email, Discovered: true})
+		r.noteAcknowledgements(e, d.AcceptedAt)
 		r.entries[k] = e
 		r.discovered++
 		r.generation++
@@ -117,6 +123,17 @@ func (r *List) RecordAlert(email string, d AlertDelta) AlertOutcome {
 	}
 	if d, ok, noSeverity := r.bounds.boundAlert(d); ok {
 		e.Alerts = e.Alerts.add(d, noSeverity)
+		if d.Severity == breach.Critical && !noSeverity {
+			m := e.Feeds[d.Source]
+			if d.AcceptedAt.After(m.Critical) {
+				m.Critical = d.AcceptedAt
+				e.Feeds = maps.Clone(e.Feeds)
+				if e.Feeds == nil {
+					e.Feeds = map[string]FeedMoments{}
+				}
+				e.Feeds[d.Source] = m
+			}
+		}
 		r.touch(e)
 	}
 	r.markUrgent(e)

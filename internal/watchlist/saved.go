@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
@@ -25,6 +26,10 @@ type SavedEntry struct {
 	LastAttempt time.Time
 	Failures    int
 	Alerts      []AlertCount // sorted by family, source and label
+	// The moments the acknowledgements are decided on (Entry.Feeds and
+	// Entry.Acknowledged): the exporter cannot see them again.
+	Feeds        map[string]FeedMoments
+	Acknowledged map[acknowledge.Key]time.Time
 }
 
 // Generation counts the changes worth saving; it only grows.
@@ -42,13 +47,15 @@ func (r *List) Save() (Saved, uint64) {
 	s := Saved{Account: r.account, Entries: make([]SavedEntry, 0, len(r.entries))}
 	for _, e := range r.entries {
 		s.Entries = append(s.Entries, SavedEntry{
-			Address:     breach.Address{Email: e.Address.Email, Discovered: e.Address.Discovered},
-			State:       e.State,
-			Sources:     e.Sources,
-			LastRefresh: e.LastRefresh,
-			LastAttempt: e.Schedule.LastAttempt,
-			Failures:    e.Schedule.Failures,
-			Alerts:      e.Alerts.Counts(),
+			Address:      breach.Address{Email: e.Address.Email, Discovered: e.Address.Discovered},
+			State:        e.State,
+			Sources:      e.Sources,
+			LastRefresh:  e.LastRefresh,
+			LastAttempt:  e.Schedule.LastAttempt,
+			Failures:     e.Schedule.Failures,
+			Alerts:       e.Alerts.Counts(),
+			Feeds:        e.Feeds,
+			Acknowledged: e.Acknowledged,
 		})
 	}
 	// Schedule order, so a restore keeps never-read addresses in the order
@@ -96,10 +103,47 @@ func (r *List) Restore(s Saved, now time.Time) {
 			r.markUrgent(e)
 		}
 		e.Alerts = r.restoreAlerts(se.Alerts, now)
+		e.Feeds, e.Acknowledged = r.restoreMoments(se, e.Sources, now)
 		r.touch(e)
 		r.entries[k] = e
 	}
 	r.generation++
+}
+
+// restoreMoments takes the saved moments of the acknowledgements within
+// the bounds: feeds past the sources' vocabulary are left out, moments more
+// than breach.MaxFutureSkew after now are clamped to now, and a feed with
+// no saved moment (a snapshot from before they were kept) is seen for the
+// first time now.
+func (r *List) restoreMoments(se SavedEntry, sources []breach.SourceState, now time.Time) (map[string]FeedMoments, map[acknowledge.Key]time.Time) {
+	clamp := func(t time.Time) time.Time {
+		if breach.InFuture(t, now) {
+			return now
+		}
+		return t
+	}
+	var feeds map[string]FeedMoments
+	for source, m := range se.Feeds {
+		source = breach.LabelValue(source, breach.MaxSourceBytes)
+		if !r.bounds.sources.admit(source) {
+			r.bounds.dropped[LabelSource]++
+			continue
+		}
+		if feeds == nil {
+			feeds = map[string]FeedMoments{}
+		}
+		m.ChangeSeen, m.Critical = clamp(m.ChangeSeen), clamp(m.Critical)
+		feeds[source] = m
+	}
+	feeds, _ = seeFeeds(feeds, sources, now)
+	var acks map[acknowledge.Key]time.Time
+	for k, t := range se.Acknowledged {
+		if acks == nil {
+			acks = map[acknowledge.Key]time.Time{}
+		}
+		acks[k] = clamp(t)
+	}
+	return feeds, acks
 }
 
 // restoreAlerts bounds saved alert counts as RecordAlert bounds alerts: a

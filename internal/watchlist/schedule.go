@@ -84,6 +84,7 @@ func (r *List) Answered(key, state string, sources []breach.SourceState, at time
 		e.News.add(e.Sources, sources)
 	}
 	e.State, e.Sources, e.LastRefresh = state, sources, at
+	e.Feeds, _ = seeFeeds(e.Feeds, sources, at)
 	e.Schedule.Failures = 0
 	r.generation++
 	r.touch(e)

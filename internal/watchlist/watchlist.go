@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
@@ -43,6 +44,12 @@ type Entry struct {
 	Schedule    Schedule
 	Alerts      *Alerts // nil until the first accepted alert
 	News        News
+	// Feeds are, by feed, the moments an acknowledgement is decided on
+	// (acknowledge.Entry.Covers); Acknowledged is when this exporter first
+	// loaded each acknowledgement of the address. Both are on the
+	// exporter's clock, kept across a restart, shared and never modified.
+	Feeds        map[string]FeedMoments
+	Acknowledged map[acknowledge.Key]time.Time
 	// Version changes whenever anything the collector exports of the entry
 	// changes (label, state, sources, refresh time, alert counts), so a
 	// rendering of it can be reused until then.
@@ -86,6 +93,57 @@ func (n *News) add(before, after []breach.SourceState) {
 	}
 }
 
+// FeedMoments are, for one feed of an address, when the exporter itself
+// first saw what an acknowledgement has to cover: the service's stamps
+// and a person's handled_at come from other clocks.
+type FeedMoments struct {
+	// LastChangedAt is the feed's last_changed_at that ChangeSeen is about.
+	LastChangedAt time.Time
+	// ChangeSeen is when the exporter first saw that last_changed_at; for
+	// a feed it had never seen, min(last_changed_at, then): a state that
+	// was already there is as old as the service says, if not newer than
+	// the exporter's clock.
+	ChangeSeen time.Time
+	// Critical is when the exporter accepted the feed's latest critical
+	// webhook; zero before the first.
+	Critical time.Time
+}
+
+// seeFeeds returns e's feed moments after an answer with sources read at
+// at; unchanged feeds keep their moments, feeds the answer omits too.
+func seeFeeds(old map[string]FeedMoments, sources []breach.SourceState, at time.Time) (map[string]FeedMoments, bool) {
+	var next map[string]FeedMoments
+	for _, s := range sources {
+		m, known := old[s.Source]
+		first := !known || m.ChangeSeen.IsZero()
+		if !first && m.LastChangedAt.Equal(s.LastChangedAt) {
+			continue
+		}
+		if next == nil {
+			next = maps.Clone(old)
+			if next == nil {
+				next = map[string]FeedMoments{}
+			}
+		}
+		m.LastChangedAt, m.ChangeSeen = s.LastChangedAt, at
+		if first {
+			m.ChangeSeen = minTime(s.LastChangedAt, at)
+		}
+		next[s.Source] = m
+	}
+	if next == nil {
+		return old, false
+	}
+	return next, true
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // Account is what /me last said.
 type Account struct {
 	Plan string // empty until /me has answered once
@@ -123,6 +181,9 @@ type List struct {
 	cycle          time.Duration
 
 	bounds bounds // on values from outside; see bounds.go
+	// acks are the acknowledgements in force, for the addresses
+	// discovered after their load (NoteAcknowledgements).
+	acks *acknowledge.Set
 
 	changed chan struct{} // see Changed
 }

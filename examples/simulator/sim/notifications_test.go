@@ -19,7 +19,7 @@ func TestNotificationsAreLoggedAndAccepted(t *testing.T) {
 	s, _ := newSim(t, func(o *sim.Options) { o.Logger = log.NewLogfmtLogger(&logs) })
 	h := s.Handler()
 	body := `{"version":"4","receiver":"security-oncall","status":"firing","alerts":[` +
-		`{"status":"firing","labels":{"alertname":"BreachPlaintextPasswordExposed","severity":"critical","address":"alice@example.com","source":"paste"}},` +
+		`{"status":"firing","labels":{"alertname":"BreachCredentialsExposed","severity":"critical","address":"alice@example.com","source":"paste"}},` +
 		`{"status":"resolved","labels":{"alertname":"BreachDataStale","severity":"warning"}}]}`
 
 	rec := httptest.NewRecorder()
@@ -28,7 +28,7 @@ func TestNotificationsAreLoggedAndAccepted(t *testing.T) {
 		t.Fatalf("POST a notification: %d %s", rec.Code, rec.Body)
 	}
 	for _, want := range []string{
-		`receiver=security-oncall status=firing alertname=BreachPlaintextPasswordExposed severity=critical address=alice@example.com source=paste`,
+		`receiver=security-oncall status=firing alertname=BreachCredentialsExposed severity=critical address=alice@example.com source=paste`,
 		`receiver=security-oncall status=resolved alertname=BreachDataStale severity=warning`,
 	} {
 		if !strings.Contains(logs.String(), want) {
