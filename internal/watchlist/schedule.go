@@ -97,11 +97,14 @@ func (r *List) Answered(key, state string, sources []breach.SourceState, at time
 
 		r.mu.Lock()
 		if r.entries[key] != e || e.answers != before.answers {
-			// Another answer was recorded, or a reload replaced the
-			// entry, while the news were counted: they were counted
-			// against an answer that is no longer the one replaced, so
-			// count again against the new one. Only a concurrent Answered
-			// for the same address or a reload moves it, so this ends.
+			// Another answer was recorded, or a reload removed (and
+			// perhaps re-added) the address, while the news were
+			// counted: they were counted against an answer that is no
+			// longer the one replaced, so count again against the one
+			// there now. Only another Answered for the same address (the
+			// scheduler sends one request per address at a time) or a
+			// reload moves it, and each retry follows one that went
+			// through, so answers always progress.
 			r.mu.Unlock()
 			continue
 		}
