@@ -116,7 +116,7 @@ func renderBlock(e *watchlist.Entry, acks *acknowledge.Set, withAlerts bool, on 
 	w.add(addressNewSensitive, e.News.SensitiveFields)
 
 	dbs, fields := sc.dbs[:0], sc.fields[:0]
-	sources := distinctSources(e.Sources)
+	sources := sourcesByName(e.Sources)
 	names := make([]string, len(sources))
 	for i, src := range sources {
 		names[i] = src.Source
@@ -140,13 +140,13 @@ func renderBlock(e *watchlist.Entry, acks *acknowledge.Set, withAlerts bool, on 
 		w.add(sourceLastScanned, unixSeconds(src.LastScannedAt), source)
 		w.add(sourceLastChanged, unixSeconds(src.LastChangedAt), source)
 		if on[sourceDatabases.index] || on[sourceDatabaseInfo.index] {
-			names := breach.Distinct(src.SourceDBs)
+			// The watchlist keeps each name once.
+			names := src.SourceDBs
 			w.add(sourceDatabases, float64(len(names)), source)
 			// The first MaxDatabasesPerFeed in name order; the watchlist
 			// counted the rest as dropped when the answer came.
 			if len(names) > watchlist.MaxDatabasesPerFeed {
-				slices.Sort(names)
-				names = names[:watchlist.MaxDatabasesPerFeed]
+				names = sorted(names)[:watchlist.MaxDatabasesPerFeed]
 			}
 			for _, db := range names {
 				dbs = append(dbs, labelledValue{db, src.Source, 1})
@@ -154,10 +154,8 @@ func renderBlock(e *watchlist.Entry, acks *acknowledge.Set, withAlerts bool, on 
 		}
 		// Only the exposed categories: "became exposed" is a series
 		// appearing, which only dashboards read.
-		for i, f := range src.FieldsExposed {
-			if !slices.Contains(src.FieldsExposed[:i], f) {
-				fields = append(fields, labelledValue{f, src.Source, 1})
-			}
+		for _, f := range src.FieldsExposed { // each once (the watchlist)
+			fields = append(fields, labelledValue{f, src.Source, 1})
 		}
 	}
 	sc.dbs, sc.fields = dbs, fields
@@ -216,18 +214,9 @@ func renderAlerts(w *blockWriter, a *watchlist.Alerts, sc *scratch) {
 	}
 }
 
-// distinctSources drops repeated feeds (the first wins) and sorts by name:
-// a repeated feed would be a duplicate series, and one duplicate fails the
-// whole scrape.
-func distinctSources(sources []breach.SourceState) []breach.SourceState {
-	seen := make(map[string]bool, len(sources))
-	out := make([]breach.SourceState, 0, len(sources))
-	for _, s := range sources {
-		if !seen[s.Source] {
-			seen[s.Source] = true
-			out = append(out, s)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b breach.SourceState) int { return cmp.Compare(a.Source, b.Source) })
-	return out
+// sourcesByName returns the feeds sorted by name, for the exposition. The
+// watchlist keeps each feed once: a repeated feed would be a duplicate
+// series, and one duplicate fails the whole scrape.
+func sourcesByName(sources []breach.SourceState) []breach.SourceState {
+	return slices.SortedFunc(slices.Values(sources), func(a, b breach.SourceState) int { return cmp.Compare(a.Source, b.Source) })
 }

@@ -135,7 +135,7 @@ var (
 	refreshCycle = gauge("breach_refresh_cycle_seconds",
 		"How long one full round of all addresses takes at the current budget.")
 	labelValuesDropped = newFamily("breach_label_values_dropped_total",
-		"Values from the API or signed alerts kept out of the exposition by a bound, by label: a source, field, severity or plan past the 16 values outside the spec a label may take, or a database name past 1,000 per address and feed.", "counter", false, false)
+		"Values from the API or signed alerts kept out of the exposition by a bound, by label: a source, field, severity or plan past the 16 values outside the spec a label may take, a database name past 1,000 per address and feed, or a value that looks like an email address (exported as the value redacted).", "counter", false, false)
 )
 
 // Renderer renders the state of every watched address into exposition

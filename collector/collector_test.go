@@ -184,3 +184,33 @@ func TestDatabaseInfoIsCapped(t *testing.T) {
 		t.Errorf("dropped databases = %v, want 5", got)
 	}
 }
+
+// Issue 24, case 8: under hmac labels no series carries an address, even
+// one the API or an alert put into a source, field, severity, plan or
+// database name; the feed is still exported, under the redacted name.
+func TestNoAddressInAnyLabelUnderHMAC(t *testing.T) {
+	f := newFixture(breach.LabelEmail, true).allDetail()
+	f.reg.Sync(testkit.Addresses("alice.secret@example.com"), breach.Keyed{Mode: breach.LabelHMAC, Key: []byte("0123456789abcdef")}, 1000)
+	f.answer("alice.secret@example.com", breach.Verified, []breach.SourceState{{
+		Source: "alice.secret@example.com", BreachCount: 2, SourceDBs: []string{"bob@example.com"},
+		FieldsExposed: []string{"carol@example.com"}, LastScannedAt: scanned, LastChangedAt: changed,
+	}}, polled)
+	f.reg.SetAccount("dave@example.com", true)
+	f.reg.RecordAlert("alice.secret@example.com", watchlist.AlertDelta{Source: "erin@example.com", Severity: "frank@example.com",
+		ExposedFields: []string{"grace@example.com"}, ObservedAt: polled})
+
+	text := testkit.ScrapeText(t, f.h)
+	for line := range strings.Lines(text) {
+		if !strings.HasPrefix(line, "#") && strings.Contains(line, "@") {
+			t.Errorf("a series holds an address: %s", line)
+		}
+	}
+	label := breach.HMACLabel([]byte("0123456789abcdef"), "alice.secret@example.com")
+	samples := testkit.Scrape(t, f.h)
+	if got := samples[testkit.Series("breach_source_breaches", "address", label, "source", watchlist.Redacted)]; got != 2 {
+		t.Errorf("breach_source_breaches of the redacted feed = %v, want 2", got)
+	}
+	if got := samples[testkit.Series("breach_label_values_dropped_total", "label", "source")]; got != 2 {
+		t.Errorf("dropped sources = %v, want 2 (the answer's and the alert's)", got)
+	}
+}

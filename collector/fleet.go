@@ -35,11 +35,8 @@ func (r *rendering) addFleet(entries []watchlist.Entry, acks *acknowledge.Set) {
 	for i := range entries {
 		e := &entries[i]
 		states[e.State]++
-		for j, src := range e.Sources {
-			// A repeated feed counts once, as in the address's own series.
-			if slices.ContainsFunc(e.Sources[:j], func(o breach.SourceState) bool { return o.Source == src.Source }) {
-				continue
-			}
+		// The watchlist keeps each feed, and each field of a feed, once.
+		for _, src := range e.Sources {
 			breached[src.Source] += boolValue(src.BreachCount > 0)
 			plaintext[src.Source] += boolValue(src.HasPlaintextPassword)
 			if src.HasPlaintextPassword {
@@ -49,10 +46,8 @@ func (r *rendering) addFleet(entries []watchlist.Entry, acks *acknowledge.Set) {
 					open[src.Source]++
 				}
 			}
-			for k, f := range src.FieldsExposed {
-				if !slices.Contains(src.FieldsExposed[:k], f) {
-					fields[fieldSource{f, src.Source}]++
-				}
+			for _, f := range src.FieldsExposed {
+				fields[fieldSource{f, src.Source}]++
 			}
 		}
 	}

@@ -57,8 +57,8 @@ import (
 //     as long as the service keeps sending them; the label layer cuts
 //     source and field values to 64 bytes, database names to 256 bytes and
 //     the number of database series per feed.
-//   - repeated feeds in sources are deduplicated by the collector (first
-//     wins).
+//   - repeated feeds in sources, and repeated names in a feed, are
+//     deduplicated by the label layer (the first feed wins).
 
 // maxExactInteger is the largest breach_count taken: every integer up to it
 // is exact in a float64, so the gauge shows exactly what the service said.

@@ -151,24 +151,22 @@ func (r *List) restoreMoments(se SavedEntry, sources []breach.SourceState, now t
 // its own drops that series alone; a last-observed time ahead of now is
 // clamped to now.
 func (r *List) restoreAlerts(counts []AlertCount, now time.Time) *Alerts {
+	b := r.bounds
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	a := &Alerts{}
 	for _, c := range counts {
-		c.Source = breach.LabelValue(c.Source, breach.MaxSourceBytes)
-		if !r.bounds.sources.admit(c.Source) {
-			r.bounds.dropped[LabelSource]++
+		var ok bool
+		if c.Source, ok = b.admit(LabelSource, b.sources, c.Source, breach.MaxSourceBytes); !ok {
 			continue
 		}
 		switch c.Family {
 		case AlertsBySeverity:
-			c.Label = breach.LabelValue(c.Label, breach.MaxValueBytes)
-			if !r.bounds.severities.admit(c.Label) {
-				r.bounds.dropped[LabelSeverity]++
+			if c.Label, ok = b.admit(LabelSeverity, b.severities, c.Label, breach.MaxValueBytes); !ok {
 				continue
 			}
 		case ExposedFields:
-			c.Label = breach.LabelValue(c.Label, breach.MaxFieldBytes)
-			if !r.bounds.fields.admit(c.Label) {
-				r.bounds.dropped[LabelField]++
+			if c.Label, ok = b.admit(LabelField, b.fields, c.Label, breach.MaxFieldBytes); !ok {
 				continue
 			}
 		case LastObserved:

@@ -33,12 +33,7 @@ func (r *List) Email(key string) (string, bool) {
 }
 
 // Watches reports whether email (matched by breach.Key) is watched.
-func (r *List) Watches(email string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	_, ok := r.entries[breach.Key(email)]
-	return ok
-}
+func (r *List) Watches(email string) bool { return r.watches(breach.Key(email)) }
 
 // Label returns the address label of a watched address, for logs; for an
 // address no longer watched, the label it would have as a discovered one
@@ -69,26 +64,69 @@ func (r *List) Started(key string, at time.Time) {
 // bounds.go) or a 403/404 (Unverified/NotMonitored: the feed series go,
 // since the service no longer vouches for them) and ends any backoff. It
 // returns how many attempts had failed before.
+//
+// An answer may list hundreds of thousands of database names: bounding it
+// and counting its news take time linear in its size, and all of it is done
+// before the exclusive lock is taken, which is held only to swap the
+// results in, so scrapes and alerts never wait for a large answer.
 func (r *List) Answered(key, state string, sources []breach.SourceState, at time.Time) (failedBefore int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.entries[key]
-	if !ok {
-		return 0
+	if !r.watches(key) {
+		return 0 // a reload removed it while the request was in flight
 	}
-	failedBefore = e.Schedule.Failures
 	if sources != nil {
 		sources = r.bounds.boundSources(sources)
 	}
-	if state == breach.Verified && e.State == breach.Verified {
-		e.News.add(e.Sources, sources)
+	for {
+		// The news are counted against the answer the entry holds now,
+		// under the read lock only for as long as it takes to look it up:
+		// its Sources are never modified, so they may be read unlocked.
+		r.mu.RLock()
+		e, ok := r.entries[key]
+		var before Entry
+		if ok {
+			before = *e
+		}
+		r.mu.RUnlock()
+		if !ok {
+			return 0
+		}
+		var news News
+		if state == breach.Verified && before.State == breach.Verified {
+			news = newsBetween(before.Sources, sources)
+		}
+
+		r.mu.Lock()
+		if r.entries[key] != e || e.answers != before.answers {
+			// Another answer was recorded, or a reload removed (and
+			// perhaps re-added) the address, while the news were
+			// counted: they were counted against an answer that is no
+			// longer the one replaced, so count again against the one
+			// there now. Only another Answered for the same address (the
+			// scheduler sends one request per address at a time) or a
+			// reload moves it, and each retry follows one that went
+			// through, so answers always progress.
+			r.mu.Unlock()
+			continue
+		}
+		failedBefore = e.Schedule.Failures
+		e.News.NewDatabases += news.NewDatabases
+		e.News.SensitiveFields += news.SensitiveFields
+		e.State, e.Sources, e.LastRefresh = state, sources, at
+		e.Feeds, _ = seeFeeds(e.Feeds, sources, at)
+		e.Schedule.Failures = 0
+		e.answers++
+		r.generation++
+		r.touch(e)
+		r.mu.Unlock()
+		return failedBefore
 	}
-	e.State, e.Sources, e.LastRefresh = state, sources, at
-	e.Feeds, _ = seeFeeds(e.Feeds, sources, at)
-	e.Schedule.Failures = 0
-	r.generation++
-	r.touch(e)
-	return failedBefore
+}
+
+func (r *List) watches(key string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.entries[key]
+	return ok
 }
 
 // Failed records a failed read and returns the address's schedule after it.

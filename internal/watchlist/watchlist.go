@@ -34,7 +34,8 @@ type Schedule struct {
 
 // Entry is one watched address. Entries handed out are copies; their
 // Sources and Alerts are shared and never modified, so readers may keep
-// them without locking.
+// them without locking. Sources holds each feed once, and each feed's
+// SourceDBs and FieldsExposed hold no repeats (bounds.go).
 type Entry struct {
 	Address     breach.Address
 	Label       string // the address label, per labels.address
@@ -54,6 +55,10 @@ type Entry struct {
 	// changes (label, state, sources, refresh time, alert counts), so a
 	// rendering of it can be reused until then.
 	Version uint64
+	// answers counts the answers recorded (Answered), the only writes to
+	// an existing entry's State and Sources: Answered diffs without the
+	// lock and swaps only if it did not move meanwhile.
+	answers uint64
 }
 
 // News counts what the API's answers added for an address since this
@@ -70,27 +75,38 @@ type News struct {
 	SensitiveFields float64
 }
 
-// add counts what after adds to before, both answers of one address.
-func (n *News) add(before, after []breach.SourceState) {
+// newsBetween counts what after adds to before, both bounded answers of
+// one address (each feed once, no repeated names in a feed). Linear in the
+// size of both: the previous answer's names are looked up in a set, as an
+// answer may list hundreds of thousands.
+func newsBetween(before, after []breach.SourceState) News {
+	prev := make(map[string]*breach.SourceState, len(before))
+	for i := range before {
+		prev[before[i].Source] = &before[i]
+	}
+	var n News
 	for _, a := range after {
-		var prev *breach.SourceState
-		for i := range before {
-			if before[i].Source == a.Source {
-				prev = &before[i]
-				break
+		p := prev[a.Source]
+		var known map[string]struct{}
+		if p != nil {
+			known = make(map[string]struct{}, len(p.SourceDBs))
+			for _, db := range p.SourceDBs {
+				known[db] = struct{}{}
 			}
 		}
-		for _, db := range breach.Distinct(a.SourceDBs) {
-			if prev == nil || !slices.Contains(prev.SourceDBs, db) {
+		for _, db := range a.SourceDBs {
+			if _, ok := known[db]; !ok {
 				n.NewDatabases++
 			}
 		}
-		for _, f := range breach.Distinct(a.FieldsExposed) {
-			if slices.Contains(breach.SensitiveFields, f) && (prev == nil || !slices.Contains(prev.FieldsExposed, f)) {
+		// At most a few dozen distinct fields a feed (the vocabulary).
+		for _, f := range a.FieldsExposed {
+			if slices.Contains(breach.SensitiveFields, f) && (p == nil || !slices.Contains(p.FieldsExposed, f)) {
 				n.SensitiveFields++
 			}
 		}
 	}
+	return n
 }
 
 // FeedMoments are, for one feed of an address, when the exporter itself
@@ -180,7 +196,7 @@ type List struct {
 	hasRate        bool
 	cycle          time.Duration
 
-	bounds bounds // on values from outside; see bounds.go
+	bounds *bounds // on values from outside; see bounds.go
 	// acks are the acknowledgements in force, for the addresses
 	// discovered after their load (NoteAcknowledgements).
 	acks *acknowledge.Set
@@ -289,7 +305,7 @@ func (r *List) View() View {
 		RateLimit:    r.rateLimit,
 		HasRateLimit: r.hasRate,
 		Cycle:        r.cycle,
-		Dropped:      maps.Clone(r.bounds.dropped),
+		Dropped:      r.bounds.droppedCounts(),
 	}
 	for _, e := range r.entries {
 		s.Entries = append(s.Entries, *e)
@@ -300,13 +316,14 @@ func (r *List) View() View {
 // SetAccount records the outcome of a /me call, or (up false, plan "")
 // that a 401 made the API unusable. A failure keeps the last known plan.
 func (r *List) SetAccount(plan string, up bool) {
+	if up {
+		plan = r.bounds.boundPlan(plan)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if up {
-		if plan = r.bounds.boundPlan(plan); plan != r.account.Plan {
-			r.account.Plan = plan
-			r.generation++
-		}
+	if up && plan != r.account.Plan {
+		r.account.Plan = plan
+		r.generation++
 	}
 	r.account.Up = up
 }
