@@ -55,9 +55,12 @@ staticcheck:
 	$(GO) run $(STATICCHECK) -tags bench ./bench/
 
 # BREACH_REQUIRE_PROMTOOL makes the promtool check of the golden expositions
-# fail instead of skip without promtool.
+# fail instead of skip without promtool. The timeout is per package:
+# internal/systemtest, which runs the built binary, takes 8 to 10 minutes
+# under -race on a busy 2-core machine (its worst-case memory test alone 8),
+# past go test's default of 10.
 unit:
-	BREACH_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 ./...
+	BREACH_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 # The rules and their tests on both majors users run: Debian's promtool
 # (2.42) and promtool 3 (built into TOOLS_BIN, see promtool3). Their range

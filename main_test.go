@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -48,146 +44,6 @@ func TestReloadHandler(t *testing.T) {
 	}
 }
 
-// newStandInAPI is the API stand-in with one verified address (alice) and
-// one unverified (bob); every other address is not monitored.
-func newStandInAPI(t *testing.T) *testkit.API {
-	api := testkit.NewAPI(t, nil)
-	api.Answer("alice@example.com", testkit.Verified(breach.SourceState{
-		Source: "archive", BreachCount: 2, SourceDBs: []string{"LinkedIn 2012", "Adobe 2013"},
-		FieldsExposed: []string{"password", "username"}, HasPlaintextPassword: true,
-		LastScannedAt: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), LastChangedAt: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC),
-	}))
-	api.Answer("bob@example.com", testkit.Unverified())
-	return api
-}
-
-// receiverConfig writes a config for api with alice@example.com and the
-// webhook secret, and returns its path.
-func receiverConfig(t *testing.T, api *testkit.API, secret string) string {
-	t.Helper()
-	dir := t.TempDir()
-	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
-	testkit.WriteFile(t, filepath.Join(dir, "secret"), secret+"\n")
-	cfg := filepath.Join(dir, "breach_exporter.yml")
-	testkit.WriteFile(t, cfg, fmt.Sprintf("api:\n  base_url: %s\n  token_file: token\n"+
-		"addresses: [alice@example.com]\nwebhook:\n  secret_files: [secret]\n", api.BaseURL()))
-	return cfg
-}
-
-func freeAddress(t *testing.T) string {
-	return testkit.FreeAddress(t)
-}
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// TestRun starts the program as a user would, against a stand-in API: the
-// scrape shows the values, and a reload with a broken file answers 500 and
-// keeps serving. (That the values survive the API going down, in every way
-// it can, is internal/faulttest's.)
-func TestRun(t *testing.T) {
-	api := newStandInAPI(t)
-
-	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "breach_exporter.yml")
-	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
-	good := fmt.Sprintf("api:\n  base_url: %s\n  token_file: token\n  requests_per_minute: 60\n"+
-		"refresh: {interval: 1m, me_interval: 1m}\naddresses: [alice@example.com]\n", api.BaseURL())
-	testkit.WriteFile(t, cfgFile, good)
-
-	addr := freeAddress(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var stderr testkit.SyncBuffer
-	done := make(chan int)
-	go func() {
-		done <- run(ctx, []string{"--config.file", cfgFile, "--web.listen-address", addr, "--storage.path", t.TempDir()}, io.Discard, &stderr)
-	}()
-	defer func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("exit code %d", code)
-		}
-	}()
-	base := "http://" + addr
-	var metrics string
-	testkit.Eventually(t, "alice's breaches in /metrics", func() bool {
-		_, metrics = get(t, base+"/metrics")
-		return strings.Contains(metrics, `breach_source_breaches{address="alice@example.com",source="archive"} 2`) &&
-			strings.Contains(metrics, `breach_api_up 1`)
-	})
-	for _, want := range []string{
-		`breach_api_up 1`,
-		`breach_account_info{plan="pro"} 1`,
-		`breach_source_plaintext_password{address="alice@example.com",source="archive"} 1`,
-		`breach_address_new_databases_total{address="alice@example.com"} 0`,
-		`breach_addresses{state="verified"} 1`,
-		`breach_exporter_build_info{`,
-		`breach_exporter_config_last_reload_successful 1`,
-		// The handler's own series, as every exporter's /metrics has them.
-		`promhttp_metric_handler_requests_total{code="200"} `,
-		`promhttp_metric_handler_requests_total{code="503"} 0`,
-		`promhttp_metric_handler_requests_in_flight 1`,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
-	}
-
-	for path, want := range map[string]int{"/": 200, "/-/healthy": 200, "/-/ready": 200, "/-/reload": 405} {
-		if code, _ := get(t, base+path); code != want {
-			t.Errorf("GET %s: %d, want %d", path, code, want)
-		}
-	}
-
-	// A broken config: 500 with the reason, and the old config keeps serving.
-	testkit.WriteFile(t, cfgFile, good+"bogus_key: 1\n")
-	resp, err := http.Post(base+"/-/reload", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 500 || !strings.Contains(string(body), "bogus_key") {
-		t.Errorf("reload of a broken file: %d %q, want 500 naming bogus_key", resp.StatusCode, body)
-	}
-	_, metrics = get(t, base+"/metrics")
-	if !strings.Contains(metrics, "breach_exporter_config_last_reload_successful 0") ||
-		!strings.Contains(metrics, `breach_source_breaches{address="alice@example.com",source="archive"} 2`) {
-		t.Error("after a failed reload the old values must stay and the reload gauge must be 0")
-	}
-
-	// A named pipe where the config was: 500 at once naming it, and the old
-	// config keeps serving (issue 24, case 5).
-	if err := os.Remove(cfgFile); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(cfgFile, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err = client.Post(base+"/-/reload", "", nil)
-	if err != nil {
-		t.Fatalf("reload of a named pipe: %v", err)
-	}
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 500 || !strings.Contains(string(body), cfgFile+": not a regular file (a named pipe)") {
-		t.Errorf("reload of a named pipe: %d %q, want 500 naming it", resp.StatusCode, body)
-	}
-	if _, metrics = get(t, base+"/metrics"); !strings.Contains(metrics, `breach_source_breaches{address="alice@example.com",source="archive"} 2`) {
-		t.Error("after a reload of a named pipe the old values must stay")
-	}
-
-}
-
 // --config.check and a refused start say what is wrong, naming the field and
 // never echoing the token.
 func TestConfigProblems(t *testing.T) {
@@ -216,7 +72,6 @@ func TestConfigProblems(t *testing.T) {
 		{"webhook without a secret", []string{"--config.check", "--config.file", noSecret, "--webhook.listen-address", "127.0.0.1:0"}, 1, "secret"},
 		{"refused start", []string{"--config.file", token, "--web.listen-address", "127.0.0.1:0", "--storage.path", ""}, 1, "svc_ak_"},
 		{"storage path not a folder", []string{"--config.file", good, "--web.listen-address", "127.0.0.1:0", "--storage.path", good}, 1, "--storage.path"},
-		{"max requests negative", []string{"--config.file", good, "--web.max-requests", "-1"}, 2, "--web.max-requests"},
 		{"snapshot interval zero", []string{"--config.file", good, "--storage.snapshot-interval", "0s"}, 2, "--storage.snapshot-interval"},
 		{"missing file", []string{"--config.check", "--config.file", filepath.Join(dir, "nope.yml")}, 1, "nope.yml"},
 		{"bad webhook path", []string{"--config.file", good, "--webhook.listen-address", "127.0.0.1:0", "--webhook.path", "/-/healthy"}, 2, "--webhook.path"},
@@ -243,7 +98,7 @@ func TestLandingPageHasNoProfilingLinks(t *testing.T) {
 	}
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	code, page := get(t, srv.URL+"/")
+	code, page := testkit.Get(t, srv.URL+"/")
 	if code != http.StatusOK {
 		t.Fatalf("GET /: %d %s", code, page)
 	}
@@ -264,7 +119,7 @@ func TestLandingPageHasNoProfilingLinks(t *testing.T) {
 			t.Errorf("landing page links off the listener: %s", l[1])
 			continue
 		}
-		if code, _ := get(t, srv.URL+l[1]); code != http.StatusOK {
+		if code, _ := testkit.Get(t, srv.URL+l[1]); code != http.StatusOK {
 			t.Errorf("landing page link %s answers %d", l[1], code)
 		}
 	}

@@ -1,7 +1,9 @@
 package testkit
 
 import (
+	"io"
 	"net"
+	"net/http"
 	"testing"
 )
 
@@ -15,4 +17,20 @@ func FreeAddress(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// Get is the status and body of a GET of url; status 0 and the error's
+// text when the request fails (a server not listening yet, for pollers).
+func Get(t testing.TB, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err.Error()
+	}
+	return resp.StatusCode, string(b)
 }

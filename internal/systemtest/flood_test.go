@@ -1,4 +1,4 @@
-package main
+package systemtest
 
 import (
 	"errors"
@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -40,23 +38,20 @@ const (
 // flood lasts the process stays under 2,000 descriptors and /metrics
 // answers; once it stops, a signed alert is accepted within 15 s.
 func TestWebhookFloodAgainstTheBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and opens 20,000 connections")
-	}
 	if runtime.GOOS != "linux" {
 		t.Skip("counts descriptors in /proc")
 	}
+	bin := binary(t, "builds the binary and opens 20,000 connections")
 	raiseFDLimit(t, floodRlimit)
 
-	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
-	cfg := receiverConfig(t, newStandInAPI(t), "flood-test-secret")
-	webAddr, hookAddr := freeAddress(t), freeAddress(t)
+	cfg := receiverConfig(t, newStandInAPI(t), "flood-test-secret", "")
+	webAddr, hookAddr := testkit.FreeAddress(t), testkit.FreeAddress(t)
 
-	child := startBinary(t, bin, "--config.file", cfg, "--web.listen-address", webAddr,
+	child := startProcess(t, bin, "--config.file", cfg, "--web.listen-address", webAddr,
 		"--webhook.listen-address", hookAddr, "--log.level", "warn", "--storage.path", "")
 	metricsURL := "http://" + webAddr + "/metrics"
-	testkit.Eventually(t, "/metrics to answer", func() bool { code, _ := get(t, metricsURL); return code == 200 })
-	t.Logf("child: %s", openFilesLimit(t, child.Process.Pid))
+	servesMetrics(t, metricsURL)
+	t.Logf("child: %s", openFilesLimit(t, child.cmd.Process.Pid))
 
 	// The flood, with a watcher sampling the child's descriptors and
 	// /metrics until it is over.
@@ -104,7 +99,7 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 			done = true
 		case <-time.After(200 * time.Millisecond): // sampling interval
 		}
-		maxFDs = max(maxFDs, countFDs(t, child.Process.Pid))
+		maxFDs = max(maxFDs, countFDs(t, child.cmd.Process.Pid))
 		resp, err := client.Get(metricsURL)
 		scrapes++
 		if err != nil || resp.StatusCode != 200 {
@@ -116,7 +111,7 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 		}
 	}
 	floodTook := time.Since(start)
-	_, rss := peakKB(t, child.Process.Pid)
+	_, rss := peakKB(t, child.cmd.Process.Pid)
 	t.Logf("flood: %d connection attempts in %s, %d established, %d timed out or refused; child: at most %d descriptors, RSS %d kB; /metrics %d/%d answered",
 		floodConnections, floodTook.Round(time.Millisecond), len(conns), failed.Load(), maxFDs, rss, scrapes-badScrapes, scrapes)
 	if maxFDs >= maxChildFDs {
@@ -143,7 +138,7 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 	status, attempts := 0, 0
 	for time.Since(stopped) < recoveryDeadline && status != http.StatusNoContent {
 		attempts++
-		resp, err := hookClient.Do(signedRequest("http://"+hookAddr+"/webhook", "flood-test-secret", body))
+		resp, err := hookClient.Do(signedRequest(t, "http://"+hookAddr+"/webhook", "flood-test-secret", body))
 		if err != nil {
 			time.Sleep(100 * time.Millisecond) // retry interval
 			continue
@@ -156,7 +151,7 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 	if status != http.StatusNoContent {
 		t.Fatalf("signed webhook not accepted within %s of the flood's end (last status %d)", recoveryDeadline, status)
 	}
-	_, metrics := get(t, metricsURL)
+	_, metrics := testkit.Get(t, metricsURL)
 	if !strings.Contains(metrics, `breach_alerts_total{address="alice@example.com",severity="critical",source="combolist"} 1`) {
 		t.Error("the accepted alert is not counted")
 	}
@@ -190,64 +185,6 @@ func raiseFDLimit(t *testing.T, n uint64) {
 	}
 	t.Logf("RLIMIT_NOFILE of the test (and the child): %d", want.Cur)
 	t.Cleanup(func() { syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old) })
-}
-
-// startBinary starts bin and stops it (SIGTERM, then SIGKILL) at the end of
-// the test; its log is shown when the test fails.
-func startBinary(t *testing.T, bin string, args ...string) *exec.Cmd {
-	t.Helper()
-	return startProcess(t, bin, args...).cmd
-}
-
-// process is a started binary that a test may stop itself.
-type process struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	logs   *testkit.SyncBuffer
-	exited chan error
-	done   bool
-}
-
-// startProcess starts bin; whatever is still running at the end of the test
-// is stopped (SIGTERM, then SIGKILL), and its log shown when the test failed.
-func startProcess(t *testing.T, bin string, args ...string) *process {
-	t.Helper()
-	p := &process{t: t, cmd: exec.Command(bin, args...), logs: &testkit.SyncBuffer{}, exited: make(chan error, 1)}
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		if !p.done {
-			p.stop(syscall.SIGTERM)
-		}
-		if t.Failed() {
-			t.Logf("%s log:\n%s", filepath.Base(bin), tail(p.logs.String(), 4000))
-		}
-	})
-	return p
-}
-
-// stop sends sig and waits for the exit (SIGKILL after 10 s); it returns
-// the exit error.
-func (p *process) stop(sig syscall.Signal) error {
-	p.done = true
-	p.cmd.Process.Signal(sig)
-	select {
-	case err := <-p.exited:
-		return err
-	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		return <-p.exited
-	}
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "..." + s[len(s)-n:]
-	}
-	return s
 }
 
 func countFDs(t *testing.T, pid int) int {

@@ -1,4 +1,4 @@
-package main
+package systemtest
 
 import (
 	"fmt"
@@ -31,10 +31,7 @@ func keptLines(metrics string) []string {
 // written) and started again with the API unreachable: its first scrape
 // shows the same feed series and address states as before.
 func TestRestartOfTheBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and restarts it; runs without -short")
-	}
-	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
+	bin := binary(t, "builds the binary and restarts it; runs without -short")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
 			api := newStandInAPI(t)
@@ -53,7 +50,7 @@ func TestRestartOfTheBinary(t *testing.T) {
 			metricsURL := "http://" + addr + "/metrics"
 			var before string
 			testkit.Eventually(t, "both addresses answered", func() bool {
-				_, before = get(t, metricsURL)
+				_, before = testkit.Get(t, metricsURL)
 				return strings.Contains(before, `breach_address_state{address="alice@example.com",state="verified"} 1`) &&
 					strings.Contains(before, `breach_address_state{address="bob@example.com",state="unverified"} 1`)
 			})
@@ -74,7 +71,7 @@ func TestRestartOfTheBinary(t *testing.T) {
 			startProcess(t, bin, args...)
 			var after string
 			testkit.Eventually(t, "the restarted exporter to serve", func() bool {
-				code, m := get(t, metricsURL)
+				code, m := testkit.Get(t, metricsURL)
 				after = m
 				return code == http.StatusOK
 			})

@@ -1,4 +1,4 @@
-package main
+package systemtest
 
 import (
 	"os"
@@ -6,17 +6,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 // The README's flag table is the --help output's flags with their
 // defaults: no flag missing, none extra, no default drifted.
 func TestREADMEFlagTableIsTheHelpOutput(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	out, err := exec.Command(testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter"), "--help").CombinedOutput()
+	out, err := exec.Command(binary(t, "builds the binary"), "--help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("--help: %v\n%s", err, out)
 	}
@@ -32,7 +27,7 @@ func TestREADMEFlagTableIsTheHelpOutput(t *testing.T) {
 		help[m[2]] = strings.Trim(m[3], `"`)
 	}
 
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package systemtest
 
 import (
 	"bytes"
@@ -31,10 +31,7 @@ type logLine struct {
 // format: the fixed keys on every line, one timestamp, and in JSON numbers
 // and booleans as such.
 func TestLogShapeOfTheBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs it twice")
-	}
-	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
+	bin := binary(t, "builds the binary and runs it twice")
 	for _, format := range []string{"logfmt", "json"} {
 		t.Run(format, func(t *testing.T) {
 			lines := logOfALifetime(t, bin, format)
@@ -111,7 +108,7 @@ func checkLogLine(t *testing.T, format string, l logLine) {
 // logOfALifetime runs bin with both listeners through two reloads and a
 // SIGTERM, and returns its log.
 func logOfALifetime(t *testing.T, bin, format string) []logLine {
-	cfg := receiverConfig(t, newStandInAPI(t), "a-webhook-secret-of-some-length")
+	cfg := receiverConfig(t, newStandInAPI(t), "a-webhook-secret-of-some-length", "")
 	addr := testkit.FreeAddress(t)
 	p := startProcess(t, bin, "--config.file", cfg, "--web.listen-address", addr,
 		"--webhook.listen-address", testkit.FreeAddress(t), "--storage.path", "", "--log.format", format)

@@ -1,14 +1,8 @@
-package main
+package systemtest
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -25,8 +19,6 @@ import (
 const (
 	slowConnections = 1_000
 	slowClients     = 8 // source addresses 127.0.0.2 to 127.0.0.9
-	slowTick        = 100 * time.Millisecond
-	slowRedial      = 500 * time.Millisecond // pause after a closed connection
 	signedAlerts    = 20
 	signedInterval  = 250 * time.Millisecond // 5 s of alerts: past the read timeouts, through redials
 	// The promise: a signed alert is answered within a second while the
@@ -43,26 +35,17 @@ const (
 // every one is answered 204 within a second, and the connections refused for their
 // client are counted.
 func TestSlowClientsDoNotDelaySignedAlerts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and holds 1,000 slow connections")
-	}
 	if runtime.GOOS != "linux" {
 		t.Skip("dials from several 127.0.0.0/8 addresses, which Linux routes to lo")
 	}
-	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
-	api := newStandInAPI(t)
-	dir := t.TempDir()
+	bin := binary(t, "builds the binary and holds 1,000 slow connections")
 	const secret = "slow-client-test-secret"
-	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
-	testkit.WriteFile(t, filepath.Join(dir, "secret"), secret+"\n")
-	cfg := filepath.Join(dir, "breach_exporter.yml")
-	testkit.WriteFile(t, cfg, fmt.Sprintf("api:\n  base_url: %s\n  token_file: token\n"+
-		"addresses: [alice@example.com]\nwebhook:\n  secret_files: [secret]\n", api.BaseURL()))
-	webAddr, hookAddr := freeAddress(t), freeAddress(t)
-	startBinary(t, bin, "--config.file", cfg, "--web.listen-address", webAddr,
+	cfg := receiverConfig(t, newStandInAPI(t), secret, "")
+	webAddr, hookAddr := testkit.FreeAddress(t), testkit.FreeAddress(t)
+	startProcess(t, bin, "--config.file", cfg, "--web.listen-address", webAddr,
 		"--webhook.listen-address", hookAddr, "--log.level", "warn", "--storage.path", "")
 	metricsURL := "http://" + webAddr + "/metrics"
-	testkit.Eventually(t, "/metrics to answer", func() bool { code, _ := get(t, metricsURL); return code == 200 })
+	servesMetrics(t, metricsURL)
 
 	var (
 		stop            = make(chan struct{})
@@ -88,7 +71,7 @@ func TestSlowClientsDoNotDelaySignedAlerts(t *testing.T) {
 	// Whatever the server does with them, the slow clients hold at least
 	// their share of every client's slots before the sender starts.
 	openSlow := func() bool {
-		_, m := get(t, metricsURL)
+		_, m := testkit.Get(t, metricsURL)
 		return sampleValue(m, `breach_exporter_listener_open_connections{listener="webhook"}`) >= 16*slowClients
 	}
 	testkit.Eventually(t, "the slow clients to hold their connections", openSlow)
@@ -105,7 +88,7 @@ func TestSlowClientsDoNotDelaySignedAlerts(t *testing.T) {
 		alert := []byte(`{"event":"alert.created","severity":"critical","address":"alice@example.com","source":"combolist",` +
 			`"summary":"slow clients ` + strconv.Itoa(i) + `","delta":{"new_source_dbs":["x"]},"observed_at":"` + time.Now().UTC().Format(time.RFC3339) + `"}`)
 		sent := time.Now()
-		resp, err := sender.Do(signedRequest("http://"+hookAddr+"/webhook", secret, alert))
+		resp, err := sender.Do(signedRequest(t, "http://"+hookAddr+"/webhook", secret, alert))
 		took := time.Since(sent)
 		if err != nil {
 			t.Fatalf("signed alert %d: %v after %s", i, err, took)
@@ -118,7 +101,7 @@ func TestSlowClientsDoNotDelaySignedAlerts(t *testing.T) {
 	}
 	slices.Sort(latencies)
 	median, worst := latencies[len(latencies)/2], latencies[len(latencies)-1]
-	_, metrics := get(t, metricsURL)
+	_, metrics := testkit.Get(t, metricsURL)
 	refused := sampleValue(metrics, `breach_exporter_listener_client_limit_refused_total{listener="webhook"}`)
 	t.Logf("%d signed alerts beside %d slow connections from %d addresses: median %s, worst %s; %d slow dials, %d closed by the server, %v refused for their client",
 		signedAlerts, slowConnections, slowClients, median.Round(time.Microsecond), worst.Round(time.Microsecond), dials.Load(), closedBy.Load(), refused)
@@ -131,64 +114,4 @@ func TestSlowClientsDoNotDelaySignedAlerts(t *testing.T) {
 	if got := sampleValue(metrics, `breach_webhook_requests_total{outcome="accepted"}`); got != signedAlerts {
 		t.Errorf("accepted = %v, want %d", got, signedAlerts)
 	}
-}
-
-// trickle keeps one slow connection to addr from local: it writes start,
-// then one byte every slowTick, and dials again slowRedial after the
-// server closes it, until stop closes.
-func trickle(addr string, local *net.TCPAddr, start string, stop <-chan struct{}, dials, closedBy *atomic.Int64) {
-	d := net.Dialer{Timeout: time.Second, LocalAddr: local}
-	for {
-		dials.Add(1)
-		c, err := d.Dial("tcp", addr)
-		if err == nil {
-			c.SetWriteDeadline(time.Now().Add(time.Second))
-			_, err = c.Write([]byte(start))
-			tick := time.NewTicker(slowTick)
-			for err == nil {
-				select {
-				case <-stop:
-					tick.Stop()
-					c.Close()
-					return
-				case <-tick.C:
-				}
-				c.SetWriteDeadline(time.Now().Add(time.Second))
-				_, err = c.Write([]byte("a"))
-			}
-			tick.Stop()
-			c.Close()
-			closedBy.Add(1)
-		}
-		select {
-		case <-stop:
-			return
-		case <-time.After(slowRedial):
-		}
-	}
-}
-
-// signedRequest is a POST of body to url, signed with secret as the
-// service signs, computed here independently of the code under test.
-func signedRequest(url, secret string, body []byte) *http.Request {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Service-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	return req
-}
-
-// sampleValue is the value of the series line that starts with series in
-// an exposition, or -1 when there is none.
-func sampleValue(exposition, series string) float64 {
-	for _, line := range strings.Split(exposition, "\n") {
-		if rest, ok := strings.CutPrefix(line, series+" "); ok {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err == nil {
-				return v
-			}
-		}
-	}
-	return -1
 }

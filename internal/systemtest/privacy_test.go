@@ -1,8 +1,6 @@
-package main
+package systemtest
 
 import (
-	"context"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -13,14 +11,12 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
-// Outside email mode no log line shows an address: not the scheduler's
-// (a transport error repeats the request URL, whose query is the address),
-// not the webhook's discovery, at debug level. The API is a closed port, so
-// every read fails.
+// Outside email mode no log line of the built binary shows an address: not
+// the scheduler's (a transport error repeats the request URL, whose query is
+// the address), not the webhook's discovery, at debug level. The API is a
+// closed port, so every read fails.
 func TestLogsShowNoAddress(t *testing.T) {
-	if testing.Short() {
-		t.Skip("seconds of real time: the API reads fail and back off")
-	}
+	bin := binary(t, "seconds of real time: the API reads fail and back off")
 	const secret = "privacy-test-webhook-secret"
 	key := []byte("privacy-test-label-key")
 	for _, mode := range []string{"hash", "alias", "hmac"} {
@@ -38,18 +34,9 @@ func TestLogsShowNoAddress(t *testing.T) {
 				"refresh: {interval: 1s, me_interval: 1h}\n"+labels+
 				"addresses: [{email: Secret.Person@example.com, alias: ops}]\nwebhook: {secret_files: [secret]}\n")
 
-			hook := freeAddress(t)
-			ctx, cancel := context.WithCancel(context.Background())
-			var stderr testkit.SyncBuffer
-			done := make(chan int)
-			go func() {
-				done <- run(ctx, []string{"--config.file", cfgFile, "--web.listen-address", freeAddress(t), "--webhook.listen-address", hook,
-					"--storage.path", "", "--log.level", "debug"}, io.Discard, &stderr)
-			}()
-			defer func() {
-				cancel()
-				<-done
-			}()
+			hook := testkit.FreeAddress(t)
+			p := startProcess(t, bin, "--config.file", cfgFile, "--web.listen-address", testkit.FreeAddress(t), "--webhook.listen-address", hook,
+				"--storage.path", "", "--log.level", "debug")
 
 			body := []byte(`{"event":"alert.created","severity":"info","address":"Secret.Discovered@example.com","source":"index",` +
 				`"delta":{},"observed_at":"` + time.Now().UTC().Format(time.RFC3339) + `"}`)
@@ -59,16 +46,16 @@ func TestLogsShowNoAddress(t *testing.T) {
 					posted = postSigned(t, "http://"+hook+"/webhook", body, testkit.Signature([]byte(secret), body))
 				}
 				// Both addresses read (and failed) at least once.
-				if posted && stderr.Count("Reading the address failed") >= 2 {
+				if posted && p.logs.Count("Reading the address failed") >= 2 {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("no failed reads of both addresses in 20 s:\n%s", stderr.String())
+					t.Fatalf("no failed reads of both addresses in 20 s:\n%s", p.logs.String())
 				}
 				time.Sleep(50 * time.Millisecond) // polling the log output, with a deadline
 			}
 
-			logs := stderr.String()
+			logs := p.logs.String()
 			if strings.Contains(strings.ToLower(logs), "secret.") || strings.Contains(logs, "%40") {
 				t.Fatalf("a log line shows an address:\n%s", logs)
 			}

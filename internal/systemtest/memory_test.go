@@ -1,4 +1,4 @@
-package main
+package systemtest
 
 import (
 	"fmt"
@@ -47,15 +47,12 @@ const (
 // trickle their headers, scrapes with and without gzip, and state
 // snapshots of all that.
 func TestMemoryOfTheWorstCase(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary, posts 100,000 alerts and holds 740 connections")
-	}
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc and dials from several 127.0.0.0/8 addresses")
 	}
+	bin := binary(t, "builds the binary, posts 100,000 alerts and holds 740 connections")
 	soft, limit := shippedMemoryLimits(t)
 	t.Setenv("GOMEMLIMIT", soft)
-	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
 	dir := t.TempDir()
 	storage := filepath.Join(dir, "data")
 	const secret = "memory-test-secret"
@@ -68,7 +65,7 @@ func TestMemoryOfTheWorstCase(t *testing.T) {
 		addresses[i] = fmt.Sprintf("user%04d@example.com", i)
 	}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "api:\n  base_url: http://%s/api/v1\n  token_file: token\naddresses:\n", freeAddress(t))
+	fmt.Fprintf(&cfg, "api:\n  base_url: http://%s/api/v1\n  token_file: token\naddresses:\n", testkit.FreeAddress(t))
 	for _, a := range addresses[:worstConfigured] {
 		fmt.Fprintf(&cfg, "  - %s\n", a)
 	}
@@ -76,13 +73,13 @@ func TestMemoryOfTheWorstCase(t *testing.T) {
 	testkit.WriteFile(t, filepath.Join(dir, "breach_exporter.yml"), cfg.String())
 	writeFullState(t, storage, addresses)
 
-	webAddr, hookAddr := freeAddress(t), freeAddress(t)
-	child := startBinary(t, bin, "--config.file", filepath.Join(dir, "breach_exporter.yml"),
+	webAddr, hookAddr := testkit.FreeAddress(t), testkit.FreeAddress(t)
+	child := startProcess(t, bin, "--config.file", filepath.Join(dir, "breach_exporter.yml"),
 		"--web.listen-address", webAddr, "--webhook.listen-address", hookAddr, "--log.level", "warn",
 		"--storage.path", storage, "--storage.snapshot-interval", worstSnapshotEvery)
 	metricsURL := "http://" + webAddr + "/metrics"
-	testkit.Eventually(t, "/metrics to answer", func() bool { code, _ := get(t, metricsURL); return code == 200 })
-	_, m := get(t, metricsURL)
+	servesMetrics(t, metricsURL)
+	_, m := testkit.Get(t, metricsURL)
 	if got := sampleValue(m, "breach_exporter_state_restored_addresses"); got != float64(len(addresses)) {
 		t.Fatalf("%v addresses restored, want %d", got, len(addresses))
 	}
@@ -148,7 +145,7 @@ func TestMemoryOfTheWorstCase(t *testing.T) {
 			defer client.CloseIdleConnections()
 			for i := int(next.Add(1)) - 1; i < worstAlerts; i = int(next.Add(1)) - 1 {
 				body := worstAlert(addresses[i%len(addresses)], i)
-				resp, err := client.Do(signedRequest("http://"+hookAddr+"/webhook", secret, body))
+				resp, err := client.Do(signedRequest(t, "http://"+hookAddr+"/webhook", secret, body))
 				if err != nil || resp.StatusCode != http.StatusNoContent {
 					failed.Add(1)
 				}
@@ -168,8 +165,8 @@ func TestMemoryOfTheWorstCase(t *testing.T) {
 	close(scraping)
 	scrapers.Wait()
 
-	hwm, rss := peakKB(t, child.Process.Pid)
-	_, m = get(t, metricsURL)
+	hwm, rss := peakKB(t, child.cmd.Process.Pid)
+	_, m = testkit.Get(t, metricsURL)
 	accepted := sampleValue(m, `breach_webhook_requests_total{outcome="accepted"}`)
 	series := strings.Count(m, "\n") - 2*strings.Count(m, "\n# ")
 	t.Logf("worst case: %d addresses, %v alerts accepted in %s (%d failed), %d scrapes, %d series, snapshot %v bytes, %d slow dials; VmHWM %d kB (%.0f MiB), VmRSS %d kB; GOMEMLIMIT %s, memory limit %d MiB",
@@ -193,7 +190,7 @@ func pollMetrics(t *testing.T, url, what string, cond func(exposition string) bo
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		if _, m := get(t, url); cond(m) {
+		if _, m := testkit.Get(t, url); cond(m) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -252,7 +249,7 @@ func writeFullState(t *testing.T, storage string, addresses []string) {
 // limit (in bytes) of examples/kubernetes/deployment.yaml.
 func shippedMemoryLimits(t *testing.T) (gomemlimit string, limit int64) {
 	t.Helper()
-	deployment, err := os.ReadFile("examples/kubernetes/deployment.yaml")
+	deployment, err := os.ReadFile("../../examples/kubernetes/deployment.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,18 +260,4 @@ func shippedMemoryLimits(t *testing.T) (gomemlimit string, limit int64) {
 	}
 	mib, _ := strconv.ParseInt(string(hard[1]), 10, 64)
 	return string(soft[1]), mib << 20
-}
-
-// peakKB is the process's peak and current resident set (VmHWM, VmRSS).
-func peakKB(t *testing.T, pid int) (hwm, rss int) {
-	t.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		fmt.Sscanf(line, "VmHWM: %d kB", &hwm)
-		fmt.Sscanf(line, "VmRSS: %d kB", &rss)
-	}
-	return hwm, rss
 }

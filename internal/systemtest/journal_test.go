@@ -1,10 +1,6 @@
-package main
+package systemtest
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -15,7 +11,6 @@ import (
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
-	"github.com/breach-exporter/breach_exporter/webhook"
 )
 
 const journalSecret = "journal-test-secret-0123456789"
@@ -33,14 +28,9 @@ func newExporterOnFolder(t *testing.T, bin string) *exporterOnFolder {
 	// The discovered address must stay watched for its counts to be served:
 	// the API knows it (a 404 would drop it before the test's scrape).
 	api.Answer("found@example.org", testkit.Unverified())
-	dir := t.TempDir()
-	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
-	testkit.WriteFile(t, filepath.Join(dir, "secret"), journalSecret+"\n")
-	cfg := filepath.Join(dir, "breach_exporter.yml")
-	testkit.WriteFile(t, cfg, fmt.Sprintf("api:\n  base_url: %s\n  token_file: token\n"+
-		"addresses: [alice@example.com]\nwebhook:\n  secret_files: [secret]\n"+testkit.AllDetailYAML(), api.BaseURL()))
-	return &exporterOnFolder{bin: bin, cfg: cfg, storage: filepath.Join(dir, "data"),
-		webAddr: freeAddress(t), hookAddr: freeAddress(t)}
+	cfg := receiverConfig(t, api, journalSecret, testkit.AllDetailYAML())
+	return &exporterOnFolder{bin: bin, cfg: cfg, storage: filepath.Join(t.TempDir(), "data"),
+		webAddr: testkit.FreeAddress(t), hookAddr: testkit.FreeAddress(t)}
 }
 
 // start runs one life and waits until it serves. The snapshot interval is
@@ -49,16 +39,13 @@ func (x *exporterOnFolder) start(t *testing.T) *process {
 	t.Helper()
 	p := startProcess(t, x.bin, "--config.file", x.cfg, "--web.listen-address", x.webAddr,
 		"--webhook.listen-address", x.hookAddr, "--storage.path", x.storage, "--storage.snapshot-interval", "1h")
-	testkit.Eventually(t, "the exporter to serve", func() bool {
-		code, _ := get(t, "http://"+x.webAddr+"/metrics")
-		return code == http.StatusOK
-	})
+	servesMetrics(t, "http://"+x.webAddr+"/metrics")
 	return p
 }
 
 func (x *exporterOnFolder) samples(t *testing.T) map[string]float64 {
 	t.Helper()
-	code, text := get(t, "http://"+x.webAddr+"/metrics")
+	code, text := testkit.Get(t, "http://"+x.webAddr+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
@@ -98,12 +85,7 @@ func sendAll(t *testing.T, url string, bodies [][]byte) []int {
 			defer wg.Done()
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			mac := hmac.New(sha256.New, []byte(journalSecret))
-			mac.Write(body)
-			req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set(webhook.SignatureHeader, "sha256="+hex.EncodeToString(mac.Sum(nil)))
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := http.DefaultClient.Do(signedRequest(t, url, journalSecret, body))
 			if err != nil {
 				return
 			}
@@ -131,10 +113,7 @@ func all204(codes []int) bool {
 // second exporter on the same folder refuses to start, naming it, and a
 // SIGKILLed one's folder is free at once.
 func TestStateFolderAgainstTheBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs it five times")
-	}
-	bin := testkit.BuildBinary(t, "github.com/breach-exporter/breach_exporter")
+	bin := binary(t, "builds the binary and runs it five times")
 
 	t.Run("accepted alerts survive SIGKILL", func(t *testing.T) {
 		x := newExporterOnFolder(t, bin)
@@ -183,7 +162,7 @@ func TestStateFolderAgainstTheBinary(t *testing.T) {
 	t.Run("one exporter per folder", func(t *testing.T) {
 		x := newExporterOnFolder(t, bin)
 		owner := x.start(t)
-		other := startProcess(t, bin, "--config.file", x.cfg, "--web.listen-address", freeAddress(t),
+		other := startProcess(t, bin, "--config.file", x.cfg, "--web.listen-address", testkit.FreeAddress(t),
 			"--storage.path", x.storage)
 		select {
 		case err := <-other.exited:
