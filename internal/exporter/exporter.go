@@ -21,6 +21,8 @@ import (
 	"github.com/breach-exporter/breach_exporter/collector"
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/fileread"
+	"github.com/breach-exporter/breach_exporter/internal/filewatch"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/scheduler"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
@@ -62,6 +64,9 @@ type Exporter struct {
 	hook      *webhook.Handler // nil when the receiver is off
 	store     *persist.Store   // nil when persistence is off
 	journal   *persist.Journal // nil when either is off
+	// files reloads when the acknowledgements file changes, so that an
+	// update (a ConfigMap's, say) is in force without a SIGHUP.
+	files *filewatch.Watcher
 
 	// reloading holds a token while a reload runs, so reloads never race;
 	// a channel, so that a caller waiting for its turn can give up.
@@ -164,8 +169,24 @@ func New(o Options) (_ *Exporter, err error) {
 			return nil, err
 		}
 	}
+	if e.files, err = filewatch.New(filewatch.Options{
+		Reload:     e.Reload,
+		Limit:      fileread.MaxAcknowledgementsBytes,
+		Clock:      e.clock,
+		Logger:     log.With(e.logger, "component", "filewatch"),
+		Registerer: o.Registerer,
+	}); err != nil {
+		return nil, err
+	}
+	e.files.Watch(watchedFiles(bundle)...)
 	e.markReload(true)
 	return e, nil
+}
+
+// watchedFiles are the files of bundle whose change is reloaded without a
+// SIGHUP: the acknowledgements, which change while the exporter runs.
+func watchedFiles(bundle *config.Bundle) []string {
+	return []string{bundle.Config.AcknowledgementsFile}
 }
 
 // startReceiver builds the webhook handler with what it held before the
@@ -289,6 +310,11 @@ func (e *Exporter) Run(ctx context.Context) {
 		defer wg.Done()
 		e.scheduler.Run(ctx)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.files.Run(ctx)
+	}()
 	var tick <-chan time.Time
 	if e.store != nil {
 		t := e.clock.NewTicker(e.opts.SnapshotInterval)
@@ -366,9 +392,12 @@ func (e *Exporter) Close() error {
 	return err
 }
 
-// release closes the journal, then unlocks the storage folder it writes
-// in.
+// release stops the file watch, closes the journal and unlocks the storage
+// folder.
 func (e *Exporter) release() {
+	if e.files != nil {
+		e.files.Close()
+	}
 	if e.journal != nil {
 		e.journal.Close()
 	}
@@ -413,6 +442,7 @@ func (e *Exporter) reload() error {
 		return err
 	}
 	e.config.Store(bundle)
+	e.files.Watch(watchedFiles(bundle)...)
 	e.syncWatchlist(bundle)
 	e.warn(bundle)
 	e.markReload(true)
