@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breach-exporter/breach_exporter/internal/filewatch"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -62,7 +61,8 @@ func TestAcknowledgementsFileChangeReloads(t *testing.T) {
 	testkit.WriteFile(t, acks, "acknowledgements:\n  - address: alice@example.com\n    handled_at: 2026-11-22T07:00:00Z\n    by: oncall\n")
 	series := testkit.Series("breach_source_acknowledged_timestamp_seconds", "address", "alice@example.com", "source", "combolist", "by", "oncall", "comment", "")
 	handled := float64(time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC).Unix())
-	testkit.AdvanceUntil(t, f.clock, "the acknowledgement in force", filewatch.Debounce, func() bool {
+	// The watch debounces in real time (filewatch.Debounce), then reloads.
+	testkit.Eventually(t, "the acknowledgement in force", func() bool {
 		return testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[series] == handled
 	})
 	samples := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))

@@ -170,9 +170,11 @@ func New(o Options) (_ *Exporter, err error) {
 		}
 	}
 	if e.files, err = filewatch.New(filewatch.Options{
-		Reload:     e.Reload,
-		Limit:      fileread.MaxAcknowledgementsBytes,
-		Clock:      e.clock,
+		Reload: e.Reload,
+		Limit:  fileread.MaxAcknowledgementsBytes,
+		// No Clock: the watch keeps real time. Its debounce and backstop
+		// wait for writes to files on disk, which happen in real time;
+		// the exporter's clock schedules the API and the snapshots.
 		Logger:     log.With(e.logger, "component", "filewatch"),
 		Registerer: o.Registerer,
 	}); err != nil {
