@@ -232,11 +232,16 @@ $(HELM):
 	GOBIN=$(TOOLS_BIN)/.gobin CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(TOOLS_BIN)/.gobin/helm $@
 
+# `go mod download` runs in an empty temporary folder, outside every module
+# (GOWORK=off): inside this repository it would load, and may rewrite, our
+# go.mod, leaving the tree dirty for a following `make release`.
 $(HELM_UNITTEST):
 	@echo ">> building helm-unittest $(HELM_UNITTEST_VERSION) from the Go module proxy into $(TOOLS_BIN)"
 	@mkdir -p $(TOOLS_BIN)
-	dir=$$($(GO) mod download -json github.com/helm-unittest/helm-unittest@$(HELM_UNITTEST_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
-	  test -n "$$dir" && cd "$$dir" && CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/helm-unittest
+	tmp=$$(mktemp -d) && \
+	  dir=$$(cd "$$tmp" && GOWORK=off GOFLAGS=-mod=mod $(GO) mod download -json github.com/helm-unittest/helm-unittest@$(HELM_UNITTEST_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  rmdir "$$tmp"; \
+	  test -n "$$dir" && cd "$$dir" && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/helm-unittest
 
 # The Helm chart: helm lint --strict with the defaults and every
 # ci/*-values.yaml, then the helm-unittest suites (charts/breach-exporter/tests).
