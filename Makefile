@@ -17,7 +17,7 @@ LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
              -X $(PKG).Branch=$(BRANCH) -X $(PKG).BuildUser=$(shell id -un)@$(shell hostname) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test fmt-check vet staticcheck unit rules-check promtool demo e2e e2e-deps soak bench prometheusrule clean \
+.PHONY: all build test fmt-check tidy-check vet staticcheck unit rules-check promtool demo e2e e2e-deps soak bench prometheusrule clean \
         container container-deps container-test systemd-test kubernetes-test deploy-test \
         release generate chart-generate chart-tools chart-test dashboards-check
 
@@ -27,7 +27,24 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(SIMULATOR) ./examples/simulator
 
-test: promtool fmt-check vet staticcheck unit rules-check dashboards-check
+test: promtool fmt-check tidy-check vet staticcheck unit rules-check dashboards-check
+
+# The Go modules of the repository. The root one is the exporter's and holds
+# only what the exporter, its examples and their tests need; each other one
+# has its own go.mod (with a replace of the exporter's module by the
+# repository root) so that its dependencies stay out of the exporter's:
+# bench/ the benchmarks, examples/simulator/openapitest/ kin-openapi (the
+# simulator's OpenAPI validation test), examples/kubernetes/test/ the
+# Kubernetes and kustomize types.
+GO_MODULES := . bench examples/simulator/openapitest examples/kubernetes/test
+
+# go.mod and go.sum of every module must be what `go mod tidy` writes; run it
+# in the module named to fix them (after the root's changes, the nested
+# modules too: they read its go.mod through their replace).
+tidy-check:
+	@set -e; for m in $(GO_MODULES); do \
+	  (cd $$m && $(GO) mod tidy -diff) || { echo "go.mod or go.sum of $$m is not tidy: run go mod tidy in $$m"; exit 1; }; \
+	done
 
 # promtool comes from Debian's prometheus package; install it when missing.
 promtool:
@@ -43,7 +60,8 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./internal/e2e/
-	$(GO) vet -tags bench ./bench/
+	cd bench && $(GO) vet -tags bench ./...
+	cd examples/simulator/openapitest && $(GO) vet ./...
 
 # Pinned, fetched through the module proxy: no install step, same result
 # on every machine. The e2e and bench tags cover the end-to-end test's
@@ -52,12 +70,14 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./internal/e2e/
-	$(GO) run $(STATICCHECK) -tags bench ./bench/
+	cd bench && $(GO) run $(STATICCHECK) -tags bench ./...
+	cd examples/simulator/openapitest && $(GO) run $(STATICCHECK) ./...
 
 # BREACH_REQUIRE_PROMTOOL makes the promtool check of the golden expositions
 # fail instead of skip without promtool.
 unit:
 	BREACH_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 ./...
+	cd examples/simulator/openapitest && $(GO) test -race -count=1 ./...
 
 rules-check:
 	$(PROMTOOL) check rules alerts/breach_exporter.rules.yml
@@ -143,7 +163,7 @@ e2e: e2e-deps
 # user-cost figures run a real Prometheus: the promtool target installs
 # Debian's prometheus package, which holds both, when it is missing.
 bench: promtool
-	$(GO) run ./bench/cmd/breach_bench -out bench/results.json
+	cd bench && $(GO) run ./cmd/breach_bench -out results.json
 
 # The container image, built with docker when a docker engine answers, else
 # with podman (CONTAINER_ENGINE=podman to choose). The base images come from

@@ -1,4 +1,4 @@
-package sim_test
+package openapitest_test
 
 import (
 	"encoding/json"
