@@ -145,7 +145,7 @@ release:
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$dir/$(BIN) .; \
 	  if [ "$$os/$$arch" = "$$($(GO) env GOOS)/$$($(GO) env GOARCH)" ]; then \
 	    $$dir/$(BIN) --version 2>&1 | grep -q "version $(VERSION) " || { echo "$$dir/$(BIN) --version does not name $(VERSION)"; exit 1; }; fi; \
-	  cp LICENSE README.md examples/release/breach_exporter.yml $$dir/; \
+	  cp -r LICENSE README.md docs examples/release/breach_exporter.yml $$dir/; \
 	  tar -C $(RELEASE_DIR) --owner=0 --group=0 --numeric-owner -czf $$dir.tar.gz $$name; \
 	  rm -rf $$dir; \
 	done
