@@ -151,7 +151,7 @@ func sourcesFor(i int) []breach.SourceState {
 // collector's feed series alone.
 func (s *scrapeSetup) collectorHandler() http.Handler {
 	reg := watchlist.New()
-	reg.Sync(s.cfg.Watched(), s.cfg.Labels.Address, 0)
+	reg.Sync(nil, s.cfg.Watched(), s.cfg.Labels.Address, 0)
 	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	for i, a := range s.cfg.Watched() {
 		reg.Answered(a.Key(), breach.Verified, sourcesFor(i), at.Add(time.Duration(i)*time.Millisecond))

@@ -162,7 +162,7 @@ func (f *fixture) update(s settings) {
 
 func (f *fixture) sync(bundle *config.Bundle) {
 	cfg := bundle.Config
-	f.watchlist.Sync(cfg.Watched(), cfg.Labels.Address, cfg.Webhook.DiscoveryLimit())
+	f.watchlist.Sync(nil, cfg.Watched(), cfg.Labels.Address, cfg.Webhook.DiscoveryLimit())
 }
 
 // samples gathers what /metrics would serve.

@@ -221,7 +221,7 @@ func newHarness(t *testing.T, st Settings) *harness {
 		idle:  make(chan time.Time),
 	}
 	h.config = config.NewCurrent(bundle(st, &h.token))
-	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
+	h.reg.Sync(nil, h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	h.s = New(Options{
@@ -246,7 +246,7 @@ func (h *harness) entry(email string) (watchlist.Entry, bool) {
 }
 
 // cycle is the round length the scheduler last published.
-func (h *harness) cycle() time.Duration { return h.reg.View().Cycle }
+func (h *harness) cycle() time.Duration { return h.reg.View().Accounts[0].Cycle }
 
 // start runs the scheduler until the test ends and waits for it to park.
 func (h *harness) start() *harness {
@@ -318,7 +318,7 @@ func (h *harness) add(email string) bool {
 	h.t.Helper()
 	e, tracked := h.entry(email)
 	wakes := !tracked || e.Schedule.Urgent == 0
-	ok := h.reg.RecordAlert(email, watchlist.AlertDelta{Source: "index", Severity: "info"}) == watchlist.AlertDiscovered
+	ok := h.reg.RecordAlert(breach.DefaultAccount, email, watchlist.AlertDelta{Source: "index", Severity: "info"}) == watchlist.AlertDiscovered
 	if wakes {
 		h.park()
 	}
@@ -329,7 +329,7 @@ func (h *harness) add(email string) bool {
 func (h *harness) update(st Settings) {
 	h.t.Helper()
 	h.config.Store(bundle(st, &h.token))
-	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
+	h.reg.Sync(nil, h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
 	h.park()
 }
 

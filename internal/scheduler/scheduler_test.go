@@ -434,7 +434,7 @@ func TestMe(t *testing.T) {
 		return nil
 	}
 	h.start().advance(time.Second)
-	if acc := h.reg.View().Account; acc != (watchlist.Account{Plan: "pro", Up: true}) {
+	if acc := h.reg.View().Accounts[0].Account; acc != (watchlist.Account{Plan: "pro", Up: true}) {
 		t.Fatalf("account after the first /me: %+v", acc)
 	}
 	h.advance(11 * time.Minute)
@@ -445,7 +445,7 @@ func TestMe(t *testing.T) {
 
 	meFails = true
 	h.advance(5 * time.Minute)
-	if acc := h.reg.View().Account; acc != (watchlist.Account{Plan: "pro", Up: false}) {
+	if acc := h.reg.View().Accounts[0].Account; acc != (watchlist.Account{Plan: "pro", Up: false}) {
 		t.Fatalf("account after a failed /me: %+v, want down with the plan kept", acc)
 	}
 	if n := len(h.api.callsTo("user000@example.com")); n < 16 {
@@ -656,12 +656,12 @@ func TestCycle(t *testing.T) {
 	// figures when it next plans.
 	update := func(st Settings) {
 		cur.Store(bundle(st, &token))
-		reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, 1000)
+		reg.Sync(nil, cur.Load().Config.Watched(), breach.LabelEmail, 1000)
 		s.updateCycle(cur.Load())
 	}
 	check := func(want time.Duration, warnings int) {
 		t.Helper()
-		if got := reg.View().Cycle; !near(got, want) {
+		if got := reg.View().Accounts[0].Cycle; !near(got, want) {
 			t.Fatalf("cycle = %s, want %s", got, want)
 		}
 		if n := logs.Count("level=warn", "cannot read every address"); n != warnings {
@@ -684,7 +684,7 @@ func TestCycle(t *testing.T) {
 	update(Settings{Addresses: emails(490), RequestsPerMinute: 55, Interval: 9 * time.Minute, MeInterval: 5 * time.Minute})
 	check(9*time.Minute, 2)
 	for i := range 10 {
-		reg.RecordAlert(fmt.Sprintf("found%d@example.com", i), watchlist.AlertDelta{})
+		reg.RecordAlert(breach.DefaultAccount, fmt.Sprintf("found%d@example.com", i), watchlist.AlertDelta{})
 	}
 	s.updateCycle(cur.Load())
 	check(minutes(500/54.8), 3)
@@ -730,7 +730,7 @@ func TestShutdownDuringARequest(t *testing.T) {
 	var token tokenFile
 	reg := watchlist.New()
 	cur := config.NewCurrent(bundle(Settings{Addresses: emails(1), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Minute}, &token))
-	reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, 1000)
+	reg.Sync(nil, cur.Load().Config.Watched(), breach.LabelEmail, 1000)
 	s := New(Options{
 		Watchlist: reg,
 		Config:    cur,
