@@ -156,9 +156,9 @@ func (s *scrapeSetup) collectorHandler() http.Handler {
 	for i, a := range s.cfg.Watched() {
 		reg.Answered(a.Key(), breach.Verified, sourcesFor(i), at.Add(time.Duration(i)*time.Millisecond))
 	}
-	reg.SetAccount("pro", true)
-	reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
-	reg.SetCycle(15 * time.Minute)
+	reg.SetAccount(breach.DefaultAccount, "pro", true)
+	reg.SetRateLimit(breach.DefaultAccount, breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
+	reg.SetCycle(breach.DefaultAccount, 15 * time.Minute)
 	cur := config.NewCurrent(&config.Bundle{Config: s.cfg})
 	return collector.NewHandler(collector.NewRenderer(reg, cur, false), prometheus.NewRegistry(), log.NewNopLogger())
 }

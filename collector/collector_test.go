@@ -76,7 +76,7 @@ func TestCollectorFollowsAReload(t *testing.T) {
 	f.reg.Sync(nil, testkit.Addresses("b@example.com"), breach.LabelEmail, 1000)
 
 	samples := testkit.Scrape(t, f.h)
-	if got := samples[testkit.Series("breach_api_budget_requests_per_minute")]; got != 30 {
+	if got := samples[testkit.Series("breach_api_budget_requests_per_minute", "account", breach.DefaultAccount)]; got != 30 {
 		t.Errorf("budget after the reload = %v, want 30", got)
 	}
 	for series := range samples {

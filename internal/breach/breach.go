@@ -159,4 +159,5 @@ type WebhookCounts struct {
 	Accepted                float64
 	UntrackedDiscoveryOff   float64
 	UntrackedDiscoveryLimit float64
+	UntrackedOtherAccount   float64
 }

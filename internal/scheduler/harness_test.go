@@ -59,7 +59,9 @@ func bundle(st Settings, file *tokenFile) *config.Bundle {
 	for _, e := range st.Addresses {
 		cfg.Addresses = append(cfg.Addresses, config.Address{Email: e})
 	}
-	return &config.Bundle{Config: cfg, Token: config.NewTokenSource(file.current(), file.read)}
+	return &config.Bundle{Config: cfg, Accounts: []*config.AccountBundle{{
+		Name: breach.DefaultAccount, Config: cfg.AccountsInForce()[0], Token: config.NewTokenSource(file.current(), file.read),
+	}}}
 }
 
 // t0 is deliberately not on a minute boundary, so the server's fixed minutes
@@ -227,7 +229,8 @@ func newHarness(t *testing.T, st Settings) *harness {
 	h.s = New(Options{
 		Watchlist: h.reg,
 		Config:    h.config,
-		Connect:   func(*config.Bundle) Client { return h.api },
+		Account:   breach.DefaultAccount,
+		Connect:   func(*config.Bundle, *config.AccountBundle) Client { return h.api },
 		Clock:     reportingClock{FakeClock: clock, idle: h.idle, done: done},
 		Logger:    log.NewLogfmtLogger(h.logs),
 		Jitter:    halfJitter,

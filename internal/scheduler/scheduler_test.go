@@ -231,7 +231,7 @@ func TestRemainingZeroIsHonoured(t *testing.T) {
 	if len(calls) < 5*10 {
 		t.Fatalf("%d calls in 5 minutes at 10 per window, want at least 50", len(calls))
 	}
-	bundle := h.reg.View()
+	bundle := h.reg.View().Accounts[0]
 	if !bundle.HasRateLimit || bundle.RateLimit.Limit != 10 {
 		t.Fatalf("store rate limit %+v, want the last headers", bundle.RateLimit)
 	}
@@ -501,7 +501,7 @@ func TestRotatedTokenEndsThePause(t *testing.T) {
 			h.token.write("svc_ak_old")
 			h.config.Store(bundle(st, &h.token))
 			h.api.script = func(c call, rl *breach.RateLimit) error {
-				if h.config.Load().Token.Get() == "svc_ak_old" {
+				if h.config.Load().Accounts[0].Token.Get() == "svc_ak_old" {
 					return &api.Error{Kind: api.KindUnauthorized, StatusCode: 401}
 				}
 				return nil
@@ -576,7 +576,7 @@ func TestReloadReplacesTheClient(t *testing.T) {
 	st := Settings{Addresses: emails(2), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}
 	h := newHarness(t, st)
 	var built, closed atomic.Int32
-	h.s.connect = func(*config.Bundle) Client {
+	h.s.connect = func(*config.Bundle, *config.AccountBundle) Client {
 		built.Add(1)
 		return closingAPI{h.api, &closed}
 	}
@@ -651,13 +651,13 @@ func TestCycle(t *testing.T) {
 	reg := watchlist.New()
 	var token tokenFile
 	cur := config.NewCurrent(nil)
-	s := New(Options{Watchlist: reg, Config: cur, Logger: log.NewLogfmtLogger(logs)})
+	s := New(Options{Watchlist: reg, Config: cur, Account: breach.DefaultAccount, Logger: log.NewLogfmtLogger(logs)})
 	// update reloads as the exporter does; the scheduler takes the new
 	// figures when it next plans.
 	update := func(st Settings) {
 		cur.Store(bundle(st, &token))
 		reg.Sync(nil, cur.Load().Config.Watched(), breach.LabelEmail, 1000)
-		s.updateCycle(cur.Load())
+		s.updateCycle(cur.Load(), cur.Load().Accounts[0])
 	}
 	check := func(want time.Duration, warnings int) {
 		t.Helper()
@@ -686,7 +686,7 @@ func TestCycle(t *testing.T) {
 	for i := range 10 {
 		reg.RecordAlert(breach.DefaultAccount, fmt.Sprintf("found%d@example.com", i), watchlist.AlertDelta{})
 	}
-	s.updateCycle(cur.Load())
+	s.updateCycle(cur.Load(), cur.Load().Accounts[0])
 	check(minutes(500/54.8), 3)
 
 	// A tiny me_interval takes at most every other request.
@@ -734,7 +734,8 @@ func TestShutdownDuringARequest(t *testing.T) {
 	s := New(Options{
 		Watchlist: reg,
 		Config:    cur,
-		Connect:   func(*config.Bundle) Client { return client },
+		Account:   breach.DefaultAccount,
+		Connect:   func(*config.Bundle, *config.AccountBundle) Client { return client },
 		Clock:     clockwork.NewFakeClockAt(t0),
 		Logger:    log.NewLogfmtLogger(logs),
 	})

@@ -235,17 +235,20 @@ func New() *List {
 
 // Changed receives a value after the set of the account's addresses or an
 // address's urgency changed: its scheduler re-plans then. Changes that come
-// while a value is pending are folded into it. An account Sync did not
-// name gets a channel nothing signals until a Sync names it.
+// while a value is pending are folded into it. An account the last Sync
+// did not name gets nil, which never receives: a reload that names it again
+// makes a new channel, so its scheduler asks again before each plan.
 func (r *List) Changed(name string) <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.accountOf(name).changed
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if a := r.accounts[name]; a != nil {
+		return a.changed
+	}
+	return nil
 }
 
-// accountOf returns the named account's state, made when missing (a
-// scheduler that starts before the Sync that names its account). Called
-// with r.mu held for writing, or for reading on a name Sync gave.
+// accountOf returns the named account's state, made when missing. Called
+// with r.mu held for writing.
 func (r *List) accountOf(name string) *account {
 	a := r.accounts[name]
 	if a == nil {
