@@ -158,7 +158,7 @@ func (s *scrapeSetup) collectorHandler() http.Handler {
 	}
 	reg.SetAccount(breach.DefaultAccount, "pro", true)
 	reg.SetRateLimit(breach.DefaultAccount, breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
-	reg.SetCycle(breach.DefaultAccount, 15 * time.Minute)
+	reg.SetCycle(breach.DefaultAccount, 15*time.Minute)
 	cur := config.NewCurrent(&config.Bundle{Config: s.cfg})
 	return collector.NewHandler(collector.NewRenderer(reg, cur, false), prometheus.NewRegistry(), log.NewNopLogger())
 }

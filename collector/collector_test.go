@@ -36,7 +36,7 @@ func newFixture(mode breach.LabelMode, webhook bool, addresses ...breach.Address
 	f := &fixture{reg: watchlist.New()}
 	f.config = config.NewCurrent(&config.Bundle{Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 55}}})
 	f.reg.Sync(nil, addresses, mode, 1000)
-	f.reg.SetCycle(breach.DefaultAccount, 15 * time.Minute)
+	f.reg.SetCycle(breach.DefaultAccount, 15*time.Minute)
 	f.c = NewRenderer(f.reg, f.config, webhook)
 	f.h = NewHandler(f.c, prometheus.NewRegistry(), log.NewNopLogger())
 	return f

@@ -42,10 +42,10 @@ type Config struct {
 	Addresses []Address     `yaml:"addresses"`
 	// AddressesFiles are the single-account shape's globs of address
 	// files.
-	AddressesFiles []string `yaml:"addresses_files"`
-	Labels    LabelsConfig  `yaml:"labels"`
-	Webhook   WebhookConfig `yaml:"webhook"`
-	Metrics   MetricsConfig `yaml:"metrics"`
+	AddressesFiles []string      `yaml:"addresses_files"`
+	Labels         LabelsConfig  `yaml:"labels"`
+	Webhook        WebhookConfig `yaml:"webhook"`
+	Metrics        MetricsConfig `yaml:"metrics"`
 	// AcknowledgementsFile names the acknowledgements (internal/acknowledge):
 	// the exposures people have handled. Empty means none.
 	AcknowledgementsFile string `yaml:"acknowledgements_file"`
