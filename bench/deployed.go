@@ -306,7 +306,7 @@ func newRestoredSetup(prefix string, n int, more string) (*restoredSetup, error)
 	}
 
 	rs.refreshed = time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
-	saved := watchlist.Saved{Account: watchlist.Account{Plan: "pro"}, Entries: make([]watchlist.SavedEntry, n)}
+	saved := watchlist.Saved{Accounts: []watchlist.SavedAccount{{Name: breach.DefaultAccount, Plan: "pro"}}, Entries: make([]watchlist.SavedEntry, n)}
 	for i, e := range rs.emails {
 		at := rs.refreshed.Add(time.Duration(i) * time.Millisecond)
 		saved.Entries[i] = watchlist.SavedEntry{Address: breach.Address{Email: e}, State: breach.Verified,

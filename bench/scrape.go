@@ -151,14 +151,14 @@ func sourcesFor(i int) []breach.SourceState {
 // collector's feed series alone.
 func (s *scrapeSetup) collectorHandler() http.Handler {
 	reg := watchlist.New()
-	reg.Sync(s.cfg.Watched(), s.cfg.Labels.Address, 0)
+	reg.Sync(nil, s.cfg.Watched(), s.cfg.Labels.Address, 0)
 	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
 	for i, a := range s.cfg.Watched() {
 		reg.Answered(a.Key(), breach.Verified, sourcesFor(i), at.Add(time.Duration(i)*time.Millisecond))
 	}
-	reg.SetAccount("pro", true)
-	reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
-	reg.SetCycle(15 * time.Minute)
+	reg.SetAccount(breach.DefaultAccount, "pro", true)
+	reg.SetRateLimit(breach.DefaultAccount, breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 42, HasRemaining: true, Reset: at})
+	reg.SetCycle(breach.DefaultAccount, 15*time.Minute)
 	cur := config.NewCurrent(&config.Bundle{Config: s.cfg})
 	return collector.NewHandler(collector.NewRenderer(reg, cur, false), prometheus.NewRegistry(), log.NewNopLogger())
 }

@@ -171,8 +171,8 @@ func TestAcknowledgementClocks(t *testing.T) {
 		check(t, f, "loaded", want{"combolist", unixSeconds(minute(1)), 0, 1}, want{"paste", unixSeconds(minute(1)), 0, 1})
 		// A critical webhook for one feed reopens that feed alone, and a
 		// feed it names that the API does not list yet gets the series.
-		f.reg.RecordAlert("a@example.com", watchlist.AlertDelta{Source: "paste", Severity: breach.Critical, AcceptedAt: minute(5)})
-		f.reg.RecordAlert("a@example.com", watchlist.AlertDelta{Source: "index", Severity: breach.Critical, AcceptedAt: minute(6)})
+		f.reg.RecordAlert(breach.DefaultAccount, "a@example.com", watchlist.AlertDelta{Source: "paste", Severity: breach.Critical, AcceptedAt: minute(5)})
+		f.reg.RecordAlert(breach.DefaultAccount, "a@example.com", watchlist.AlertDelta{Source: "index", Severity: breach.Critical, AcceptedAt: minute(6)})
 		check(t, f, "critical webhooks", want{"combolist", unixSeconds(minute(1)), 0, 1}, want{"paste", 0, 1, 1}, want{"index", 0, 0, 0})
 	})
 }

@@ -105,7 +105,9 @@ func renderBlock(e *watchlist.Entry, acks *acknowledge.Set, withAlerts bool, on 
 	}
 	w := &blockWriter{lines: sc.lines, addr: label{"address", e.Label}, on: on}
 
-	w.add(addressState, 1, label{"state", e.State})
+	// The account rides on the one series every address has: a join
+	// brings it to the others (* on (address) group_left (account)).
+	w.add(addressState, 1, label{"account", e.Address.AccountName()}, label{"state", e.State})
 	refreshed := 0.0
 	if !e.LastRefresh.IsZero() {
 		refreshed = unixSeconds(e.LastRefresh)

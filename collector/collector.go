@@ -63,7 +63,7 @@ var (
 	// The default per address: what the product promises and what the
 	// shipped rules read.
 	addressState = addressGauge("breach_address_state",
-		"The address's current state (pending, verified, unverified, not_monitored), always 1: one series per address."+cached)
+		"The address's current state (pending, verified, unverified, not_monitored) and the account whose key reads it, always 1: one series per address."+cached)
 	addressLastRefresh = addressGauge("breach_address_last_refresh_timestamp_seconds",
 		"Last time the API answered for the address with 200, 403 or 404 (Unix seconds); 0 before the first answer."+cached)
 	addressNewDatabases = addressCounter("breach_address_new_databases_total",
@@ -120,20 +120,21 @@ var (
 	fleetFieldExposed = gauge("breach_addresses_field_exposed",
 		"Verified addresses the feed found this category of value exposed for."+cached)
 
+	// Per account (its API key).
 	accountInfo = gauge("breach_account_info",
 		"The account's plan as last reported by /me; absent until /me has answered once."+cached)
 	apiUp = gauge("breach_api_up",
-		"1 when the last /me call answered 200; 0 after a failed /me or any 401 (token rejected)."+cached)
+		"1 when the account's last /me call answered 200; 0 after a failed /me or any 401 (token rejected)."+cached)
 	rateLimitLimit = gauge("breach_api_rate_limit_limit",
-		"X-RateLimit-Limit of the last API response."+cached)
+		"X-RateLimit-Limit of the account's last API response."+cached)
 	rateLimitRemaining = gauge("breach_api_rate_limit_remaining",
-		"X-RateLimit-Remaining of the last API response."+cached)
+		"X-RateLimit-Remaining of the account's last API response."+cached)
 	rateLimitReset = gauge("breach_api_rate_limit_reset_timestamp_seconds",
-		"X-RateLimit-Reset of the last API response (Unix seconds)."+cached)
+		"X-RateLimit-Reset of the account's last API response (Unix seconds)."+cached)
 	budget = gauge("breach_api_budget_requests_per_minute",
-		"The request budget the exporter allows itself (api.requests_per_minute).")
+		"The request budget the exporter allows itself with the account's key (api.requests_per_minute).")
 	refreshCycle = gauge("breach_refresh_cycle_seconds",
-		"How long one full round of all addresses takes at the current budget.")
+		"How long one full round of the account's addresses takes at its budget.")
 	labelValuesDropped = newFamily("breach_label_values_dropped_total",
 		"Values from the API or signed alerts kept out of the exposition by a bound, by label: a source, field, severity or plan past the 16 values outside the spec a label may take, a database name past 1,000 per address and feed, or a value that looks like an email address (exported as the value redacted).", "counter", false, false)
 )
@@ -175,28 +176,11 @@ func (r *rendering) add(f *family, v float64, labels ...label) {
 func (c *Renderer) render() rendering {
 	bundle := c.config.Load()
 	cfg, acks := bundle.Config, bundle.Acknowledgements
-	rpm := cfg.API.RequestsPerMinute
 	view := c.watchlist.View()
 
 	r := rendering{global: map[*family][]byte{}, blocks: make([]*block, 0, len(view.Entries))}
 	add := r.add
-	add(apiUp, boolValue(view.Account.Up))
-	if view.Account.Plan != "" {
-		add(accountInfo, 1, label{"plan", view.Account.Plan})
-	}
-	if rl := view.RateLimit; view.HasRateLimit {
-		if rl.HasLimit {
-			add(rateLimitLimit, float64(rl.Limit))
-		}
-		if rl.HasRemaining {
-			add(rateLimitRemaining, float64(rl.Remaining))
-		}
-		if !rl.Reset.IsZero() {
-			add(rateLimitReset, unixSeconds(rl.Reset))
-		}
-	}
-	add(budget, float64(rpm))
-	add(refreshCycle, view.Cycle.Seconds())
+	r.addAccounts(view.Accounts, cfg.AccountsInForce())
 	for _, l := range watchlist.BoundedLabels {
 		add(labelValuesDropped, view.Dropped[l], label{"label", l})
 	}
@@ -225,6 +209,40 @@ func (c *Renderer) render() rendering {
 	c.cache = next // removed addresses' blocks go with the old map
 	slices.SortFunc(r.blocks, func(a, b *block) int { return cmp.Compare(a.label, b.label) })
 	return r
+}
+
+// addAccounts adds the series of each account's key, every one with the
+// account label (default for the single-account shape too, so that a second
+// account does not change the series the first already has), in account
+// order: accounts come sorted by name.
+func (r *rendering) addAccounts(accounts []watchlist.AccountView, configured []config.Account) {
+	for _, a := range accounts {
+		acct := label{"account", a.Name}
+		r.add(apiUp, boolValue(a.Account.Up), acct)
+		if a.Account.Plan != "" {
+			r.add(accountInfo, 1, acct, label{"plan", a.Account.Plan})
+		}
+		if rl := a.RateLimit; a.HasRateLimit {
+			if rl.HasLimit {
+				r.add(rateLimitLimit, float64(rl.Limit), acct)
+			}
+			if rl.HasRemaining {
+				r.add(rateLimitRemaining, float64(rl.Remaining), acct)
+			}
+			if !rl.Reset.IsZero() {
+				r.add(rateLimitReset, unixSeconds(rl.Reset), acct)
+			}
+		}
+		// The watchlist follows the config a moment after a reload:
+		// an account it still has that the config no longer names has no
+		// budget.
+		for _, c := range configured {
+			if c.Name == a.Name {
+				r.add(budget, float64(c.API.RequestsPerMinute), acct)
+			}
+		}
+		r.add(refreshCycle, a.Cycle.Seconds(), acct)
+	}
 }
 
 // servedFamilies says, per family index, whether m serves the family.

@@ -35,8 +35,8 @@ type fixture struct {
 func newFixture(mode breach.LabelMode, webhook bool, addresses ...breach.Address) *fixture {
 	f := &fixture{reg: watchlist.New()}
 	f.config = config.NewCurrent(&config.Bundle{Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 55}}})
-	f.reg.Sync(addresses, mode, 1000)
-	f.reg.SetCycle(15 * time.Minute)
+	f.reg.Sync(nil, addresses, mode, 1000)
+	f.reg.SetCycle(breach.DefaultAccount, 15*time.Minute)
 	f.c = NewRenderer(f.reg, f.config, webhook)
 	f.h = NewHandler(f.c, prometheus.NewRegistry(), log.NewNopLogger())
 	return f
@@ -73,10 +73,10 @@ func TestCollectorFollowsAReload(t *testing.T) {
 	f.answer("a@example.com", breach.Verified, breaches(), polled)
 	testkit.Scrape(t, f.h) // a's block is cached
 	f.config.Store(&config.Bundle{Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 30}}})
-	f.reg.Sync(testkit.Addresses("b@example.com"), breach.LabelEmail, 1000)
+	f.reg.Sync(nil, testkit.Addresses("b@example.com"), breach.LabelEmail, 1000)
 
 	samples := testkit.Scrape(t, f.h)
-	if got := samples[testkit.Series("breach_api_budget_requests_per_minute")]; got != 30 {
+	if got := samples[testkit.Series("breach_api_budget_requests_per_minute", "account", breach.DefaultAccount)]; got != 30 {
 		t.Errorf("budget after the reload = %v, want 30", got)
 	}
 	for series := range samples {
@@ -98,11 +98,11 @@ func TestRenderingIsExpfmts(t *testing.T) {
 	f.answer("zed@example.com", breach.Verified, breaches(), polled)
 	f.answer("alice@example.com", breach.Verified, breaches(), polled)
 	f.answer("bob@example.com", breach.Unverified, nil, polled)
-	f.reg.RecordAlert("carol@example.com", watchlist.AlertDelta{Source: "quarantine", Severity: "urgent",
+	f.reg.RecordAlert(breach.DefaultAccount, "carol@example.com", watchlist.AlertDelta{Source: "quarantine", Severity: "urgent",
 		ExposedFields: []string{"voiceprint", "password"}, ObservedAt: polled})
-	f.reg.RecordAlert("alice@example.com", watchlist.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2})
-	f.reg.SetAccount("business", true)
-	f.reg.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 3, HasRemaining: true, Reset: polled})
+	f.reg.RecordAlert(breach.DefaultAccount, "alice@example.com", watchlist.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2})
+	f.reg.SetAccount(breach.DefaultAccount, "business", true)
+	f.reg.SetRateLimit(breach.DefaultAccount, breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 3, HasRemaining: true, Reset: polled})
 	// Families of a registry sort before, between and after ours.
 	promReg := prometheus.NewRegistry()
 	for _, name := range []string{"a_first", "breach_api_requests_total", "breach_webhook_requests_total", "zz_last"} {
@@ -138,12 +138,12 @@ func render(t *testing.T, families []*dto.MetricFamily) string {
 // internal/exporter's golden receiver.prom).
 func TestAlertSeriesGoWithTheAddress(t *testing.T) {
 	f := newFixture(breach.LabelEmail, true, testkit.Addresses("a@example.com", "b@example.com")...).allDetail()
-	f.reg.RecordAlert("b@example.com", watchlist.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2,
+	f.reg.RecordAlert(breach.DefaultAccount, "b@example.com", watchlist.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2,
 		ExposedFields: []string{"password", "dob"}, NewPlaintext: true, ObservedAt: polled})
 	if n := strings.Count(testkit.ScrapeText(t, f.h), `address="b@example.com"`); n < 13 {
 		t.Fatalf("b@ has %d series before its removal, want its alert series too", n)
 	}
-	f.reg.Sync(testkit.Addresses("a@example.com"), breach.LabelEmail, 1000) // a reload removes b@
+	f.reg.Sync(nil, testkit.Addresses("a@example.com"), breach.LabelEmail, 1000) // a reload removes b@
 	for _, mf := range testkit.ParseText(t, testkit.ScrapeText(t, f.h)) {
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
@@ -190,13 +190,13 @@ func TestDatabaseInfoIsCapped(t *testing.T) {
 // database name; the feed is still exported, under the redacted name.
 func TestNoAddressInAnyLabelUnderHMAC(t *testing.T) {
 	f := newFixture(breach.LabelEmail, true).allDetail()
-	f.reg.Sync(testkit.Addresses("alice.secret@example.com"), breach.Keyed{Mode: breach.LabelHMAC, Key: []byte("0123456789abcdef")}, 1000)
+	f.reg.Sync(nil, testkit.Addresses("alice.secret@example.com"), breach.Keyed{Mode: breach.LabelHMAC, Key: []byte("0123456789abcdef")}, 1000)
 	f.answer("alice.secret@example.com", breach.Verified, []breach.SourceState{{
 		Source: "alice.secret@example.com", BreachCount: 2, SourceDBs: []string{"bob@example.com"},
 		FieldsExposed: []string{"carol@example.com"}, LastScannedAt: scanned, LastChangedAt: changed,
 	}}, polled)
-	f.reg.SetAccount("dave@example.com", true)
-	f.reg.RecordAlert("alice.secret@example.com", watchlist.AlertDelta{Source: "erin@example.com", Severity: "frank@example.com",
+	f.reg.SetAccount(breach.DefaultAccount, "dave@example.com", true)
+	f.reg.RecordAlert(breach.DefaultAccount, "alice.secret@example.com", watchlist.AlertDelta{Source: "erin@example.com", Severity: "frank@example.com",
 		ExposedFields: []string{"grace@example.com"}, ObservedAt: polled})
 
 	text := testkit.ScrapeText(t, f.h)

@@ -14,7 +14,7 @@ import (
 // first scrape after a start pays per address.
 func BenchmarkRenderBlock(b *testing.B) {
 	reg := watchlist.New()
-	reg.Sync([]breach.Address{{Email: "user000001@example.com"}}, breach.LabelEmail, 0)
+	reg.Sync(nil, []breach.Address{{Email: "user000001@example.com"}}, breach.LabelEmail, 0)
 	var sources []breach.SourceState
 	for k, s := range breach.KnownSources {
 		sources = append(sources, breach.SourceState{Source: s, BreachCount: int64(k + 3),
@@ -22,7 +22,7 @@ func BenchmarkRenderBlock(b *testing.B) {
 			FieldsExposed: breach.KnownFields, HasPlaintextPassword: true, LastScannedAt: polled, LastChangedAt: changed})
 	}
 	reg.Answered(breach.Key("user000001@example.com"), breach.Verified, sources, polled)
-	reg.RecordAlert("user000001@example.com", watchlist.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2,
+	reg.RecordAlert(breach.DefaultAccount, "user000001@example.com", watchlist.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2,
 		ExposedFields: []string{"password", "dob"}, NewPlaintext: true, ObservedAt: polled})
 	e := reg.View().Entries[0]
 	sc := newScratch()

@@ -31,7 +31,7 @@ func fullyExposed(f *fixture, addr string) {
 			FieldsExposed: breach.KnownFields, HasPlaintextPassword: true, LastScannedAt: scanned, LastChangedAt: changed})
 	}
 	f.answer(addr, breach.Verified, sources, polled)
-	f.reg.RecordAlert(addr, watchlist.AlertDelta{Source: "index", Severity: "warning", NewDatabases: 1,
+	f.reg.RecordAlert(breach.DefaultAccount, addr, watchlist.AlertDelta{Source: "index", Severity: "warning", NewDatabases: 1,
 		ExposedFields: []string{"phone"}, NewPlaintext: true, ObservedAt: polled})
 }
 

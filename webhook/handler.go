@@ -117,7 +117,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "body unreadable")
 	}
 
-	if !validSignature(r.Header, body, bundle.Secrets) {
+	account := signedBy(r.Header, body, bundle.Accounts)
+	if account == nil {
 		return h.reject(w, r, http.StatusUnauthorized, outcomeInvalidSignature, "signature missing, malformed or wrong")
 	}
 
@@ -129,12 +130,15 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	if err != nil {
 		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, err.Error())
 	}
-	// A signed body is the service's, but a buggy sender echoing the API
-	// token must not make it a label value or put it in a log line, as a
-	// reply of the API that carries it is refused too.
-	if bundle.Token != nil {
-		if token := bundle.Token.Get(); token != "" && bytes.Contains(body, []byte(token)) {
-			return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "the body carries the API token")
+	// A signed body is the service's, but a buggy sender echoing an API
+	// token (any account's) must not make it a label value or put it in a
+	// log line, as a reply of the API that carries it is refused too.
+	for _, a := range bundle.Accounts {
+		if a.Token == nil {
+			continue
+		}
+		if token := a.Token.Get(); token != "" && bytes.Contains(body, []byte(token)) {
+			return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "the body carries an API token")
 		}
 	}
 	if event != breach.EventAlertCreated {
@@ -164,7 +168,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	// go-kit even a filtered debug line costs its timestamp and caller on the
 	// endpoint's busiest path. 204 means durable: a failed commit is 503,
 	// which the sender retries.
-	a := h.accepted(key, alert, now)
+	a := h.accepted(key, account.Name, alert, now)
 	if err := h.commit(a, s.DedupMaxEntries); err != nil {
 		h.dedup.release(key)
 		w.Header().Set("Retry-After", "1")
@@ -197,12 +201,12 @@ func (h *Handler) apply(a watchlist.AcceptedAlert, maxEntries int) {
 	h.dedup.remember(a.Digest, a.At, maxEntries)
 	// The moment of acceptance, also for an alert the journal replays.
 	a.Delta.AcceptedAt = a.At
-	h.record(a.Address, a.Delta)
+	h.record(a.Account, a.Address, a.Delta)
 	h.metrics.requests[outcomeAccepted].Inc()
 }
 
 // accepted is the record of an accepted alert.
-func (h *Handler) accepted(key [sha256.Size]byte, a Alert, now time.Time) watchlist.AcceptedAlert {
+func (h *Handler) accepted(key [sha256.Size]byte, account string, a Alert, now time.Time) watchlist.AcceptedAlert {
 	// The watchlist bounds the values (length, number of distinct ones).
 	d := watchlist.AlertDelta{
 		Source:        a.Source,
@@ -216,14 +220,15 @@ func (h *Handler) accepted(key [sha256.Size]byte, a Alert, now time.Time) watchl
 		d.ObservedAt = time.Time{}
 		h.metrics.futureObserved.Inc()
 	}
-	return watchlist.AcceptedAlert{Digest: key, At: now, Address: a.Address, Delta: d}
+	return watchlist.AcceptedAlert{Digest: key, At: now, Account: account, Address: a.Address, Delta: d}
 }
 
-// record counts an accepted alert under its address (the watchlist also
-// queues the address for a re-read), or without an address label when the
-// address is not watched and may not be discovered.
-func (h *Handler) record(address string, d watchlist.AlertDelta) {
-	switch h.watchlist.RecordAlert(address, d) {
+// record counts an alert the account's secret verified under its address
+// (the watchlist also queues the address for a re-read), or without an
+// address label when the address is not watched and may not be discovered,
+// or is another account's.
+func (h *Handler) record(account, address string, d watchlist.AlertDelta) {
+	switch h.watchlist.RecordAlert(account, address, d) {
 	case watchlist.AlertDiscovered:
 		level.Info(h.logger).Log("msg", "Alert for an address not in the config; polling it from now on (webhook.discover_addresses)",
 			"address", h.watchlist.Label(breach.Key(address)))
@@ -231,6 +236,8 @@ func (h *Handler) record(address string, d watchlist.AlertDelta) {
 		h.metrics.untracked[untrackedDiscoveryOff].Inc()
 	case watchlist.AlertRefused:
 		h.metrics.untracked[untrackedDiscoveryLimit].Inc()
+	case watchlist.AlertOtherAccount:
+		h.metrics.untracked[untrackedOtherAccount].Inc()
 	}
 }
 

@@ -70,10 +70,11 @@ breach_webhook_requests_total{outcome="too_large"} 0
 breach_webhook_requests_total{outcome="unavailable"} 0
 breach_webhook_requests_total{outcome="unknown_event"} 0
 breach_webhook_requests_total{outcome="unsupported_media_type"} 0
-# HELP breach_webhook_alerts_untracked_total Accepted alerts for an address that is not watched and was not discovered, by reason (discovery_off, discovery_limit); counted here, without an address label.
+# HELP breach_webhook_alerts_untracked_total Accepted alerts not counted under an address label, by reason: the address is not watched and was not discovered (discovery_off, discovery_limit), or it is another account's than the one whose secret verified the alert (other_account).
 # TYPE breach_webhook_alerts_untracked_total counter
 breach_webhook_alerts_untracked_total{reason="discovery_limit"} 0
 breach_webhook_alerts_untracked_total{reason="discovery_off"} 0
+breach_webhook_alerts_untracked_total{reason="other_account"} 0
 # HELP breach_webhook_alerts_future_observed_total Accepted alerts whose observed_at was more than 5 minutes ahead of the exporter's clock; they are counted but do not move breach_alert_last_observed_timestamp_seconds.
 # TYPE breach_webhook_alerts_future_observed_total counter
 breach_webhook_alerts_future_observed_total 0
@@ -609,6 +610,44 @@ func TestUntrackedAlerts(t *testing.T) {
 		}
 		assertNoLabel(t, f, "carol@example.com")
 	})
+}
+
+// An alert belongs to the account whose secret verifies it: counted for
+// its own account's address, discovered into that account, and never
+// counted for another account's address.
+func TestAlertsBelongToTheirAccount(t *testing.T) {
+	f := newFixture(t, settings{Addresses: []string{"alice@example.com"}, LabsAddresses: []string{"bob@example.com"}})
+	post := func(body, secret []byte) {
+		t.Helper()
+		if rec := f.post(body, secret); rec.Code != http.StatusNoContent {
+			t.Fatalf("status %d, want 204", rec.Code)
+		}
+	}
+	post(alertBodyFor("alice@example.com", "default's own"), testSecret)
+	post(alertBodyFor("bob@example.com", "labs' own"), labsSecret)
+	post(alertBodyFor("bob@example.com", "default's secret, labs' address"), testSecret)
+	post(alertBodyFor("alice@example.com", "labs' secret, default's address"), labsSecret)
+	post(alertBodyFor("carol@example.com", "discovered by labs"), labsSecret)
+
+	for _, address := range []string{"alice@example.com", "bob@example.com", "carol@example.com"} {
+		if got := f.alertCount(address, "index", "warning"); got != 1 {
+			t.Errorf("%s: %v alerts counted, want 1 (its own account's)", address, got)
+		}
+	}
+	if got := f.sample("breach_webhook_alerts_untracked_total", "reason", "other_account"); got != 2 {
+		t.Errorf("untracked{other_account} = %v, want 2", got)
+	}
+	for _, want := range []struct{ address, account string }{
+		{"alice@example.com", breach.DefaultAccount}, {"bob@example.com", "labs"}, {"carol@example.com", "labs"},
+	} {
+		if got := f.sample("breach_address_state", "address", want.address, "account", want.account, "state", breach.Pending); got != 1 {
+			t.Errorf("%s is not in account %s: breach_address_state = %v", want.address, want.account, got)
+		}
+	}
+	// A restart keeps the count.
+	if c := f.h.Counts(); c.UntrackedOtherAccount != 2 {
+		t.Errorf("Counts().UntrackedOtherAccount = %v, want 2", c.UntrackedOtherAccount)
+	}
 }
 
 // observedAt is validAlert observed at ts.

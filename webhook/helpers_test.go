@@ -67,7 +67,13 @@ type settings struct {
 	LabelMode       breach.LabelMode
 	NoDiscovery     bool // webhook.discover_addresses: false
 	MaxDiscovered   int  // webhook.max_discovered_addresses
+	// LabsAddresses, when set, make a second account, labs, signing with
+	// labsSecret: the others are then the account default's.
+	LabsAddresses []string
 }
+
+// labsSecret is the second account's secret (settings.LabsAddresses).
+var labsSecret = []byte("labs-webhook-secret-0123456789")
 
 // bundle builds the config bundle s describes, as a load would, minus
 // the files: the receiver only reads the webhook section and the secrets.
@@ -113,7 +119,21 @@ func (s settings) bundle(t testing.TB) *config.Bundle {
 	if secrets == nil {
 		secrets = [][]byte{testSecret}
 	}
-	return &config.Bundle{Config: cfg, Secrets: secrets, Token: config.NewTokenSource(testToken, nil)}
+	b := &config.Bundle{Config: cfg}
+	if s.LabsAddresses != nil {
+		cfg.Accounts = []config.Account{{Name: breach.DefaultAccount, Addresses: cfg.Addresses}, {Name: "labs"}}
+		cfg.Addresses = nil
+		for _, a := range s.LabsAddresses {
+			cfg.Accounts[1].Addresses = append(cfg.Accounts[1].Addresses, config.Address{Email: a})
+		}
+		b.Accounts = []*config.AccountBundle{
+			{Name: breach.DefaultAccount, Config: cfg.Accounts[0], Secrets: secrets, Token: config.NewTokenSource(testToken, nil)},
+			{Name: "labs", Config: cfg.Accounts[1], Secrets: [][]byte{labsSecret}, Token: config.NewTokenSource("svc_ak_labs-token", nil)},
+		}
+		return b
+	}
+	b.Accounts = []*config.AccountBundle{{Name: breach.DefaultAccount, Config: cfg.AccountsInForce()[0], Secrets: secrets, Token: config.NewTokenSource(testToken, nil)}}
+	return b
 }
 
 // fixture is the receiver wired as the exporter wires it: the config in
@@ -162,7 +182,7 @@ func (f *fixture) update(s settings) {
 
 func (f *fixture) sync(bundle *config.Bundle) {
 	cfg := bundle.Config
-	f.watchlist.Sync(cfg.Watched(), cfg.Labels.Address, cfg.Webhook.DiscoveryLimit())
+	f.watchlist.Sync(cfg.AccountNames(), cfg.Watched(), cfg.Labels.Address, cfg.Webhook.DiscoveryLimit())
 }
 
 // samples gathers what /metrics would serve.

@@ -31,6 +31,9 @@ var outcomes = []string{
 const (
 	untrackedDiscoveryOff   = "discovery_off"
 	untrackedDiscoveryLimit = "discovery_limit"
+	// An account's secret verified an alert for another account's
+	// address: never counted for that address.
+	untrackedOtherAccount = "other_account"
 )
 
 // metrics are the receiver's own series, none per address: those are the
@@ -49,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}, []string{"outcome"})
 	untracked := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "breach_webhook_alerts_untracked_total",
-		Help: "Accepted alerts for an address that is not watched and was not discovered, by reason (discovery_off, discovery_limit); counted here, without an address label.",
+		Help: "Accepted alerts not counted under an address label, by reason: the address is not watched and was not discovered (discovery_off, discovery_limit), or it is another account's than the one whose secret verified the alert (other_account).",
 	}, []string{"reason"})
 	m := &metrics{
 		requests: make(map[string]prometheus.Counter, len(outcomes)),
@@ -69,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, o := range outcomes {
 		m.requests[o] = requests.WithLabelValues(o)
 	}
-	for _, r := range []string{untrackedDiscoveryOff, untrackedDiscoveryLimit} {
+	for _, r := range []string{untrackedDiscoveryOff, untrackedDiscoveryLimit, untrackedOtherAccount} {
 		m.untracked[r] = untracked.WithLabelValues(r)
 	}
 	return m, nil
@@ -83,6 +86,7 @@ func (h *Handler) Counts() breach.WebhookCounts {
 		Accepted:                counterValue(h.metrics.requests[outcomeAccepted]),
 		UntrackedDiscoveryOff:   counterValue(h.metrics.untracked[untrackedDiscoveryOff]),
 		UntrackedDiscoveryLimit: counterValue(h.metrics.untracked[untrackedDiscoveryLimit]),
+		UntrackedOtherAccount:   counterValue(h.metrics.untracked[untrackedOtherAccount]),
 	}
 }
 
@@ -91,6 +95,7 @@ func (h *Handler) RestoreCounts(c breach.WebhookCounts) {
 	h.metrics.requests[outcomeAccepted].Add(c.Accepted)
 	h.metrics.untracked[untrackedDiscoveryOff].Add(c.UntrackedDiscoveryOff)
 	h.metrics.untracked[untrackedDiscoveryLimit].Add(c.UntrackedDiscoveryLimit)
+	h.metrics.untracked[untrackedOtherAccount].Add(c.UntrackedOtherAccount)
 }
 
 func counterValue(c prometheus.Counter) float64 {

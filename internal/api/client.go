@@ -29,6 +29,7 @@ type Options struct {
 	Timeout      time.Duration // per request, including reading the body
 	MaxBodyBytes int64         // response body cap
 	Metrics      *Metrics      // shared by every Client of the process
+	Account      string        // the account whose key Token is: the metrics' account label
 	// Now is the exporter's clock: an answer's date-times may not be far
 	// ahead of it (DecodeBreaches).
 	Now func() time.Time
@@ -47,7 +48,7 @@ type Client struct {
 	token        func() string
 	timeout      time.Duration
 	maxBodyBytes int64
-	metrics      *Metrics
+	metrics      *accountMetrics
 	now          func() time.Time
 }
 
@@ -60,7 +61,7 @@ func New(o Options) *Client {
 		token:        o.Token,
 		timeout:      o.Timeout,
 		maxBodyBytes: o.MaxBodyBytes,
-		metrics:      o.Metrics,
+		metrics:      o.Metrics.account(o.Account),
 		now:          o.Now,
 	}
 }

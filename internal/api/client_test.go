@@ -65,6 +65,7 @@ func newClient(t *testing.T, srv *httptest.Server, modify ...func(*Options)) *Cl
 		Timeout:      10 * time.Second,
 		MaxBodyBytes: 4 << 20,
 		Metrics:      newMetrics(t),
+		Account:      testAccount,
 		// The decoder tests' clock, not the machine's: the malformed
 		// replies hold fixed times "far ahead", which the real clock
 		// would catch up with.
@@ -75,6 +76,9 @@ func newClient(t *testing.T, srv *httptest.Server, modify ...func(*Options)) *Cl
 	}
 	return New(o)
 }
+
+// testAccount is the account label of the test clients' series.
+const testAccount = "corp"
 
 func newMetrics(t *testing.T) *Metrics {
 	t.Helper()
@@ -87,7 +91,7 @@ func newMetrics(t *testing.T) *Metrics {
 
 // requests returns breach_api_requests_total for one endpoint and code.
 func requests(m *Metrics, endpoint, code string) float64 {
-	return testutil.ToFloat64(m.requests.WithLabelValues(endpoint, code))
+	return testutil.ToFloat64(m.requests.WithLabelValues(testAccount, endpoint, code))
 }
 
 // respond returns a handler that answers every request the same way.
@@ -197,7 +201,7 @@ func TestBreachesStatuses(t *testing.T) {
 			// answers about the address, not failures.
 			var failures float64
 			for _, k := range failureKinds {
-				failures += testutil.ToFloat64(m.failures.WithLabelValues(EndpointBreaches, k.String()))
+				failures += testutil.ToFloat64(m.failures.WithLabelValues(testAccount, EndpointBreaches, k.String()))
 			}
 			wantFailures := 1.0
 			if tc.wantOK || tc.wantKind == KindUnverified || tc.wantKind == KindNotMonitored {
@@ -207,7 +211,7 @@ func TestBreachesStatuses(t *testing.T) {
 				t.Errorf("breach_api_request_failures_total = %v, want %v", failures, wantFailures)
 			}
 			if wantFailures == 1 {
-				if got := testutil.ToFloat64(m.failures.WithLabelValues(EndpointBreaches, tc.wantKind.String())); got != 1 {
+				if got := testutil.ToFloat64(m.failures.WithLabelValues(testAccount, EndpointBreaches, tc.wantKind.String())); got != 1 {
 					t.Errorf("failures of kind %s = %v, want 1", tc.wantKind, got)
 				}
 			}
@@ -552,6 +556,7 @@ func TestConnectionRefused(t *testing.T) {
 		Timeout:      10 * time.Second,
 		MaxBodyBytes: 4 << 20,
 		Metrics:      m,
+		Account:      testAccount,
 		Now:          time.Now,
 	})
 	_, rl, err := c.Breaches(t.Context(), "Secret.Person@example.com")
@@ -570,7 +575,7 @@ func TestConnectionRefused(t *testing.T) {
 	if rl != (breach.RateLimit{}) {
 		t.Errorf("rate limit without a response: %+v", rl)
 	}
-	if requests(m, EndpointBreaches, "error") != 1 || testutil.ToFloat64(m.failures.WithLabelValues(EndpointBreaches, "transport")) != 1 {
+	if requests(m, EndpointBreaches, "error") != 1 || testutil.ToFloat64(m.failures.WithLabelValues(testAccount, EndpointBreaches, "transport")) != 1 {
 		t.Errorf("a refused connection must count once as code \"error\" and kind transport")
 	}
 }
@@ -643,27 +648,42 @@ func TestMetrics(t *testing.T) {
 }
 
 // The series the alert rules read exist at 0 before any request, so that
-// increase() sees the first 401 or 429.
+// increase() sees the first 401 or 429; per account, from its first
+// client on, until the account is forgotten.
 func TestMetricsStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	if _, err := NewMetrics(reg); err != nil {
+	m, err := NewMetrics(reg)
+	if err != nil {
 		t.Fatal(err)
 	}
+	m.account("corp")
+	m.account("labs")
+	m.account("corp") // a reload's new client: the same series
 	want := `
 # HELP breach_api_requests_total Requests sent to the breach API, by endpoint and HTTP status code ("error" when no response arrived).
 # TYPE breach_api_requests_total counter
-breach_api_requests_total{code="200",endpoint="breaches"} 0
-breach_api_requests_total{code="200",endpoint="me"} 0
-breach_api_requests_total{code="401",endpoint="breaches"} 0
-breach_api_requests_total{code="401",endpoint="me"} 0
-breach_api_requests_total{code="429",endpoint="breaches"} 0
-breach_api_requests_total{code="429",endpoint="me"} 0
+breach_api_requests_total{account="corp",code="200",endpoint="breaches"} 0
+breach_api_requests_total{account="corp",code="200",endpoint="me"} 0
+breach_api_requests_total{account="corp",code="401",endpoint="breaches"} 0
+breach_api_requests_total{account="corp",code="401",endpoint="me"} 0
+breach_api_requests_total{account="corp",code="429",endpoint="breaches"} 0
+breach_api_requests_total{account="corp",code="429",endpoint="me"} 0
+breach_api_requests_total{account="labs",code="200",endpoint="breaches"} 0
+breach_api_requests_total{account="labs",code="200",endpoint="me"} 0
+breach_api_requests_total{account="labs",code="401",endpoint="breaches"} 0
+breach_api_requests_total{account="labs",code="401",endpoint="me"} 0
+breach_api_requests_total{account="labs",code="429",endpoint="breaches"} 0
+breach_api_requests_total{account="labs",code="429",endpoint="me"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "breach_api_requests_total"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(reg, "breach_api_request_failures_total"); n != 2*len(failureKinds) {
-		t.Errorf("%d failure series at start, want %d", n, 2*len(failureKinds))
+	if n := testutil.CollectAndCount(reg, "breach_api_request_failures_total"); n != 2*2*len(failureKinds) {
+		t.Errorf("%d failure series at start, want %d", n, 2*2*len(failureKinds))
+	}
+	m.Forget("labs")
+	if n := testutil.CollectAndCount(reg, "breach_api_request_failures_total", "breach_api_requests_total", "breach_api_request_duration_seconds"); n != 2*len(failureKinds)+2*len(codesFromStart)+2 {
+		t.Errorf("%d series after labs is forgotten, want corp's %d", n, 2*len(failureKinds)+2*len(codesFromStart)+2)
 	}
 }
 

@@ -88,11 +88,29 @@ type RateLimit struct {
 // case-insensitively, so Alice@ and alice@ are one address.
 func Key(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
 
+// DefaultAccount is the name of the one account a config without an
+// accounts list has (top-level api, addresses and webhook.secret_files),
+// and the account of an address that names none (a state snapshot from
+// before accounts).
+const DefaultAccount = "default"
+
 // Address is one watched address.
 type Address struct {
 	Email      string // as configured or as the alert spelt it; sent to the API
 	Alias      string // labels.address: alias; empty for a discovered address
 	Discovered bool   // came from a webhook alert, not the config
+	// Account is the account whose key reads the address: the config's
+	// entry that lists it, or the one whose webhook secret verified the
+	// alert that discovered it. Empty means DefaultAccount.
+	Account string
+}
+
+// AccountName is the address's account, DefaultAccount when it names none.
+func (a Address) AccountName() string {
+	if a.Account == "" {
+		return DefaultAccount
+	}
+	return a.Account
 }
 
 // Key is the address's identity (see Key).
@@ -141,4 +159,5 @@ type WebhookCounts struct {
 	Accepted                float64
 	UntrackedDiscoveryOff   float64
 	UntrackedDiscoveryLimit float64
+	UntrackedOtherAccount   float64
 }

@@ -18,9 +18,9 @@ addresses:
 func TestWatched(t *testing.T) {
 	c := mustParse(t, labelsYAML)
 	want := []breach.Address{
-		{Email: "Alice@Example.com"},
-		{Email: "ops@example.com", Alias: "ops"},
-		{Email: "sec@example.com", Alias: "security"},
+		{Email: "Alice@Example.com", Account: breach.DefaultAccount},
+		{Email: "ops@example.com", Alias: "ops", Account: breach.DefaultAccount},
+		{Email: "sec@example.com", Alias: "security", Account: breach.DefaultAccount},
 	}
 	if got := c.Watched(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Watched() = %+v, want %+v", got, want)

@@ -25,14 +25,11 @@ const APIMaxResponseBytes = 4 << 20
 // reader ever sees half of one config and half of another.
 type Bundle struct {
 	Config *Config
-	// BaseURL is api.base_url, parsed.
-	BaseURL *url.URL
-	// Token is the API token, re-read from its file after a 401.
-	Token *TokenSource
-	// Secrets are the webhook's HMAC keys, in webhook.secret_files order;
-	// at least one when the receiver is on, none when it is off.
-	Secrets [][]byte
-	// HTTPClient carries api.tls_config and the proxy settings.
+	// Accounts are the accounts in force (Config.AccountsInForce), in
+	// file order, each with its key and secrets.
+	Accounts []*AccountBundle
+	// HTTPClient carries api.tls_config and the proxy settings, the same
+	// for every account.
 	HTTPClient *http.Client
 	// Labels makes the address labels: labels.address, with the key of
 	// labels.address_key_file when one is set.
@@ -42,6 +39,32 @@ type Bundle struct {
 	Warnings []string
 	// Acknowledgements are those of acknowledgements_file; nil without one.
 	Acknowledgements *acknowledge.Set
+}
+
+// AccountBundle is what one load produced for one account.
+type AccountBundle struct {
+	Name string
+	// Config is the account's entry (Config.AccountsInForce).
+	Config Account
+	// BaseURL is api.base_url, parsed.
+	BaseURL *url.URL
+	// Token is the API token, re-read from its file after a 401.
+	Token *TokenSource
+	// Secrets are the account's webhook HMAC keys, in
+	// webhook.secret_files order; at least one when the receiver is on,
+	// none when it is off.
+	Secrets [][]byte
+}
+
+// Account returns the named account's part of the bundle; nil when the
+// bundle has no such account (a reload removed it).
+func (b *Bundle) Account(name string) *AccountBundle {
+	for _, a := range b.Accounts {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
 }
 
 // LoadOptions are the parts of a load that come from flags.
@@ -70,22 +93,7 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 	l := bundleLoader{file: path, lines: lines, problems: problems}
 	b := &Bundle{Config: cfg}
 
-	secrets, err := cfg.Webhook.ReadSecrets()
-	switch {
-	case !o.Webhook && err != nil:
-		for _, p := range l.placed(err) {
-			b.Warnings = append(b.Warnings, p.Error()+" (ignored: the receiver is off)")
-		}
-	case err != nil:
-		l.add(err)
-	case len(secrets) == 0 && o.Webhook:
-		l.add(fmt.Errorf("webhook: the receiver is enabled (--webhook.listen-address) but no secret is configured: set webhook.secret_files or %s", WebhookSecretEnv))
-	case o.Webhook:
-		b.Secrets = secrets
-	}
-
-	token, err := cfg.API.ReadToken()
-	l.add(err)
+	tokens := l.readAccounts(b, o.Webhook)
 	for _, w := range o.WebConfigs {
 		if w.File != "" {
 			l.add(checkWebConfig(w))
@@ -101,8 +109,11 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 	if len(l.problems) == 0 {
 		// Only a valid config has a client to build: its TLS and proxy
 		// problems are already listed otherwise.
-		b.BaseURL, err = url.Parse(cfg.API.BaseURL)
-		l.add(err)
+		var err error
+		for _, a := range b.Accounts {
+			a.BaseURL, err = url.Parse(a.Config.API.BaseURL)
+			l.add(err)
+		}
 		b.HTTPClient, err = commoncfg.NewClientFromConfig(commoncfg.HTTPClientConfig{
 			TLSConfig:   cfg.API.TLSConfig,
 			ProxyConfig: cfg.API.ProxyConfig,
@@ -114,7 +125,7 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 	labels, err := labelerOf(&cfg.Labels)
 	l.add(err)
 	if labels != nil {
-		l.add(checkLabelsUnique(cfg.Watched(), labels))
+		l.add(checkLabelsUnique(cfg, labels))
 	}
 	if cfg.AcknowledgementsFile != "" {
 		b.Acknowledgements, err = acknowledge.Load(cfg.AcknowledgementsFile, time.Now())
@@ -125,9 +136,58 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 	if len(l.problems) > 0 {
 		return nil, l.problems.capped()
 	}
-	b.Token = NewTokenSource(token, cfg.API.ReadToken)
+	for i, a := range b.Accounts {
+		path, file, single := cfg.accountPath(i), a.Config.API.TokenFile, cfg.Single()
+		a.Token = NewTokenSource(tokens[i], func() (string, error) { return readToken(path, file, single) })
+	}
 	b.Labels = labels
 	return b, nil
+}
+
+// readAccounts reads every account's token and secrets into b.Accounts,
+// and returns the tokens, in the accounts' order. Two accounts with one
+// secret would not know whose an alert is, and two with one token would
+// spend one key's budget twice: both are problems.
+func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
+	cfg := b.Config
+	single := cfg.Single()
+	tokens := make([]string, 0, len(cfg.AccountsInForce()))
+	tokenOf := map[string]string{}
+	secretOf := map[string]string{}
+	for i, a := range cfg.AccountsInForce() {
+		path := cfg.accountPath(i)
+		ab := &AccountBundle{Name: a.Name, Config: a}
+		b.Accounts = append(b.Accounts, ab)
+		secrets, err := readSecrets(path, a.Webhook.SecretFiles, single)
+		switch {
+		case !webhook && err != nil:
+			for _, p := range l.placed(err) {
+				b.Warnings = append(b.Warnings, p.Error()+" (ignored: the receiver is off)")
+			}
+		case err != nil:
+			l.add(err)
+		case len(secrets) == 0 && webhook && single:
+			l.add(fmt.Errorf("webhook: the receiver is enabled (--webhook.listen-address) but no secret is configured: set webhook.secret_files or %s", WebhookSecretEnv))
+		case len(secrets) == 0 && webhook:
+			l.add(fmt.Errorf("%swebhook.secret_files: the receiver is enabled (--webhook.listen-address): every account needs a secret", path))
+		case webhook:
+			ab.Secrets = secrets
+		}
+		for j, secret := range ab.Secrets {
+			if other, dup := secretOf[string(secret)]; dup && other != a.Name {
+				l.add(fmt.Errorf("%swebhook.secret_files[%d]: holds the same secret as account %q: an alert must belong to one account", path, j, other))
+			}
+			secretOf[string(secret)] = a.Name
+		}
+		token, err := readToken(path, a.API.TokenFile, single)
+		l.add(err)
+		if other, dup := tokenOf[token]; dup && err == nil {
+			l.add(fmt.Errorf("%sapi.token_file: holds the same token as account %q: one key has one budget", path, other))
+		}
+		tokenOf[token] = a.Name
+		tokens = append(tokens, token)
+	}
+	return tokens
 }
 
 // bundleLoader collects the problems of the steps after the file's own.
@@ -166,12 +226,13 @@ func labelerOf(l *LabelsConfig) (breach.Labeler, error) {
 // under labels: their series would be one. Validate already refuses equal
 // emails and aliases; this also covers the hashes, which only the key (read
 // here, not by Validate) determines.
-func checkLabelsUnique(addresses []breach.Address, labels breach.Labeler) error {
+func checkLabelsUnique(c *Config, labels breach.Labeler) error {
+	addresses, paths := c.Watched(), c.addressPaths()
 	seen := make(map[string]int, len(addresses))
 	for i, a := range addresses {
 		label := labels.Label(a)
 		if j, dup := seen[label]; dup {
-			return fmt.Errorf("addresses[%d] and addresses[%d] get the same address label %q: change an alias or the label key", j, i, label)
+			return fmt.Errorf("%s and %s get the same address label %q: change an alias or the label key", paths[j], paths[i], label)
 		}
 		seen[label] = i
 	}

@@ -51,13 +51,22 @@ type collide struct{}
 func (collide) Label(breach.Address) string { return "same" }
 
 func TestCheckLabelsUnique(t *testing.T) {
-	addresses := []breach.Address{{Email: "a@x.org"}, {Email: "b@x.org"}, {Email: "c@x.org"}}
-	if err := checkLabelsUnique(addresses, breach.LabelHash); err != nil {
+	c := &Config{Addresses: []Address{{Email: "a@x.org"}, {Email: "b@x.org"}, {Email: "c@x.org"}}}
+	if err := checkLabelsUnique(c, breach.LabelHash); err != nil {
 		t.Fatalf("distinct hashes: %v", err)
 	}
-	err := checkLabelsUnique(addresses, collide{})
+	err := checkLabelsUnique(c, collide{})
 	if err == nil || !strings.Contains(err.Error(), "addresses[0] and addresses[1]") {
 		t.Fatalf("colliding labels: %v, want an error naming both entries", err)
+	}
+	// Across accounts, each named by its path.
+	c = &Config{Accounts: []Account{
+		{Name: "corp", Addresses: []Address{{Email: "a@x.org"}}},
+		{Name: "labs", Addresses: []Address{{Email: "b@x.org"}}},
+	}}
+	err = checkLabelsUnique(c, collide{})
+	if err == nil || !strings.Contains(err.Error(), "accounts[0].addresses[0] and accounts[1].addresses[0]") {
+		t.Fatalf("colliding labels across accounts: %v, want an error naming both entries", err)
 	}
 }
 
@@ -76,8 +85,8 @@ func TestLoadBundleSecretsOnlyRequiredWithTheReceiver(t *testing.T) {
 	if len(b.Warnings) != 1 || !strings.Contains(b.Warnings[0], path+":5: webhook.secret_files[0]") {
 		t.Errorf("receiver off: warnings = %q, want one naming %s:5 and webhook.secret_files[0]", b.Warnings, path)
 	}
-	if b.Secrets != nil {
-		t.Errorf("receiver off: secrets = %q, want none", b.Secrets)
+	if b.Accounts[0].Secrets != nil {
+		t.Errorf("receiver off: secrets = %q, want none", b.Accounts[0].Secrets)
 	}
 
 	_, err = LoadBundle(path, LoadOptions{Webhook: true})

@@ -33,12 +33,19 @@ const (
 
 // Config is the whole configuration file.
 type Config struct {
-	API       APIConfig     `yaml:"api"`
+	API APIConfig `yaml:"api"`
+	// Accounts are the accounts of a file with several (accounts.go);
+	// empty, the top-level api, addresses, addresses_files and
+	// webhook.secret_files are the one account breach.DefaultAccount.
+	Accounts  []Account     `yaml:"accounts"`
 	Refresh   RefreshConfig `yaml:"refresh"`
 	Addresses []Address     `yaml:"addresses"`
-	Labels    LabelsConfig  `yaml:"labels"`
-	Webhook   WebhookConfig `yaml:"webhook"`
-	Metrics   MetricsConfig `yaml:"metrics"`
+	// AddressesFiles are the single-account shape's globs of address
+	// files.
+	AddressesFiles []string      `yaml:"addresses_files"`
+	Labels         LabelsConfig  `yaml:"labels"`
+	Webhook        WebhookConfig `yaml:"webhook"`
+	Metrics        MetricsConfig `yaml:"metrics"`
 	// AcknowledgementsFile names the acknowledgements (internal/acknowledge):
 	// the exposures people have handled. Empty means none.
 	AcknowledgementsFile string `yaml:"acknowledgements_file"`
@@ -187,6 +194,7 @@ func parse(data []byte) (*Config, lineIndex, Problems) {
 	if lines == nil {
 		return nil, nil, problems // not YAML at all
 	}
+	problems = append(problems, c.completeAccounts(lines)...)
 	return c, lines, append(problems, problemsOf(c.Validate())...)
 }
 
@@ -197,6 +205,12 @@ func (c *Config) setDirectory(dir string) {
 	c.AcknowledgementsFile = config.JoinDir(dir, c.AcknowledgementsFile)
 	for i, f := range c.Webhook.SecretFiles {
 		c.Webhook.SecretFiles[i] = config.JoinDir(dir, f)
+	}
+	for i, g := range c.AddressesFiles {
+		c.AddressesFiles[i] = config.JoinDir(dir, g)
+	}
+	for i := range c.Accounts {
+		c.Accounts[i].setDirectory(dir)
 	}
 }
 

@@ -90,11 +90,16 @@ func FuzzLoadBundle(f *testing.F) {
 			}
 			return
 		}
-		if b.Config == nil || b.BaseURL == nil || b.Token == nil || b.HTTPClient == nil || b.Labels == nil {
+		if b.Config == nil || len(b.Accounts) == 0 || b.HTTPClient == nil || b.Labels == nil {
 			t.Fatalf("a bundle with a part missing: %+v", b)
 		}
-		if webhook && len(b.Secrets) == 0 {
-			t.Fatal("the receiver is on without a secret")
+		for _, a := range b.Accounts {
+			if a.BaseURL == nil || a.Token == nil {
+				t.Fatalf("account %q with a part missing: %+v", a.Name, a)
+			}
+			if webhook && len(a.Secrets) == 0 {
+				t.Fatalf("the receiver is on without a secret for account %q", a.Name)
+			}
 		}
 		seen := map[string]bool{}
 		for _, a := range b.Config.Watched() {

@@ -20,15 +20,23 @@ const tokenPrefix = "svc_ak_"
 // reload and after a 401, so a rotated token is picked up without a restart.
 // Errors say where the token came from and what form is expected, never
 // what the token was.
-func (c *APIConfig) ReadToken() (string, error) {
+func (c *APIConfig) ReadToken() (string, error) { return readToken("", c.TokenFile, true) }
+
+// readToken is ReadToken for the account at path (accountPath), whose
+// token is in file; env allows the environment variable (the
+// single-account shape only: it names one token).
+func readToken(path, file string, env bool) (string, error) {
 	var raw, source string
-	if c.TokenFile != "" {
-		data, err := fileread.Read(c.TokenFile, fileread.MaxSecretBytes)
+	switch {
+	case file != "":
+		data, err := fileread.Read(file, fileread.MaxSecretBytes)
 		if err != nil {
-			return "", fmt.Errorf("api.token_file: %w", err)
+			return "", fmt.Errorf("%sapi.token_file: %w", path, err)
 		}
-		raw, source = string(data), fmt.Sprintf("api.token_file %q", c.TokenFile)
-	} else {
+		raw, source = string(data), fmt.Sprintf("%sapi.token_file %q", path, file)
+	case !env:
+		return "", fmt.Errorf("%sapi.token_file: is required", path)
+	default:
 		var set bool
 		raw, set = os.LookupEnv(TokenEnv)
 		if !set {
@@ -90,8 +98,16 @@ func (l *LabelsConfig) ReadLabelKey() ([]byte, error) {
 // error naming where it came from (all of them, not only the first); no
 // secret configured at all returns (nil, nil), and the caller decides
 // whether the receiver can run without one (it cannot).
-func (c *WebhookConfig) ReadSecrets() ([][]byte, error) {
-	if len(c.SecretFiles) == 0 {
+func (c *WebhookConfig) ReadSecrets() ([][]byte, error) { return readSecrets("", c.SecretFiles, true) }
+
+// readSecrets is ReadSecrets for the account at path (accountPath), whose
+// secrets are in files; env allows the environment variable (the
+// single-account shape only: it names one secret).
+func readSecrets(path string, files []string, env bool) ([][]byte, error) {
+	if len(files) == 0 && !env {
+		return nil, nil
+	}
+	if len(files) == 0 {
 		raw, set := os.LookupEnv(WebhookSecretEnv)
 		if !set {
 			return nil, nil
@@ -105,21 +121,21 @@ func (c *WebhookConfig) ReadSecrets() ([][]byte, error) {
 		}
 		return [][]byte{secret}, nil
 	}
-	secrets := make([][]byte, 0, len(c.SecretFiles))
+	secrets := make([][]byte, 0, len(files))
 	var errs []error
-	for i, f := range c.SecretFiles {
+	for i, f := range files {
 		data, err := fileread.Read(f, fileread.MaxSecretBytes)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("webhook.secret_files[%d]: %w", i, err))
+			errs = append(errs, fmt.Errorf("%swebhook.secret_files[%d]: %w", path, i, err))
 			continue
 		}
 		secret := trimTrailingSpace(data)
 		if len(secret) == 0 {
-			errs = append(errs, fmt.Errorf("webhook.secret_files[%d]: %q is empty", i, f))
+			errs = append(errs, fmt.Errorf("%swebhook.secret_files[%d]: %q is empty", path, i, f))
 			continue
 		}
 		if err := checkSecretLength(secret); err != nil {
-			errs = append(errs, fmt.Errorf("webhook.secret_files[%d]: %q: %w", i, f, err))
+			errs = append(errs, fmt.Errorf("%swebhook.secret_files[%d]: %q: %w", path, i, f, err))
 			continue
 		}
 		secrets = append(secrets, secret)

@@ -36,6 +36,7 @@ func (c *Config) Validate() error {
 	}
 
 	c.API.validate(fail)
+	c.validateAccounts(fail)
 
 	if c.Refresh.Interval <= 0 {
 		fail("refresh.interval: %s must be greater than 0", c.Refresh.Interval)
@@ -48,7 +49,6 @@ func (c *Config) Validate() error {
 		fail("labels.address: %q must be one of %s, %s, %s, %s", c.Labels.Address, breach.LabelEmail, breach.LabelAlias, breach.LabelHash, breach.LabelHMAC)
 	}
 	c.Labels.validateKeyFile(fail)
-	c.validateAddresses(fail)
 
 	c.Webhook.validate(fail)
 	c.Metrics.validate(fail)
@@ -56,15 +56,9 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validate checks the API settings every account shares; each account's
+// key and budget are checked with it (validateAccounts).
 func (c *APIConfig) validate(fail func(string, ...any)) {
-	if c.BaseURL == "" {
-		fail("api.base_url: is required")
-	} else if err := checkBaseURL(c.BaseURL); err != nil {
-		fail("api.base_url: %w", err)
-	}
-	if c.RequestsPerMinute < 1 || c.RequestsPerMinute > MaxRequestsPerMinute {
-		fail("api.requests_per_minute: %d is out of range 1..%d", c.RequestsPerMinute, MaxRequestsPerMinute)
-	}
 	if c.Timeout <= 0 {
 		fail("api.timeout: %s must be greater than 0", c.Timeout)
 	}
@@ -103,37 +97,52 @@ func checkBaseURL(raw string) error {
 	return nil
 }
 
+// validateAddresses checks every account's addresses: valid, each in one
+// place only (case-insensitive, as the service compares them; the same
+// address in two accounts names both), and their aliases.
 func (c *Config) validateAddresses(fail func(string, ...any)) {
-	firstIndex := map[string]int{} // lower-cased email -> index
-	aliasIndex := map[string]int{}
-	for i, a := range c.Addresses {
-		switch {
-		case a.Email == "":
-			fail("addresses[%d]: email is required", i)
-		case !breach.ValidEmail(a.Email):
-			fail("addresses[%d]: %sis not a valid email address", i, c.quoteAddress(a.Email))
-		default:
-			key := breach.Key(a.Email)
-			if j, seen := firstIndex[key]; seen {
-				fail("addresses[%d]: %sduplicates addresses[%d]", i, c.quoteAddress(a.Email), j)
-			} else {
-				firstIndex[key] = i
+	type place struct {
+		account string
+		path    string
+	}
+	first := map[string]place{} // lower-cased email -> where it first is
+	aliasIndex := map[string]string{}
+	for ai, acct := range c.AccountsInForce() {
+		prefix := c.accountPath(ai)
+		for i, a := range acct.Addresses {
+			path := fmt.Sprintf("%saddresses[%d]", prefix, i)
+			switch {
+			case a.Email == "":
+				fail("%s: email is required", path)
+			case !breach.ValidEmail(a.Email):
+				fail("%s: %sis not a valid email address", path, c.quoteAddress(a.Email))
+			default:
+				key := breach.Key(a.Email)
+				p, seen := first[key]
+				switch {
+				case !seen:
+					first[key] = place{acct.Name, path}
+				case p.account != acct.Name:
+					fail("%s: %sis in accounts %q (%s) and %q: an address belongs to one account", path, c.quoteAddress(a.Email), p.account, p.path, acct.Name)
+				default:
+					fail("%s: %sduplicates %s", path, c.quoteAddress(a.Email), p.path)
+				}
 			}
-		}
-		if c.Labels.Address != breach.LabelAlias {
-			continue
-		}
-		switch {
-		case a.Alias == "":
-			fail("addresses[%d].alias: is required when labels.address is %s", i, breach.LabelAlias)
-		case !utf8.ValidString(a.Alias):
-			fail("addresses[%d].alias: %q is not valid UTF-8", i, a.Alias)
-		case strings.HasPrefix(a.Alias, breach.HashPrefix), strings.HasPrefix(a.Alias, breach.HMACPrefix):
-			// Discovered addresses without an alias are labelled with
-			// HashLabel or HMACLabel; an alias must not be mistaken for one.
-			fail("addresses[%d].alias: %q must not start with %q or %q", i, a.Alias, breach.HashPrefix, breach.HMACPrefix)
-		default:
-			checkAliasUnique(aliasIndex, i, a.Alias, fail)
+			if c.Labels.Address != breach.LabelAlias {
+				continue
+			}
+			switch {
+			case a.Alias == "":
+				fail("%s.alias: is required when labels.address is %s", path, breach.LabelAlias)
+			case !utf8.ValidString(a.Alias):
+				fail("%s.alias: %q is not valid UTF-8", path, a.Alias)
+			case strings.HasPrefix(a.Alias, breach.HashPrefix), strings.HasPrefix(a.Alias, breach.HMACPrefix):
+				// Discovered addresses without an alias are labelled with
+				// HashLabel or HMACLabel; an alias must not be mistaken for one.
+				fail("%s.alias: %q must not start with %q or %q", path, a.Alias, breach.HashPrefix, breach.HMACPrefix)
+			default:
+				checkAliasUnique(aliasIndex, path, a.Alias, fail)
+			}
 		}
 	}
 }
@@ -150,16 +159,16 @@ func (c *Config) quoteAddress(email string) string {
 
 // checkAliasUnique fails when alias, as a label (cut to the label cap),
 // equals an earlier one: two series would then be the same.
-func checkAliasUnique(seen map[string]int, i int, alias string, fail func(string, ...any)) {
+func checkAliasUnique(seen map[string]string, path, alias string, fail func(string, ...any)) {
 	label := breach.LabelValue(alias, breach.MaxAddressBytes)
-	j, dup := seen[label]
+	other, dup := seen[label]
 	switch {
 	case !dup:
-		seen[label] = i
+		seen[label] = path
 	case label == alias:
-		fail("addresses[%d].alias: %q duplicates addresses[%d].alias", i, alias, j)
+		fail("%s.alias: %q duplicates %s.alias", path, alias, other)
 	default:
-		fail("addresses[%d].alias: equals addresses[%d].alias in its first %d bytes, all a label keeps: make them differ there", i, j, breach.MaxAddressBytes)
+		fail("%s.alias: equals %s.alias in its first %d bytes, all a label keeps: make them differ there", path, other, breach.MaxAddressBytes)
 	}
 }
 
@@ -175,19 +184,24 @@ func (l *LabelsConfig) validateKeyFile(fail func(string, ...any)) {
 	}
 }
 
-func (w *WebhookConfig) validate(fail func(string, ...any)) {
+// validateSecretFiles checks the webhook.secret_files of the account at
+// path (accountPath).
+func validateSecretFiles(path string, files []string, fail func(string, ...any)) {
 	firstIndex := map[string]int{}
-	for i, f := range w.SecretFiles {
+	for i, f := range files {
 		if f == "" {
-			fail("webhook.secret_files[%d]: empty path", i)
+			fail("%swebhook.secret_files[%d]: empty path", path, i)
 			continue
 		}
 		if j, seen := firstIndex[f]; seen {
-			fail("webhook.secret_files[%d]: %q duplicates webhook.secret_files[%d]", i, f, j)
+			fail("%swebhook.secret_files[%d]: %q duplicates %swebhook.secret_files[%d]", path, i, f, path, j)
 		} else {
 			firstIndex[f] = i
 		}
 	}
+}
+
+func (w *WebhookConfig) validate(fail func(string, ...any)) {
 	if w.MaxBodyBytes < 1 || w.MaxBodyBytes > MaxWebhookBodyBytes {
 		fail("webhook.max_body_bytes: %d is out of range 1..%d", w.MaxBodyBytes, MaxWebhookBodyBytes)
 	}

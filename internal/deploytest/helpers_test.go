@@ -92,8 +92,8 @@ func startAPI(t *testing.T, token string) *httptest.Server {
 func checkScrapeAndWebhook(t *testing.T, metricsURL, webhookURL, secret string, extra ...string) {
 	t.Helper()
 	want := append([]string{
-		`breach_address_state{address="alice@example.com",state="verified"} 1`,
-		`breach_address_state{address="newhire@example.com",state="unverified"} 1`,
+		`breach_address_state{address="alice@example.com",account="default",state="verified"} 1`,
+		`breach_address_state{address="newhire@example.com",account="default",state="unverified"} 1`,
 	}, extra...)
 	eventually(t, 60*time.Second, "the API's state in /metrics", func() (bool, string) {
 		body, code := get(metricsURL + "/metrics")

@@ -60,7 +60,6 @@ type Exporter struct {
 	config    *config.Current
 	watchlist *watchlist.List
 	renderer  *collector.Renderer
-	scheduler *scheduler.Scheduler
 	hook      *webhook.Handler // nil when the receiver is off
 	store     *persist.Store   // nil when persistence is off
 	journal   *persist.Journal // nil when either is off
@@ -78,6 +77,15 @@ type Exporter struct {
 
 	reloadOK   prometheus.Gauge
 	reloadTime prometheus.Gauge
+
+	// The schedulers, one per account: started by Run for the accounts in
+	// force and by a reload for the accounts it adds; one whose account a
+	// reload removed returns by itself and is waited for here.
+	apiMetrics *api.Metrics
+	mu         sync.Mutex
+	runCtx     context.Context // nil until Run starts
+	schedulers map[string]chan struct{}
+	running    sync.WaitGroup
 }
 
 // New loads the config and builds every part. Any problem is returned: the
@@ -98,12 +106,14 @@ func New(o Options) (_ *Exporter, err error) {
 		return nil, err
 	}
 	e := &Exporter{
-		opts:      o,
-		logger:    o.Logger,
-		clock:     o.Clock,
-		config:    config.NewCurrent(bundle),
-		watchlist: watchlist.New(),
-		reloading: make(chan struct{}, 1),
+		opts:       o,
+		logger:     o.Logger,
+		clock:      o.Clock,
+		config:     config.NewCurrent(bundle),
+		watchlist:  watchlist.New(),
+		reloading:  make(chan struct{}, 1),
+		apiMetrics: apiMetrics,
+		schedulers: map[string]chan struct{}{},
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_config_last_reload_successful",
 			Help: "1 when the last config load succeeded, else 0.",
@@ -144,15 +154,10 @@ func New(o Options) (_ *Exporter, err error) {
 		e.store.Restored(restored)
 		level.Info(e.logger).Log("msg", "Restored the state snapshot", "addresses", restored, "remembered_webhooks", len(saved.Seen))
 	}
+	for _, a := range bundle.Accounts {
+		apiMetrics.Ensure(a.Name)
+	}
 	e.renderer = collector.NewRenderer(e.watchlist, e.config, o.Webhook)
-	e.scheduler = scheduler.New(scheduler.Options{
-		Watchlist: e.watchlist,
-		Config:    e.config,
-		Connect:   connect(apiMetrics, e.clock),
-		Clock:     e.clock,
-		Logger:    log.With(e.logger, "component", "scheduler"),
-		Webhook:   o.Webhook,
-	})
 	var replayed int
 	if o.Webhook {
 		if replayed, err = e.startReceiver(saved); err != nil {
@@ -254,19 +259,78 @@ func (o Options) loadOptions() config.LoadOptions {
 	return config.LoadOptions{UserAgent: o.UserAgent, Webhook: o.Webhook, WebConfigs: o.WebConfigs}
 }
 
-// connect builds the API client of a config bundle; every client counts
-// into the same metrics and checks times against the same clock.
-func connect(m *api.Metrics, clock clockwork.Clock) func(*config.Bundle) scheduler.Client {
-	return func(s *config.Bundle) scheduler.Client {
+// connect builds the API client of an account in a config bundle; every
+// client counts into the same metrics, under its account, and checks times
+// against the same clock.
+func connect(m *api.Metrics, clock clockwork.Clock) func(*config.Bundle, *config.AccountBundle) scheduler.Client {
+	return func(s *config.Bundle, a *config.AccountBundle) scheduler.Client {
 		return api.New(api.Options{
-			BaseURL:      s.BaseURL,
+			BaseURL:      a.BaseURL,
 			HTTPClient:   s.HTTPClient,
-			Token:        s.Token.Get,
+			Token:        a.Token.Get,
 			Timeout:      time.Duration(s.Config.API.Timeout),
 			MaxBodyBytes: config.APIMaxResponseBytes,
 			Metrics:      m,
+			Account:      a.Name,
 			Now:          clock.Now,
 		})
+	}
+}
+
+// startSchedulers starts a scheduler for each account of bundle that has
+// none running, once Run has started. A scheduler whose account is gone
+// returns by itself (it reads the bundle in force before each request);
+// one for the same name starts only after it did, so one key never has two.
+func (e *Exporter) startSchedulers(bundle *config.Bundle) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.runCtx == nil {
+		return
+	}
+	for _, a := range bundle.Accounts {
+		e.apiMetrics.Ensure(a.Name)
+		done, ok := e.schedulers[a.Name]
+		if ok {
+			select {
+			case <-done:
+			default:
+				continue // still running
+			}
+		}
+		done = make(chan struct{})
+		e.schedulers[a.Name] = done
+		s := scheduler.New(scheduler.Options{
+			Watchlist: e.watchlist,
+			Config:    e.config,
+			Account:   a.Name,
+			Connect:   connect(e.apiMetrics, e.clock),
+			Clock:     e.clock,
+			Logger:    log.With(e.logger, "component", "scheduler"),
+			Webhook:   e.opts.Webhook,
+		})
+		e.running.Add(1)
+		go e.runScheduler(s, a.Name, done)
+	}
+}
+
+// runScheduler runs s until Run ends or its account is gone, and then
+// removes the account's API series. Decided under e.mu: a reload that adds
+// the account back at that moment either finds s still running (and s goes
+// on) or finds it done and starts another.
+func (e *Exporter) runScheduler(s *scheduler.Scheduler, name string, done chan struct{}) {
+	defer e.running.Done()
+	for {
+		s.Run(e.runCtx)
+		e.mu.Lock()
+		if e.runCtx.Err() != nil || e.config.Load().Account(name) == nil {
+			close(done)
+			if e.runCtx.Err() == nil {
+				e.apiMetrics.Forget(name)
+			}
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
 	}
 }
 
@@ -275,7 +339,7 @@ func connect(m *api.Metrics, clock clockwork.Clock) func(*config.Bundle) schedul
 // with discovery off).
 func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 	cfg := bundle.Config
-	e.watchlist.Sync(cfg.Watched(), bundle.Labels, cfg.Webhook.DiscoveryLimit())
+	e.watchlist.Sync(cfg.AccountNames(), cfg.Watched(), bundle.Labels, cfg.Webhook.DiscoveryLimit())
 	// An acknowledgement takes effect at the latest when it is first
 	// loaded (acknowledge.Entry.Covers), on this clock.
 	e.watchlist.NoteAcknowledgements(bundle.Acknowledgements, e.clock.Now())
@@ -306,15 +370,13 @@ func (e *Exporter) warn(bundle *config.Bundle) {
 // snapshot or the end of Run. Call Close after Run returns and the
 // listeners are shut down, for the last snapshot.
 func (e *Exporter) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Add(1)
+	e.mu.Lock()
+	e.runCtx = ctx
+	e.mu.Unlock()
+	e.startSchedulers(e.config.Load())
+	e.running.Add(1)
 	go func() {
-		defer wg.Done()
-		e.scheduler.Run(ctx)
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+		defer e.running.Done()
 		e.files.Run(ctx)
 	}()
 	var tick <-chan time.Time
@@ -326,7 +388,7 @@ func (e *Exporter) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			wg.Wait()
+			e.running.Wait()
 			return
 		case <-tick:
 			if err := e.Save(); err != nil {
@@ -446,9 +508,10 @@ func (e *Exporter) reload() error {
 	e.config.Store(bundle)
 	e.files.Watch(watchedFiles(bundle)...)
 	e.syncWatchlist(bundle)
+	e.startSchedulers(bundle)
 	e.warn(bundle)
 	e.markReload(true)
-	level.Info(e.logger).Log("msg", "Config reloaded", "addresses", len(bundle.Config.Addresses))
+	level.Info(e.logger).Log("msg", "Config reloaded", "accounts", len(bundle.Accounts), "addresses", e.watchlist.Len())
 	return nil
 }
 

@@ -204,7 +204,7 @@ func TestReload(t *testing.T) {
 	if got := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[testkit.Series("breach_exporter_config_last_reload_successful")]; got != 0 {
 		t.Errorf("reload gauge = %v after a failed reload", got)
 	}
-	if got := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[testkit.Series("breach_address_state", "address", "dave@example.com", "state", "verified")]; got != 1 {
+	if got := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[testkit.Series("breach_address_state", "address", "dave@example.com", "account", breach.DefaultAccount, "state", "verified")]; got != 1 {
 		t.Errorf("dave's state after a failed reload = %v, want the old config's 1", got)
 	}
 }
@@ -218,7 +218,7 @@ func TestPlanWithoutWebhooksWarnsOnce(t *testing.T) {
 	if n := strings.Count(f.logs.String(), warning); n != 1 {
 		t.Errorf("the plan warning was logged %d times, want once", n)
 	}
-	if got := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[testkit.Series("breach_account_info", "plan", "personal")]; got != 1 {
+	if got := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[testkit.Series("breach_account_info", "account", breach.DefaultAccount, "plan", "personal")]; got != 1 {
 		t.Errorf(`breach_account_info{plan="personal"} = %v, want 1`, got)
 	}
 }

@@ -61,9 +61,9 @@ var (
 // receiver on, alerts of each outcome that has series.
 func fixedState(t *testing.T, e *Exporter) {
 	w := e.watchlist
-	w.SetAccount("pro", true)
-	w.SetRateLimit(breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 0, HasRemaining: true, Reset: goldenNow.Add(30 * time.Second)})
-	w.SetCycle(15 * time.Minute)
+	w.SetAccount(breach.DefaultAccount, "pro", true)
+	w.SetRateLimit(breach.DefaultAccount, breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 0, HasRemaining: true, Reset: goldenNow.Add(30 * time.Second)})
+	w.SetCycle(breach.DefaultAccount, 15*time.Minute)
 	// alice: a repeated feed, database and field, and a feed and field the
 	// spec does not know; each is served once and none fails the scrape.
 	w.Answered(breach.Key("alice@example.com"), breach.Verified, []breach.SourceState{

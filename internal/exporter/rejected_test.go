@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/fileread"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -26,7 +27,7 @@ func TestReloadRefusesBadFilesAndKeepsRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	withConfig := func(tail string) { testkit.WriteFile(t, cfg, string(original)+tail) }
-	alice := testkit.Series("breach_address_state", "address", "alice@example.com", "state", "verified")
+	alice := testkit.Series("breach_address_state", "address", "alice@example.com", "account", breach.DefaultAccount, "state", "verified")
 
 	for _, tc := range []struct {
 		name   string

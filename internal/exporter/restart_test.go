@@ -113,7 +113,7 @@ func TestRestartKeepsTheState(t *testing.T) {
 	testkit.Eventually(t, "the answers in the cache", func() bool {
 		samples := testkit.Scrape(t, first.exp.MetricsHandler(first.reg))
 		for _, a := range []string{"alice@example.com", "bob@example.com", "found@example.org"} {
-			if samples[testkit.Series("breach_address_state", "address", a, "state", "verified")] != 1 {
+			if samples[testkit.Series("breach_address_state", "address", a, "account", breach.DefaultAccount, "state", "verified")] != 1 {
 				return false
 			}
 		}

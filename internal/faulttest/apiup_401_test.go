@@ -19,7 +19,7 @@ func TestRevokedTokenMarksTheAPIDown(t *testing.T) {
 	if n := requestsTotal(s, "401"); n == 0 {
 		t.Fatal("no 401 was counted")
 	}
-	if up := lookup(s, "breach_api_up"); up != 0 {
+	if up := lookup(s, "breach_api_up", "account", "default"); up != 0 {
 		t.Errorf("breach_api_up = %v after 10 minutes of 401s, want 0", up)
 	}
 }

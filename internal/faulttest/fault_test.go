@@ -178,7 +178,7 @@ func testFault(t *testing.T, f fault) {
 	if got := cachedValues(during); !maps.Equal(got, good) {
 		t.Errorf("cached values changed during the fault:\n got %v\nwant %v", got, good)
 	}
-	if got := lookup(during, "breach_api_up"); got != f.apiUp {
+	if got := lookup(during, "breach_api_up", "account", "default"); got != f.apiUp {
 		t.Errorf("breach_api_up = %v during the fault, want %v", got, f.apiUp)
 	}
 

@@ -42,8 +42,8 @@ func TestUnknownSourcesAndFieldsAreExported(t *testing.T) {
 		labels []string
 		want   float64
 	}{
-		{"breach_account_info", []string{"plan", "enterprise"}, 1},
-		{"breach_api_up", nil, 1},
+		{"breach_account_info", []string{"account", "default", "plan", "enterprise"}, 1},
+		{"breach_api_up", []string{"account", "default"}, 1},
 		{"breach_source_field_exposed", []string{"address", addresses[0], "source", "archive", "field", "ssn"}, 1},
 		{"breach_source_field_exposed", []string{"address", addresses[0], "source", "archive", "field", "password"}, 1},
 		{"breach_source_field_exposed", []string{"address", addresses[0], "source", "darkweb", "field", "passport"}, 1},

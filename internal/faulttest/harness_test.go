@@ -228,5 +228,5 @@ func (h *harness) healthy(count int64) bool {
 			return false
 		}
 	}
-	return lookup(s, "breach_api_up") == 1
+	return lookup(s, "breach_api_up", "account", "default") == 1
 }

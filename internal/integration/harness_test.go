@@ -145,7 +145,7 @@ func (p *pipeline) mismatches() []string {
 		if verified {
 			wantState = "verified"
 		}
-		check(testkit.Series("breach_address_state", "address", a.Email, "state", wantState), 1)
+		check(testkit.Series("breach_address_state", "address", a.Email, "account", "default", "state", wantState), 1)
 		exported := 0
 		for k := range got {
 			if strings.HasPrefix(k, "breach_source_breaches{") && strings.Contains(k, fmt.Sprintf("address=%q", a.Email)) {
@@ -183,7 +183,7 @@ func (p *pipeline) mismatches() []string {
 			check(testkit.Series("breach_source_last_changed_timestamp_seconds", l...), float64(s.LastChangedAt.UnixMilli())/1000)
 		}
 	}
-	check(testkit.Series("breach_address_state", "address", ghost, "state", "not_monitored"), 1)
+	check(testkit.Series("breach_address_state", "address", ghost, "account", "default", "state", "not_monitored"), 1)
 
 	stats := p.sim.Stats()
 	for k, n := range stats.Alerts {

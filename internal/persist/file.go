@@ -32,11 +32,12 @@ import (
 // FileName is the snapshot's name inside --storage.path.
 const FileName = "breach_exporter.snapshot"
 
-// version is the format written. Decode also reads version 2, which had
-// no moments of the acknowledgements (feeds, acknowledged), and version
-// 1, which had no alert counts, receiver counts nor journal position
-// either.
-const version = 3
+// version is the format written. Decode also reads version 3, which had
+// one account (its plan at the top level, every address the account
+// breach.DefaultAccount's), version 2, which had no moments of the
+// acknowledgements (feeds, acknowledged) either, and version 1, which had
+// no alert counts, receiver counts nor journal position either.
+const version = 4
 
 // State is what a snapshot holds.
 type State struct {
@@ -56,16 +57,23 @@ type (
 	fileV1 struct {
 		Version   int         `json:"version"`
 		WrittenAt time.Time   `json:"written_at"`
-		Plan      string      `json:"plan,omitempty"` // the last /me answer's plan
+		Plan      string      `json:"plan,omitempty"` // before version 4: the one account's plan
+		Accounts  []accountV4 `json:"accounts,omitempty"`
 		Addresses []addressV1 `json:"addresses"`
 		Seen      []seenV1    `json:"seen"`
 		Webhook   webhookV2   `json:"webhook"`
 		Journal   uint64      `json:"journal,omitempty"`
 	}
+	// An account's last /me answer's plan.
+	accountV4 struct {
+		Name string `json:"name"`
+		Plan string `json:"plan,omitempty"`
+	}
 	webhookV2 struct {
 		Accepted                float64 `json:"accepted,omitempty"`
 		UntrackedDiscoveryOff   float64 `json:"untracked_discovery_off,omitempty"`
 		UntrackedDiscoveryLimit float64 `json:"untracked_discovery_limit,omitempty"`
+		UntrackedOtherAccount   float64 `json:"untracked_other_account,omitempty"`
 	}
 	alertV2 struct {
 		Family string  `json:"family"`
@@ -75,6 +83,7 @@ type (
 	}
 	addressV1 struct {
 		Email        string     `json:"email"`
+		Account      string     `json:"account,omitempty"` // version 4 on
 		Discovered   bool       `json:"discovered,omitempty"`
 		State        string     `json:"state"`
 		Sources      []sourceV1 `json:"sources,omitempty"`
@@ -124,11 +133,14 @@ var alertFamilies = map[watchlist.AlertFamily]string{
 
 // Encode renders st as a snapshot file's bytes.
 func Encode(st State, now time.Time) ([]byte, error) {
-	f := fileV1{Version: version, WrittenAt: now.UTC(), Plan: st.Watchlist.Account.Plan,
+	f := fileV1{Version: version, WrittenAt: now.UTC(),
 		Addresses: make([]addressV1, len(st.Watchlist.Entries)), Seen: make([]seenV1, len(st.Seen)),
 		Webhook: webhookV2(st.Webhook), Journal: st.Journal}
+	for _, a := range st.Watchlist.Accounts {
+		f.Accounts = append(f.Accounts, accountV4(a))
+	}
 	for i, e := range st.Watchlist.Entries {
-		a := addressV1{Email: e.Address.Email, Discovered: e.Address.Discovered, State: e.State,
+		a := addressV1{Email: e.Address.Email, Account: e.Address.Account, Discovered: e.Address.Discovered, State: e.State,
 			LastRefresh: e.LastRefresh, LastAttempt: e.LastAttempt, Failures: e.Failures}
 		for _, s := range e.Sources {
 			a.Sources = append(a.Sources, sourceV1(s))
@@ -196,11 +208,23 @@ func Decode(data []byte) (State, error) {
 }
 
 func (f *fileV1) state() (State, error) {
-	st := State{Watchlist: watchlist.Saved{Account: watchlist.Account{Plan: f.Plan}}, Journal: f.Journal}
+	st := State{Journal: f.Journal}
+	switch {
+	case f.Version < 4 && len(f.Accounts) > 0, f.Version >= 4 && f.Plan != "":
+		return State{}, fmt.Errorf("version %d has the plan of one account or of each, not the other", f.Version)
+	case f.Version < 4 && f.Plan != "":
+		st.Watchlist.Accounts = []watchlist.SavedAccount{{Name: breach.DefaultAccount, Plan: f.Plan}}
+	}
+	for i, a := range f.Accounts {
+		if a.Name == "" || slices.ContainsFunc(f.Accounts[:i], func(b accountV4) bool { return b.Name == a.Name }) {
+			return State{}, fmt.Errorf("accounts[%d]: no name, or the name of another", i)
+		}
+		st.Watchlist.Accounts = append(st.Watchlist.Accounts, watchlist.SavedAccount(a))
+	}
 	if f.Version == 1 && (f.Journal != 0 || f.Webhook != (webhookV2{})) {
 		return State{}, errors.New("version 1 has no webhook counts nor journal position")
 	}
-	for _, v := range []float64{f.Webhook.Accepted, f.Webhook.UntrackedDiscoveryOff, f.Webhook.UntrackedDiscoveryLimit} {
+	for _, v := range []float64{f.Webhook.Accepted, f.Webhook.UntrackedDiscoveryOff, f.Webhook.UntrackedDiscoveryLimit, f.Webhook.UntrackedOtherAccount} {
 		if !validCount(v) {
 			return State{}, errors.New("webhook: a count that is negative or not finite")
 		}
@@ -218,7 +242,10 @@ func (f *fileV1) state() (State, error) {
 			return State{}, fmt.Errorf("addresses[%d]: the address of addresses[%d] again", i, j)
 		}
 		seen[k] = i
-		e := watchlist.SavedEntry{Address: breach.Address{Email: a.Email, Discovered: a.Discovered}, State: a.State,
+		if f.Version < 4 && a.Account != "" {
+			return State{}, fmt.Errorf("addresses[%d]: version %d has no account", i, f.Version)
+		}
+		e := watchlist.SavedEntry{Address: breach.Address{Email: a.Email, Account: a.Account, Discovered: a.Discovered}, State: a.State,
 			LastRefresh: a.LastRefresh, LastAttempt: a.LastAttempt, Failures: a.Failures}
 		for _, s := range a.Sources {
 			e.Sources = append(e.Sources, breach.SourceState(s))

@@ -28,9 +28,9 @@ var at = time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
 func sample() State {
 	return State{
 		Watchlist: watchlist.Saved{
-			Account: watchlist.Account{Plan: "pro"},
+			Accounts: []watchlist.SavedAccount{{Name: "corp", Plan: "business"}, {Name: breach.DefaultAccount, Plan: "pro"}},
 			Entries: []watchlist.SavedEntry{
-				{Address: breach.Address{Email: "Alice@example.com"}, State: breach.Verified, LastRefresh: at, LastAttempt: at,
+				{Address: breach.Address{Email: "Alice@example.com", Account: "corp"}, State: breach.Verified, LastRefresh: at, LastAttempt: at,
 					Sources: []breach.SourceState{{Source: "archive", BreachCount: 3, SourceDBs: []string{"db-1"},
 						FieldsExposed: []string{"password"}, HasPlaintextPassword: true,
 						LastScannedAt: at.Add(-time.Hour), LastChangedAt: at.Add(-2 * time.Hour)}},
@@ -110,7 +110,12 @@ func withChecksum(body string) []byte {
 
 func TestValuesOutsideWhatWeWriteAreRefused(t *testing.T) {
 	for name, body := range map[string]string{
-		"unknown version":    `{"version":4,"addresses":[],"seen":[]}`,
+		"unknown version":    `{"version":5,"addresses":[],"seen":[]}`,
+		"account in v3":      `{"version":3,"addresses":[{"email":"a@example.com","account":"corp","state":"pending"}],"seen":[]}`,
+		"accounts in v3":     `{"version":3,"accounts":[{"name":"corp"}],"addresses":[],"seen":[]}`,
+		"one plan in v4":     `{"version":4,"plan":"pro","addresses":[],"seen":[]}`,
+		"nameless account":   `{"version":4,"accounts":[{"plan":"pro"}],"addresses":[],"seen":[]}`,
+		"account twice":      `{"version":4,"accounts":[{"name":"corp"},{"name":"corp"}],"addresses":[],"seen":[]}`,
 		"unknown member":     `{"version":1,"addresses":[],"seen":[],"extra":1}`,
 		"moments in v2":      `{"version":2,"addresses":[{"email":"a@example.com","state":"pending","acknowledged":[{"handled_at":"2026-11-20T09:00:00Z","loaded_at":"2026-11-20T09:00:00Z"}]}],"seen":[]}`,
 		"feed without seen":  `{"version":3,"addresses":[{"email":"a@example.com","state":"pending","feeds":[{"source":"index","last_changed_at":"2026-11-20T09:00:00Z","change_seen":"0001-01-01T00:00:00Z"}]}],"seen":[]}`,
@@ -141,7 +146,7 @@ func TestValuesOutsideWhatWeWriteAreRefused(t *testing.T) {
 // A version 1 file, from before the alert counts were kept, still restores.
 func TestVersion1Restores(t *testing.T) {
 	st, err := Decode(withChecksum(`{"version":1,"plan":"pro","addresses":[{"email":"a@example.com","state":"pending"}],"seen":[]}`))
-	if err != nil || len(st.Watchlist.Entries) != 1 || st.Watchlist.Account.Plan != "pro" {
+	if err != nil || len(st.Watchlist.Entries) != 1 || st.Watchlist.Accounts[0] != (watchlist.SavedAccount{Name: breach.DefaultAccount, Plan: "pro"}) {
 		t.Fatalf("a version 1 file: %v, %+v", err, st)
 	}
 }

@@ -372,6 +372,7 @@ type recordV1 struct {
 	Seq           uint64    `json:"seq"`
 	Digest        string    `json:"digest"`
 	At            time.Time `json:"at"`
+	Account       string    `json:"account,omitempty"` // whose secret verified it; absent: breach.DefaultAccount
 	Address       string    `json:"address"`
 	Source        string    `json:"source"`
 	Severity      string    `json:"severity"`
@@ -383,7 +384,7 @@ type recordV1 struct {
 
 func appendRecord(buf []byte, seq uint64, a watchlist.AcceptedAlert) []byte {
 	body, _ := json.Marshal(recordV1{ // the types cannot fail to encode
-		Seq: seq, Digest: hex.EncodeToString(a.Digest[:]), At: a.At.UTC(), Address: a.Address,
+		Seq: seq, Digest: hex.EncodeToString(a.Digest[:]), At: a.At.UTC(), Account: a.Account, Address: a.Address,
 		Source: a.Delta.Source, Severity: a.Delta.Severity, NewDatabases: a.Delta.NewDatabases,
 		ExposedFields: a.Delta.ExposedFields, NewPlaintext: a.Delta.NewPlaintext, ObservedAt: a.Delta.ObservedAt,
 	})
@@ -404,7 +405,7 @@ func decodeRecord(line []byte) (watchlist.AcceptedAlert, uint64, error) {
 	if err := dec.Decode(&r); err != nil {
 		return watchlist.AcceptedAlert{}, 0, err
 	}
-	a := watchlist.AcceptedAlert{At: r.At, Address: r.Address, Delta: watchlist.AlertDelta{
+	a := watchlist.AcceptedAlert{At: r.At, Account: r.Account, Address: r.Address, Delta: watchlist.AlertDelta{
 		Source: r.Source, Severity: r.Severity, NewDatabases: r.NewDatabases,
 		ExposedFields: r.ExposedFields, NewPlaintext: r.NewPlaintext, ObservedAt: r.ObservedAt,
 	}}

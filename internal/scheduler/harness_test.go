@@ -59,7 +59,9 @@ func bundle(st Settings, file *tokenFile) *config.Bundle {
 	for _, e := range st.Addresses {
 		cfg.Addresses = append(cfg.Addresses, config.Address{Email: e})
 	}
-	return &config.Bundle{Config: cfg, Token: config.NewTokenSource(file.current(), file.read)}
+	return &config.Bundle{Config: cfg, Accounts: []*config.AccountBundle{{
+		Name: breach.DefaultAccount, Config: cfg.AccountsInForce()[0], Token: config.NewTokenSource(file.current(), file.read),
+	}}}
 }
 
 // t0 is deliberately not on a minute boundary, so the server's fixed minutes
@@ -221,13 +223,14 @@ func newHarness(t *testing.T, st Settings) *harness {
 		idle:  make(chan time.Time),
 	}
 	h.config = config.NewCurrent(bundle(st, &h.token))
-	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
+	h.reg.Sync(nil, h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	h.s = New(Options{
 		Watchlist: h.reg,
 		Config:    h.config,
-		Connect:   func(*config.Bundle) Client { return h.api },
+		Account:   breach.DefaultAccount,
+		Connect:   func(*config.Bundle, *config.AccountBundle) Client { return h.api },
 		Clock:     reportingClock{FakeClock: clock, idle: h.idle, done: done},
 		Logger:    log.NewLogfmtLogger(h.logs),
 		Jitter:    halfJitter,
@@ -246,7 +249,7 @@ func (h *harness) entry(email string) (watchlist.Entry, bool) {
 }
 
 // cycle is the round length the scheduler last published.
-func (h *harness) cycle() time.Duration { return h.reg.View().Cycle }
+func (h *harness) cycle() time.Duration { return h.reg.View().Accounts[0].Cycle }
 
 // start runs the scheduler until the test ends and waits for it to park.
 func (h *harness) start() *harness {
@@ -318,7 +321,7 @@ func (h *harness) add(email string) bool {
 	h.t.Helper()
 	e, tracked := h.entry(email)
 	wakes := !tracked || e.Schedule.Urgent == 0
-	ok := h.reg.RecordAlert(email, watchlist.AlertDelta{Source: "index", Severity: "info"}) == watchlist.AlertDiscovered
+	ok := h.reg.RecordAlert(breach.DefaultAccount, email, watchlist.AlertDelta{Source: "index", Severity: "info"}) == watchlist.AlertDiscovered
 	if wakes {
 		h.park()
 	}
@@ -329,7 +332,7 @@ func (h *harness) add(email string) bool {
 func (h *harness) update(st Settings) {
 	h.t.Helper()
 	h.config.Store(bundle(st, &h.token))
-	h.reg.Sync(h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
+	h.reg.Sync(nil, h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
 	h.park()
 }
 

@@ -14,14 +14,22 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
-// Run sends requests, one at a time, until ctx is done. It is the only
-// goroutine that calls the Client, so the budget has a single owner.
+// Run sends requests, one at a time, until ctx is done or a reload removed
+// the account. It is the only goroutine that calls the account's Client, so
+// the budget has a single owner.
 func (s *Scheduler) Run(ctx context.Context) {
+	defer s.closeClient()
 	for ctx.Err() == nil {
 		bundle := s.config.Load()
-		s.updateCycle(bundle)
+		acct := bundle.Account(s.account)
+		if acct == nil {
+			level.Info(s.logger).Log("msg", "The account is no longer configured; its requests stop")
+			return
+		}
+		s.changed = s.watchlist.Changed(s.account)
+		s.updateCycle(bundle, acct)
 		now := s.clock.Now()
-		st := settingsOf(bundle)
+		st := settingsOf(bundle, acct)
 		j, at := s.next(now, st)
 		if at.After(now) {
 			if !s.wait(ctx, at, s.earliest(now, st)) {
@@ -31,7 +39,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 			// a reload may have changed what should go next.
 			continue
 		}
-		s.send(ctx, bundle, j)
+		s.send(ctx, bundle, acct, j)
 	}
 }
 
@@ -46,7 +54,7 @@ func (s *Scheduler) wait(ctx context.Context, until, earliest time.Time) bool {
 	// A change that came while a request was in flight is taken before
 	// starting the timer, so a wait never outlasts a change it missed.
 	select {
-	case <-s.watchlist.Changed():
+	case <-s.changed:
 		if !earliest.After(s.clock.Now()) {
 			return true
 		}
@@ -66,7 +74,7 @@ func (s *Scheduler) wait(ctx context.Context, until, earliest time.Time) bool {
 			if !polling || !wake.Before(until) || s.tokenChanged() {
 				return true
 			}
-		case <-s.watchlist.Changed():
+		case <-s.changed:
 			t.Stop()
 			if !earliest.After(s.clock.Now()) {
 				return true
@@ -84,7 +92,11 @@ func (s *Scheduler) wait(ctx context.Context, until, earliest time.Time) bool {
 // file, or brought by a reload. A file that cannot be read (half written,
 // say) keeps the pause; the retry at its end reports why.
 func (s *Scheduler) tokenChanged() bool {
-	token := s.config.Load().Token
+	acct := s.config.Load().Account(s.account)
+	if acct == nil {
+		return true // gone: Run returns
+	}
+	token := acct.Token
 	_ = token.Reread()
 	if token.Get() == s.rejected {
 		return false
@@ -116,7 +128,7 @@ func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
 		if r.me {
 			return *r, earliest
 		}
-		if _, ok := s.watchlist.Email(r.key); ok {
+		if _, ok := s.watchlist.Email(s.account, r.key); ok {
 			return job{key: r.key}, earliest
 		}
 		s.retry = nil // a reload removed it during the pause
@@ -125,7 +137,7 @@ func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
 	var urgent, oldest watchlist.Schedule
 	var urgentKey, oldestKey string
 	var oldestAt time.Time
-	s.watchlist.Plan(func(k string, e *watchlist.Entry) {
+	s.watchlist.Plan(s.account, func(k string, e *watchlist.Entry) {
 		sch := e.Schedule
 		if sch.Urgent != 0 {
 			if urgentKey == "" || sch.Urgent < urgent.Urgent {
@@ -176,12 +188,12 @@ func readBefore(a, b watchlist.Schedule) bool {
 }
 
 // send makes one request and records what it taught us.
-func (s *Scheduler) send(ctx context.Context, bundle *config.Bundle, j job) {
+func (s *Scheduler) send(ctx context.Context, bundle *config.Bundle, acct *config.AccountBundle, j job) {
 	var email string
 	if !j.me {
 		var ok bool
-		if email, ok = s.watchlist.Email(j.key); !ok {
-			return // removed since next() picked it
+		if email, ok = s.watchlist.Email(s.account, j.key); !ok {
+			return // removed (or moved to another account) since next() picked it
 		}
 	}
 	sent := s.clock.Now()
@@ -200,7 +212,7 @@ func (s *Scheduler) send(ctx context.Context, bundle *config.Bundle, j job) {
 		rl       breach.RateLimit
 		err      error
 	)
-	client := s.clientOf(bundle)
+	client := s.clientOf(bundle, acct)
 	logger := log.With(s.logger, "endpoint", api.EndpointMe)
 	if j.me {
 		me, rl, err = client.Me(ctx)
@@ -215,14 +227,14 @@ func (s *Scheduler) send(ctx context.Context, bundle *config.Bundle, j job) {
 	level.Debug(logger).Log("msg", "API request", "outcome", outcome(err), "duration", done.Sub(sent))
 
 	s.followRateLimit(rl, done, logger)
-	if s.pauseAll(bundle, j, err, done, logger) {
+	if s.pauseAll(acct, j, err, done, logger) {
 		return
 	}
 	if j.me {
 		s.recordMe(me, err, logger)
 		return
 	}
-	s.recordBreaches(bundle, j, breaches, err, done, logger)
+	s.recordBreaches(settingsOf(bundle, acct), j, breaches, err, done, logger)
 }
 
 func outcome(err error) string {
@@ -242,7 +254,7 @@ func (s *Scheduler) followRateLimit(rl breach.RateLimit, now time.Time, logger l
 	if !rl.HasLimit && !rl.HasRemaining && rl.Reset.IsZero() {
 		return
 	}
-	s.watchlist.SetRateLimit(rl)
+	s.watchlist.SetRateLimit(s.account, rl)
 	if !rl.HasRemaining || rl.Remaining > 0 {
 		return
 	}
@@ -264,7 +276,7 @@ func (s *Scheduler) followRateLimit(rl breach.RateLimit, now time.Time, logger l
 // request goes first afterwards. It reports whether err was one of them.
 // This is the one place a 401 is handled: the client reported it, the
 // token file is re-read here, and every request pauses.
-func (s *Scheduler) pauseAll(bundle *config.Bundle, j job, err error, now time.Time, logger log.Logger) bool {
+func (s *Scheduler) pauseAll(acct *config.AccountBundle, j job, err error, now time.Time, logger log.Logger) bool {
 	var apiErr *api.Error
 	if !errors.As(err, &apiErr) {
 		return false
@@ -286,8 +298,8 @@ func (s *Scheduler) pauseAll(bundle *config.Bundle, j job, err error, now time.T
 		// token rotated in the file ends it (now, or by tokenChanged
 		// during the pause).
 		s.authBackoff = min(max(2*s.authBackoff, authBackoffMin), authBackoffMax)
-		rejected := bundle.Token.Get()
-		if s.rereadToken(bundle, logger) {
+		rejected := acct.Token.Get()
+		if s.rereadToken(acct, logger) {
 			level.Warn(logger).Log("msg", "The API rejected the token; retrying with the new one", "err", err)
 		} else {
 			s.authUntil, s.rejected = now.Add(s.authBackoff), rejected
@@ -295,7 +307,7 @@ func (s *Scheduler) pauseAll(bundle *config.Bundle, j job, err error, now time.T
 		}
 		// A rejected token makes the whole API unusable, whichever endpoint
 		// said so; /me may not be sent again until the token works.
-		s.watchlist.SetAccount("", false)
+		s.watchlist.SetAccount(s.account, "", false)
 	default:
 		return false
 	}
@@ -305,8 +317,8 @@ func (s *Scheduler) pauseAll(bundle *config.Bundle, j job, err error, now time.T
 
 // rereadToken reads the token file after a 401 and reports whether it held
 // a new token.
-func (s *Scheduler) rereadToken(bundle *config.Bundle, logger log.Logger) bool {
-	switch err := bundle.Token.Reread(); {
+func (s *Scheduler) rereadToken(acct *config.AccountBundle, logger log.Logger) bool {
+	switch err := acct.Token.Reread(); {
 	case err == nil:
 		level.Info(logger).Log("msg", "Picked up a new token from the token file")
 		return true
@@ -320,12 +332,12 @@ func (s *Scheduler) rereadToken(bundle *config.Bundle, logger log.Logger) bool {
 
 func (s *Scheduler) recordMe(me api.Me, err error, logger log.Logger) {
 	if err != nil {
-		s.watchlist.SetAccount("", false)
+		s.watchlist.SetAccount(s.account, "", false)
 		level.Warn(logger).Log("msg", "API identity check failed", "err", err)
 		return
 	}
 	s.authBackoff = 0
-	s.watchlist.SetAccount(me.Plan, true)
+	s.watchlist.SetAccount(s.account, me.Plan, true)
 	// Once per change of plan: the service delivers webhooks to some plans
 	// only, and a receiver waiting for none is worth knowing about.
 	if s.webhook && me.Plan != s.warnedPlan && breach.PlanWithoutWebhooks(me.Plan) {
@@ -336,7 +348,7 @@ func (s *Scheduler) recordMe(me api.Me, err error, logger log.Logger) {
 
 // recordBreaches stores an answer (200, 403, 404). Any other error keeps the
 // cached values and backs off this address only.
-func (s *Scheduler) recordBreaches(bundle *config.Bundle, j job, b api.Breaches, err error, now time.Time, logger log.Logger) {
+func (s *Scheduler) recordBreaches(st settings, j job, b api.Breaches, err error, now time.Time, logger log.Logger) {
 	kind, _ := api.KindOf(err)
 	var failedBefore int
 	switch {
@@ -351,7 +363,7 @@ func (s *Scheduler) recordBreaches(bundle *config.Bundle, j job, b api.Breaches,
 	case kind == api.KindNotMonitored:
 		failedBefore = s.watchlist.Answered(j.key, breach.NotMonitored, nil, now)
 	default:
-		s.addressFailed(bundle, j, err, logger)
+		s.addressFailed(st, j, err, logger)
 		return
 	}
 	s.authBackoff = 0
@@ -362,12 +374,12 @@ func (s *Scheduler) recordBreaches(bundle *config.Bundle, j job, b api.Breaches,
 
 // addressFailed backs off one address. It warns when the address starts
 // failing, not on every retry: with the API down, every address fails.
-func (s *Scheduler) addressFailed(bundle *config.Bundle, j job, err error, logger log.Logger) {
+func (s *Scheduler) addressFailed(st settings, j job, err error, logger log.Logger) {
 	sch, ok := s.watchlist.Failed(j.key)
 	if !ok {
 		return // a reload removed it while the request was in flight
 	}
-	retryIn := readyAt(sch, settingsOf(bundle).interval).Sub(sch.LastAttempt)
+	retryIn := readyAt(sch, st.interval).Sub(sch.LastAttempt)
 	lvl := level.Debug
 	if sch.Failures == 1 {
 		lvl = level.Warn

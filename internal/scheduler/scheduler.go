@@ -1,4 +1,5 @@
-// Package scheduler owns the API key's request budget. One goroutine (Run)
+// Package scheduler owns an API key's request budget: one Scheduler per
+// account, each over its own account's addresses. One goroutine (Run)
 // decides which request goes next and when, so however many addresses,
 // scrapes, reloads and alerts there are, the exporter never sends more than
 // the configured requests per minute and never bursts into a 429. The
@@ -35,9 +36,13 @@ type idleCloser interface{ CloseIdleConnections() }
 type Options struct {
 	Watchlist *watchlist.List // the addresses to read, and where answers go
 	Config    *config.Current // the budget and intervals in force
-	// Connect returns the API client for a config bundle. It is called
-	// once per bundle, when the first request under it goes out.
-	Connect func(*config.Bundle) Client
+	// Account names the account whose key this scheduler spends, on that
+	// account's addresses only. Run returns once a reload removed it.
+	Account string
+	// Connect returns the API client for the account in a config bundle.
+	// It is called once per bundle, when the first request under it goes
+	// out.
+	Connect func(*config.Bundle, *config.AccountBundle) Client
 	Clock   clockwork.Clock                       // nil = real clock
 	Logger  log.Logger                            // nil = nop
 	Jitter  func(max time.Duration) time.Duration // random in [0,max); nil = math/rand/v2
@@ -81,9 +86,9 @@ type settings struct {
 	meInterval time.Duration
 }
 
-func settingsOf(s *config.Bundle) settings {
+func settingsOf(s *config.Bundle, a *config.AccountBundle) settings {
 	return settings{
-		rpm:        s.Config.API.RequestsPerMinute,
+		rpm:        a.Config.API.RequestsPerMinute,
 		interval:   time.Duration(s.Config.Refresh.Interval),
 		meInterval: time.Duration(s.Config.Refresh.MeInterval),
 	}
@@ -94,7 +99,9 @@ func settingsOf(s *config.Bundle) settings {
 type Scheduler struct {
 	watchlist *watchlist.List
 	config    *config.Current
-	connect   func(*config.Bundle) Client
+	account   string
+	changed   <-chan struct{} // the watchlist's Changed of the account, asked before each plan
+	connect   func(*config.Bundle, *config.AccountBundle) Client
 	clock     clockwork.Clock
 	logger    log.Logger
 	jitter    func(time.Duration) time.Duration
@@ -121,6 +128,7 @@ func New(o Options) *Scheduler {
 	s := &Scheduler{
 		watchlist: o.Watchlist,
 		config:    o.Config,
+		account:   o.Account,
 		connect:   o.Connect,
 		clock:     o.Clock,
 		logger:    o.Logger,
@@ -133,6 +141,7 @@ func New(o Options) *Scheduler {
 	if s.logger == nil {
 		s.logger = log.NewNopLogger()
 	}
+	s.logger = log.With(s.logger, "account", s.account)
 	if s.jitter == nil {
 		s.jitter = randomJitter
 	}
@@ -148,14 +157,19 @@ func randomJitter(limit time.Duration) time.Duration {
 
 // clientOf returns the client for bundle, building it on the first request
 // under a new bundle and closing the idle connections of the one before.
-func (s *Scheduler) clientOf(bundle *config.Bundle) Client {
+func (s *Scheduler) clientOf(bundle *config.Bundle, acct *config.AccountBundle) Client {
 	if bundle != s.clientFor {
-		if old, ok := s.client.(idleCloser); ok {
-			old.CloseIdleConnections()
-		}
-		s.client, s.clientFor = s.connect(bundle), bundle
+		s.closeClient()
+		s.client, s.clientFor = s.connect(bundle, acct), bundle
 	}
 	return s.client
+}
+
+// closeClient closes the idle connections of the client in use.
+func (s *Scheduler) closeClient() {
+	if old, ok := s.client.(idleCloser); ok {
+		old.CloseIdleConnections()
+	}
 }
 
 // spacing is the least time between two sends. Any 60-second window, however
@@ -181,19 +195,19 @@ type cycleInputs struct {
 // number of addresses changed, and warns when the addresses do not fit in
 // the interval: once per bundle (so every reload says it again), and
 // once more whenever they stop fitting.
-func (s *Scheduler) updateCycle(bundle *config.Bundle) {
-	in := cycleInputs{bundle: bundle, addresses: s.watchlist.Len()}
+func (s *Scheduler) updateCycle(bundle *config.Bundle, acct *config.AccountBundle) {
+	in := cycleInputs{bundle: bundle, addresses: s.watchlist.AccountLen(s.account)}
 	if in == s.cycleFor {
 		return
 	}
 	reloaded := in.bundle != s.cycleFor.bundle
 	s.cycleFor = in
-	st := settingsOf(bundle)
+	st := settingsOf(bundle, acct)
 
 	perMinute := float64(st.rpm) - float64(time.Minute)/float64(meEvery(st))
 	readAll := time.Duration(float64(in.addresses) / perMinute * float64(time.Minute))
 	cycle := max(st.interval, readAll)
-	s.watchlist.SetCycle(cycle)
+	s.watchlist.SetCycle(s.account, cycle)
 
 	over := readAll > st.interval
 	if over && (reloaded || !s.overBudget) {

@@ -231,7 +231,7 @@ func TestRemainingZeroIsHonoured(t *testing.T) {
 	if len(calls) < 5*10 {
 		t.Fatalf("%d calls in 5 minutes at 10 per window, want at least 50", len(calls))
 	}
-	bundle := h.reg.View()
+	bundle := h.reg.View().Accounts[0]
 	if !bundle.HasRateLimit || bundle.RateLimit.Limit != 10 {
 		t.Fatalf("store rate limit %+v, want the last headers", bundle.RateLimit)
 	}
@@ -434,7 +434,7 @@ func TestMe(t *testing.T) {
 		return nil
 	}
 	h.start().advance(time.Second)
-	if acc := h.reg.View().Account; acc != (watchlist.Account{Plan: "pro", Up: true}) {
+	if acc := h.reg.View().Accounts[0].Account; acc != (watchlist.Account{Plan: "pro", Up: true}) {
 		t.Fatalf("account after the first /me: %+v", acc)
 	}
 	h.advance(11 * time.Minute)
@@ -445,7 +445,7 @@ func TestMe(t *testing.T) {
 
 	meFails = true
 	h.advance(5 * time.Minute)
-	if acc := h.reg.View().Account; acc != (watchlist.Account{Plan: "pro", Up: false}) {
+	if acc := h.reg.View().Accounts[0].Account; acc != (watchlist.Account{Plan: "pro", Up: false}) {
 		t.Fatalf("account after a failed /me: %+v, want down with the plan kept", acc)
 	}
 	if n := len(h.api.callsTo("user000@example.com")); n < 16 {
@@ -501,7 +501,7 @@ func TestRotatedTokenEndsThePause(t *testing.T) {
 			h.token.write("svc_ak_old")
 			h.config.Store(bundle(st, &h.token))
 			h.api.script = func(c call, rl *breach.RateLimit) error {
-				if h.config.Load().Token.Get() == "svc_ak_old" {
+				if h.config.Load().Accounts[0].Token.Get() == "svc_ak_old" {
 					return &api.Error{Kind: api.KindUnauthorized, StatusCode: 401}
 				}
 				return nil
@@ -576,7 +576,7 @@ func TestReloadReplacesTheClient(t *testing.T) {
 	st := Settings{Addresses: emails(2), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}
 	h := newHarness(t, st)
 	var built, closed atomic.Int32
-	h.s.connect = func(*config.Bundle) Client {
+	h.s.connect = func(*config.Bundle, *config.AccountBundle) Client {
 		built.Add(1)
 		return closingAPI{h.api, &closed}
 	}
@@ -651,17 +651,17 @@ func TestCycle(t *testing.T) {
 	reg := watchlist.New()
 	var token tokenFile
 	cur := config.NewCurrent(nil)
-	s := New(Options{Watchlist: reg, Config: cur, Logger: log.NewLogfmtLogger(logs)})
+	s := New(Options{Watchlist: reg, Config: cur, Account: breach.DefaultAccount, Logger: log.NewLogfmtLogger(logs)})
 	// update reloads as the exporter does; the scheduler takes the new
 	// figures when it next plans.
 	update := func(st Settings) {
 		cur.Store(bundle(st, &token))
-		reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, 1000)
-		s.updateCycle(cur.Load())
+		reg.Sync(nil, cur.Load().Config.Watched(), breach.LabelEmail, 1000)
+		s.updateCycle(cur.Load(), cur.Load().Accounts[0])
 	}
 	check := func(want time.Duration, warnings int) {
 		t.Helper()
-		if got := reg.View().Cycle; !near(got, want) {
+		if got := reg.View().Accounts[0].Cycle; !near(got, want) {
 			t.Fatalf("cycle = %s, want %s", got, want)
 		}
 		if n := logs.Count("level=warn", "cannot read every address"); n != warnings {
@@ -684,9 +684,9 @@ func TestCycle(t *testing.T) {
 	update(Settings{Addresses: emails(490), RequestsPerMinute: 55, Interval: 9 * time.Minute, MeInterval: 5 * time.Minute})
 	check(9*time.Minute, 2)
 	for i := range 10 {
-		reg.RecordAlert(fmt.Sprintf("found%d@example.com", i), watchlist.AlertDelta{})
+		reg.RecordAlert(breach.DefaultAccount, fmt.Sprintf("found%d@example.com", i), watchlist.AlertDelta{})
 	}
-	s.updateCycle(cur.Load())
+	s.updateCycle(cur.Load(), cur.Load().Accounts[0])
 	check(minutes(500/54.8), 3)
 
 	// A tiny me_interval takes at most every other request.
@@ -730,11 +730,12 @@ func TestShutdownDuringARequest(t *testing.T) {
 	var token tokenFile
 	reg := watchlist.New()
 	cur := config.NewCurrent(bundle(Settings{Addresses: emails(1), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: time.Minute}, &token))
-	reg.Sync(cur.Load().Config.Watched(), breach.LabelEmail, 1000)
+	reg.Sync(nil, cur.Load().Config.Watched(), breach.LabelEmail, 1000)
 	s := New(Options{
 		Watchlist: reg,
 		Config:    cur,
-		Connect:   func(*config.Bundle) Client { return client },
+		Account:   breach.DefaultAccount,
+		Connect:   func(*config.Bundle, *config.AccountBundle) Client { return client },
 		Clock:     clockwork.NewFakeClockAt(t0),
 		Logger:    log.NewLogfmtLogger(logs),
 	})

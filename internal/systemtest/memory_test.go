@@ -217,7 +217,7 @@ func worstAlert(address string, i int) []byte {
 func writeFullState(t *testing.T, storage string, addresses []string) {
 	t.Helper()
 	refreshed := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
-	saved := watchlist.Saved{Account: watchlist.Account{Plan: "pro"}}
+	saved := watchlist.Saved{Accounts: []watchlist.SavedAccount{{Name: breach.DefaultAccount, Plan: "pro"}}}
 	for i, a := range addresses {
 		var sources []breach.SourceState
 		for k, source := range breach.KnownSources {

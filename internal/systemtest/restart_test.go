@@ -51,8 +51,8 @@ func TestRestartOfTheBinary(t *testing.T) {
 			var before string
 			testkit.Eventually(t, "both addresses answered", func() bool {
 				_, before = testkit.Get(t, metricsURL)
-				return strings.Contains(before, `breach_address_state{address="alice@example.com",state="verified"} 1`) &&
-					strings.Contains(before, `breach_address_state{address="bob@example.com",state="unverified"} 1`)
+				return strings.Contains(before, `breach_address_state{address="alice@example.com",account="default",state="verified"} 1`) &&
+					strings.Contains(before, `breach_address_state{address="bob@example.com",account="default",state="unverified"} 1`)
 			})
 			if sig == syscall.SIGKILL {
 				// Killed, the process writes nothing more: wait for a

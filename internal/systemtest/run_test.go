@@ -36,11 +36,11 @@ func TestRun(t *testing.T) {
 	testkit.Eventually(t, "alice's breaches in /metrics", func() bool {
 		_, metrics = testkit.Get(t, base+"/metrics")
 		return strings.Contains(metrics, `breach_source_breaches{address="alice@example.com",source="archive"} 2`) &&
-			strings.Contains(metrics, `breach_api_up 1`)
+			strings.Contains(metrics, `breach_api_up{account="default"} 1`)
 	})
 	for _, want := range []string{
-		`breach_api_up 1`,
-		`breach_account_info{plan="pro"} 1`,
+		`breach_api_up{account="default"} 1`,
+		`breach_account_info{account="default",plan="pro"} 1`,
 		`breach_source_plaintext_password{address="alice@example.com",source="archive"} 1`,
 		`breach_address_new_databases_total{address="alice@example.com"} 0`,
 		`breach_addresses{state="verified"} 1`,

@@ -14,7 +14,7 @@ import (
 func TestAcknowledgementMoments(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
 	r := New()
-	r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 10)
+	r.Sync(nil, []breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 10)
 	key := breach.Key("a@example.com")
 	feeds := func(changed time.Time) []breach.SourceState {
 		return []breach.SourceState{{Source: "combolist", LastChangedAt: changed}, {Source: "paste", LastChangedAt: t0.Add(time.Hour)}}
@@ -22,7 +22,7 @@ func TestAcknowledgementMoments(t *testing.T) {
 	r.Answered(key, breach.Verified, feeds(t0.Add(-time.Hour)), t0)
 	r.Answered(key, breach.Verified, feeds(t0.Add(-time.Hour)), t0.Add(time.Minute)) // unchanged
 	r.Answered(key, breach.Verified, feeds(t0.Add(-30*time.Minute)), t0.Add(2*time.Minute))
-	r.RecordAlert("a@example.com", AlertDelta{Source: "index", Severity: breach.Critical, AcceptedAt: t0.Add(3 * time.Minute)})
+	r.RecordAlert(breach.DefaultAccount, "a@example.com", AlertDelta{Source: "index", Severity: breach.Critical, AcceptedAt: t0.Add(3 * time.Minute)})
 	acks, err := acknowledge.Parse([]byte("acknowledgements:\n  - address: a@example.com\n    handled_at: 2026-11-22T06:04:00Z\n    by: x\n"), t0)
 	if err != nil {
 		t.Fatal(err)

@@ -94,29 +94,41 @@ const (
 	AlertDiscovered                     // the address was added, then counted under it
 	AlertUntracked                      // not watched, and discovery is off: not counted here
 	AlertRefused                        // not watched, and the discovery limit is reached
+	// AlertOtherAccount: watched, but in another account than the one
+	// whose secret verified the alert; not counted for the address.
+	AlertOtherAccount
 )
 
-// RecordAlert counts an accepted alert under its address and queues the
-// address for a re-read. An address not watched yet is added as discovered
-// while the discovery limit Sync set allows; otherwise the alert is not
-// counted here and the caller counts it without a label. Values past their
-// bounds are counted as dropped and left out of the address's counts.
-func (r *List) RecordAlert(email string, d AlertDelta) AlertOutcome {
+// RecordAlert counts an alert the named account's secret verified under
+// its address and queues the address for a re-read. An address not watched
+// yet is added as discovered, in that account, while the discovery limit
+// Sync set allows (and the account is one Sync named); otherwise the alert
+// is not counted here and the caller counts it without a label. So is an
+// alert for another account's address: one account's secret must not move
+// another's counts. Values past their bounds are counted as dropped and
+// left out of the address's counts.
+func (r *List) RecordAlert(account, email string, d AlertDelta) AlertOutcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	account = breach.Address{Account: account}.AccountName()
 	k := breach.Key(email)
 	outcome := AlertTracked
 	e, ok := r.entries[k]
-	if !ok {
+	switch {
+	case ok && e.Address.Account != account:
+		return AlertOtherAccount
+	case !ok:
 		switch {
 		case r.discoveryLimit <= 0:
 			return AlertUntracked
-		case r.discovered >= r.discoveryLimit:
+		// An account a reload removed since its secret verified the
+		// alert discovers nothing either.
+		case r.discovered >= r.discoveryLimit, r.known(account) == nil:
 			return AlertRefused
 		}
-		e = r.newEntry(breach.Address{Email: email, Discovered: true})
+		e = r.newEntry(breach.Address{Email: email, Discovered: true, Account: account})
 		r.noteAcknowledgements(e, d.AcceptedAt)
-		r.entries[k] = e
+		r.add(k, e)
 		r.discovered++
 		r.generation++
 		outcome = AlertDiscovered
@@ -150,10 +162,9 @@ func (r *List) Drop(key string) bool {
 	if !ok || !e.Address.Discovered {
 		return false
 	}
-	delete(r.entries, key)
+	r.remove(key, e)
 	r.discovered--
 	r.generation++
-	r.signal()
 	return true
 }
 
@@ -202,6 +213,7 @@ func boolCount(b bool) float64 {
 type AcceptedAlert struct {
 	Digest  [sha256.Size]byte
 	At      time.Time // when it was accepted, for the duplicate memory
+	Account string    // whose secret verified it; empty is breach.DefaultAccount
 	Address string
 	Delta   AlertDelta
 }

@@ -28,7 +28,7 @@ func BenchmarkAnswered(b *testing.B) {
 	for _, n := range []int{1_000, 100_000, 300_000} {
 		b.Run(fmt.Sprintf("names=%d", n), func(b *testing.B) {
 			r := New()
-			r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
+			r.Sync(nil, []breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
 			first, second := bigAnswers(n)
 			r.Answered("a@example.com", breach.Verified, first, at)
 			b.ReportAllocs()

@@ -10,7 +10,7 @@ import (
 
 func TestUnknownValuesAreBoundedAndCounted(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
+	r.Sync(nil, []breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
 	k := breach.Key("a@example.com")
 	// Every answer brings a new made-up feed with a new made-up field.
 	var sources []breach.SourceState
@@ -39,12 +39,12 @@ func TestUnknownValuesAreBoundedAndCounted(t *testing.T) {
 	}
 
 	// Alerts share the vocabularies.
-	if got := r.RecordAlert("a@example.com", AlertDelta{Source: "feed99", Severity: "critical"}); got != AlertTracked {
+	if got := r.RecordAlert(breach.DefaultAccount, "a@example.com", AlertDelta{Source: "feed99", Severity: "critical"}); got != AlertTracked {
 		t.Fatalf("RecordAlert = %v", got)
 	}
-	r.RecordAlert("a@example.com", AlertDelta{Source: "feed00", Severity: "sev-new"})
+	r.RecordAlert(breach.DefaultAccount, "a@example.com", AlertDelta{Source: "feed00", Severity: "sev-new"})
 	for i := range MaxUnknownValues + 1 {
-		r.RecordAlert("a@example.com", AlertDelta{Source: "index", Severity: fmt.Sprintf("sev%02d", i)})
+		r.RecordAlert(breach.DefaultAccount, "a@example.com", AlertDelta{Source: "index", Severity: fmt.Sprintf("sev%02d", i)})
 	}
 	e, _ = entry(t, r, "a@example.com")
 	if _, ok := e.Alerts.Value(NewDatabases, "feed99", ""); ok {
@@ -68,9 +68,9 @@ func TestUnknownValuesAreBoundedAndCounted(t *testing.T) {
 	}
 
 	for i := range MaxUnknownValues + 2 {
-		r.SetAccount(fmt.Sprintf("plan%02d", i), true)
+		r.SetAccount(breach.DefaultAccount, fmt.Sprintf("plan%02d", i), true)
 	}
-	if acc := r.View().Account; acc.Plan != "" || r.View().Dropped[LabelPlan] != 2 {
+	if acc := r.View().Accounts[0].Account; acc.Plan != "" || r.View().Dropped[LabelPlan] != 2 {
 		t.Errorf("account %+v, dropped %v: a plan past the vocabulary is not exported", acc, r.View().Dropped)
 	}
 }
@@ -79,10 +79,10 @@ func TestUnknownValuesAreBoundedAndCounted(t *testing.T) {
 // alert, so the feed's series and its alert series still join.
 func TestLengthCapsAreTheSameOnBothPaths(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
+	r.Sync(nil, []breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
 	long := strings.Repeat("s", 300)
 	r.Answered("a@example.com", breach.Verified, []breach.SourceState{{Source: long, FieldsExposed: []string{long}, SourceDBs: []string{long}}}, at)
-	r.RecordAlert("a@example.com", AlertDelta{Source: long, Severity: "info", ExposedFields: []string{long}})
+	r.RecordAlert(breach.DefaultAccount, "a@example.com", AlertDelta{Source: long, Severity: "info", ExposedFields: []string{long}})
 	e, _ := entry(t, r, "a@example.com")
 	src := e.Sources[0]
 	if len(src.Source) != breach.MaxSourceBytes || len(src.FieldsExposed[0]) != breach.MaxFieldBytes || len(src.SourceDBs[0]) != breach.MaxDatabaseBytes {
@@ -97,7 +97,7 @@ func TestLengthCapsAreTheSameOnBothPaths(t *testing.T) {
 
 func TestDatabasesPastTheCapAreCounted(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
+	r.Sync(nil, []breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
 	dbs := make([]string, MaxDatabasesPerFeed+10)
 	for i := range dbs {
 		dbs[i] = fmt.Sprintf("db-%05d", i)

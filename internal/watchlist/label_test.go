@@ -12,7 +12,7 @@ import (
 func TestLabelUnderHMAC(t *testing.T) {
 	key := []byte("0123456789abcdef")
 	r := New()
-	r.Sync([]breach.Address{{Email: "Alice@Example.com"}}, breach.Keyed{Mode: breach.LabelHMAC, Key: key}, 10)
+	r.Sync(nil, []breach.Address{{Email: "Alice@Example.com"}}, breach.Keyed{Mode: breach.LabelHMAC, Key: key}, 10)
 	if got, want := r.Label("alice@example.com"), breach.HMACLabel(key, "alice@example.com"); got != want {
 		t.Errorf("watched: %q, want %q", got, want)
 	}

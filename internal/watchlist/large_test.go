@@ -22,7 +22,7 @@ import (
 func TestLargeAnswerIsPreparedOutsideTheLock(t *testing.T) {
 	const n = 300_000
 	r := New()
-	r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
+	r.Sync(nil, []breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
 	first, second := bigAnswers(n)
 	r.Answered("a@example.com", breach.Verified, first, at)
 	pastCap := float64(n - MaxDatabasesPerFeed)
@@ -81,7 +81,7 @@ func TestLargeAnswerIsPreparedOutsideTheLock(t *testing.T) {
 // other, whichever goroutine records them (run with -race).
 func TestConcurrentAnswersCountNewsOnce(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
+	r.Sync(nil, []breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
 	base := []breach.SourceState{{Source: "index", SourceDBs: []string{"a"}}}
 	more := []breach.SourceState{{Source: "index", SourceDBs: []string{"a", "b"}}}
 	r.Answered("a@example.com", breach.Verified, base, at)

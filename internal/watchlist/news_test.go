@@ -11,7 +11,7 @@ import (
 // and the first after a 403, are its initial state, not news.
 func TestNewsCountsChangesBetweenAnswers(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "erin@example.com"}}, breach.LabelEmail, 1000)
+	r.Sync(nil, []breach.Address{{Email: "erin@example.com"}}, breach.LabelEmail, 1000)
 	k := breach.Key("erin@example.com")
 	news := func() News {
 		t.Helper()

@@ -38,18 +38,18 @@ func TestLooksLikeAddress(t *testing.T) {
 // dropped), and the feed, field, database or alert it named still counts.
 func TestAddressLikeValuesAreRedacted(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "a@example.com"}}, breach.Keyed{Mode: breach.LabelHMAC, Key: []byte("0123456789abcdef")}, 0)
+	r.Sync(nil, []breach.Address{{Email: "a@example.com"}}, breach.Keyed{Mode: breach.LabelHMAC, Key: []byte("0123456789abcdef")}, 0)
 	r.Answered("a@example.com", breach.Verified, []breach.SourceState{
 		{Source: "alice.secret@example.com", BreachCount: 4, SourceDBs: []string{"LinkedIn 2012", "carol@example.com dump", "dave@example.org"},
 			FieldsExposed: []string{"password", "erin@example.com"}},
 		{Source: "index", SourceDBs: []string{"frank@example.net"}},
 	}, at)
-	r.SetAccount("grace@example.com", true)
-	r.RecordAlert("a@example.com", AlertDelta{Source: "heidi@example.com", Severity: "ivan@example.com", ExposedFields: []string{"judy@example.com"}})
+	r.SetAccount(breach.DefaultAccount, "grace@example.com", true)
+	r.RecordAlert(breach.DefaultAccount, "a@example.com", AlertDelta{Source: "heidi@example.com", Severity: "ivan@example.com", ExposedFields: []string{"judy@example.com"}})
 
 	view := r.View()
-	if view.Account.Plan != Redacted {
-		t.Errorf("plan %q, want %q", view.Account.Plan, Redacted)
+	if view.Accounts[0].Account.Plan != Redacted {
+		t.Errorf("plan %q, want %q", view.Accounts[0].Account.Plan, Redacted)
 	}
 	e := view.Entries[0]
 	if len(e.Sources) != 2 {
@@ -82,7 +82,7 @@ func TestAddressLikeValuesAreRedacted(t *testing.T) {
 // A snapshot written before redaction existed is redacted on restore.
 func TestRestoreRedactsAddresses(t *testing.T) {
 	r := New()
-	r.Restore(Saved{Account: Account{Plan: "a@b.example"}, Entries: []SavedEntry{{
+	r.Restore(Saved{Accounts: []SavedAccount{{Name: breach.DefaultAccount, Plan: "a@b.example"}}, Entries: []SavedEntry{{
 		Address: breach.Address{Email: "a@example.com"},
 		State:   breach.Verified,
 		Sources: []breach.SourceState{{Source: "archive", SourceDBs: []string{"x@example.com"}}},
@@ -90,8 +90,8 @@ func TestRestoreRedactsAddresses(t *testing.T) {
 	}}}, at)
 	view := r.View()
 	e := view.Entries[0]
-	if view.Account.Plan != Redacted || e.Sources[0].SourceDBs[0] != Redacted {
-		t.Errorf("plan %q, databases %q: want them redacted", view.Account.Plan, e.Sources[0].SourceDBs)
+	if view.Accounts[0].Account.Plan != Redacted || e.Sources[0].SourceDBs[0] != Redacted {
+		t.Errorf("plan %q, databases %q: want them redacted", view.Accounts[0].Account.Plan, e.Sources[0].SourceDBs)
 	}
 	if v, _ := e.Alerts.Value(ExposedFields, "index", Redacted); v != 2 {
 		t.Errorf("alert counts %+v: want the field redacted, its count kept", e.Alerts.Counts())

@@ -13,8 +13,15 @@ import (
 // back cheaply, and the alert counts, which a restart must neither lose
 // nor, with the journal replayed on top, count twice.
 type Saved struct {
-	Account Account
-	Entries []SavedEntry // in schedule order
+	Accounts []SavedAccount // by name
+	Entries  []SavedEntry   // in schedule order
+}
+
+// SavedAccount is what an account keeps across a restart: its plan (whether
+// its key works is for the next /me to say).
+type SavedAccount struct {
+	Name string
+	Plan string
 }
 
 // SavedEntry is one address's saved state.
@@ -44,10 +51,14 @@ func (r *List) Generation() uint64 {
 func (r *List) Save() (Saved, uint64) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	s := Saved{Account: r.account, Entries: make([]SavedEntry, 0, len(r.entries))}
+	s := Saved{Accounts: make([]SavedAccount, 0, len(r.accounts)), Entries: make([]SavedEntry, 0, len(r.entries))}
+	for name, a := range r.accounts {
+		s.Accounts = append(s.Accounts, SavedAccount{Name: name, Plan: a.info.Plan})
+	}
+	slices.SortFunc(s.Accounts, func(a, b SavedAccount) int { return cmp.Compare(a.Name, b.Name) })
 	for _, e := range r.entries {
 		s.Entries = append(s.Entries, SavedEntry{
-			Address:      breach.Address{Email: e.Address.Email, Discovered: e.Address.Discovered},
+			Address:      breach.Address{Email: e.Address.Email, Discovered: e.Address.Discovered, Account: e.Address.Account},
 			State:        e.State,
 			Sources:      e.Sources,
 			LastRefresh:  e.LastRefresh,
@@ -71,9 +82,10 @@ func (r *List) Save() (Saved, uint64) {
 }
 
 // Restore fills an empty watchlist from s before the first Sync, which then
-// drops what the config no longer lists and the discovered addresses beyond
-// its limit. The account's plan is kept; whether the API is up is for the
-// next /me to say.
+// drops what the config no longer lists, the discovered addresses beyond
+// its limit and those of accounts gone. Each account's plan is kept;
+// whether its key works is for the next /me to say. An entry without an
+// account (an older snapshot) is DefaultAccount's.
 //
 // A snapshot is input like any other: a damaged disk, a hand edit or an
 // older exporter's bug must not get past the bounds the live paths keep.
@@ -83,7 +95,9 @@ func (r *List) Save() (Saved, uint64) {
 func (r *List) Restore(s Saved, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.account = Account{Plan: r.bounds.boundPlan(s.Account.Plan)}
+	for _, sa := range s.Accounts {
+		r.accountOf(sa.Name).info = Account{Plan: r.bounds.boundPlan(sa.Plan)}
+	}
 	for _, se := range s.Entries {
 		k := se.Address.Key()
 		if r.entries[k] != nil {
@@ -105,7 +119,7 @@ func (r *List) Restore(s Saved, now time.Time) {
 		e.Alerts = r.restoreAlerts(se.Alerts, now)
 		e.Feeds, e.Acknowledged = r.restoreMoments(se, e.Sources, now)
 		r.touch(e)
-		r.entries[k] = e
+		r.add(k, e)
 	}
 	r.generation++
 }

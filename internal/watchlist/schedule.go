@@ -11,22 +11,29 @@ import (
 // is no longer watched: a reload may remove it while its request is in
 // flight.
 
-// Plan calls f for every watched address under the read lock; f must not
-// keep the entry or call back into the watchlist.
-func (r *List) Plan(f func(key string, e *Entry)) {
+// Plan calls f for every watched address of the named account under the
+// read lock; f must not keep the entry or call back into the watchlist.
+func (r *List) Plan(account string, f func(key string, e *Entry)) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	for k, e := range r.entries {
+	a := r.accounts[account]
+	if a == nil {
+		return
+	}
+	for k, e := range a.entries {
 		f(k, e)
 	}
 }
 
-// Email returns the email of a watched address, as it is sent to the API.
-func (r *List) Email(key string) (string, bool) {
+// Email returns the email of a watched address of the named account, as it
+// is sent to the API; false when the address is not watched or is another
+// account's (a reload moved it): a key reads its own account's addresses
+// only.
+func (r *List) Email(account, key string) (string, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e, ok := r.entries[key]
-	if !ok {
+	if !ok || e.Address.Account != account {
 		return "", false
 	}
 	return e.Address.Email, true
@@ -164,5 +171,7 @@ func (r *List) markUrgent(e *Entry) {
 	}
 	r.tickets++
 	e.Schedule.Urgent = r.tickets
-	r.signal()
+	if a := r.accounts[e.Address.Account]; a != nil {
+		signal(a)
+	}
 }

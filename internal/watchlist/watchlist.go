@@ -166,16 +166,37 @@ type Account struct {
 	Up   bool   // the last /me answered 200 and no 401 came since
 }
 
-// View is a consistent copy of the watchlist for one scrape.
-type View struct {
-	Entries      []Entry // in no particular order: the collector sorts by label
+// AccountView is what one account's scheduler last recorded.
+type AccountView struct {
+	Name         string
 	Account      Account
 	RateLimit    breach.RateLimit
 	HasRateLimit bool
-	Cycle        time.Duration // one full round of all addresses at the budget
+	Cycle        time.Duration // one full round of the account's addresses at its budget
+}
+
+// View is a consistent copy of the watchlist for one scrape.
+type View struct {
+	Entries  []Entry       // in no particular order: the collector sorts by label
+	Accounts []AccountView // by name
 	// Dropped counts, by label (BoundedLabels), the values the bounds kept
 	// out of the exposition.
 	Dropped map[string]float64
+}
+
+// account is the state of one account: what its scheduler recorded, its
+// addresses, and the channel that wakes its scheduler.
+type account struct {
+	info      Account
+	rateLimit breach.RateLimit
+	hasRate   bool
+	cycle     time.Duration
+	entries   map[string]*Entry // the account's share of List.entries
+	changed   chan struct{}     // see Changed
+}
+
+func newAccount() *account {
+	return &account{entries: map[string]*Entry{}, changed: make(chan struct{}, 1)}
 }
 
 // List is safe for concurrent use.
@@ -191,37 +212,55 @@ type List struct {
 	discoveryLimit int
 	generation     uint64 // counts changes worth saving (Save)
 	versions       uint64 // source of Entry.Version
-	account        Account
-	rateLimit      breach.RateLimit
-	hasRate        bool
-	cycle          time.Duration
+	// accounts are the accounts Sync was last given, by name; each
+	// scheduler plans over its own account's entries only.
+	accounts map[string]*account
 
 	bounds *bounds // on values from outside; see bounds.go
 	// acks are the acknowledgements in force, for the addresses
 	// discovered after their load (NoteAcknowledgements).
 	acks *acknowledge.Set
-
-	changed chan struct{} // see Changed
 }
 
-// New returns an empty watchlist labelling addresses by email.
+// New returns an empty watchlist labelling addresses by email, with the
+// one account DefaultAccount until the first Sync says which.
 func New() *List {
 	return &List{
-		entries: map[string]*Entry{},
-		labels:  breach.LabelEmail,
-		bounds:  newBounds(),
-		changed: make(chan struct{}, 1),
+		entries:  map[string]*Entry{},
+		labels:   breach.LabelEmail,
+		bounds:   newBounds(),
+		accounts: map[string]*account{breach.DefaultAccount: newAccount()},
 	}
 }
 
-// Changed receives a value after the set of addresses or an address's
-// urgency changed: the scheduler re-plans then. Changes that come while a
-// value is pending are folded into it.
-func (r *List) Changed() <-chan struct{} { return r.changed }
+// Changed receives a value after the set of the account's addresses or an
+// address's urgency changed: its scheduler re-plans then. Changes that come
+// while a value is pending are folded into it. An account the last Sync
+// did not name gets nil, which never receives: a reload that names it again
+// makes a new channel, so its scheduler asks again before each plan.
+func (r *List) Changed(name string) <-chan struct{} {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if a := r.accounts[name]; a != nil {
+		return a.changed
+	}
+	return nil
+}
 
-func (r *List) signal() {
+// accountOf returns the named account's state, made when missing. Called
+// with r.mu held for writing.
+func (r *List) accountOf(name string) *account {
+	a := r.accounts[name]
+	if a == nil {
+		a = newAccount()
+		r.accounts[name] = a
+	}
+	return a
+}
+
+func signal(a *account) {
 	select {
-	case r.changed <- struct{}{}:
+	case a.changed <- struct{}{}:
 	default:
 	}
 }
@@ -229,31 +268,55 @@ func (r *List) signal() {
 // Sync makes the watchlist watch exactly configured, plus at most
 // discoveryLimit discovered addresses (0: none, discovery is off; the
 // newest go first when the limit shrank), and labels every entry under
-// mode. Kept addresses keep their data, schedule and alert counts; removed
-// ones go with all of it. An address now configured that was discovered
-// becomes configured.
-func (r *List) Sync(configured []breach.Address, mode breach.Labeler, discoveryLimit int) {
+// mode. accounts are the accounts in force; the accounts of configured
+// addresses are among them (an address without one is DefaultAccount's).
+// A discovered address whose account is gone goes. Kept addresses keep
+// their data, schedule and alert counts, and follow their account when the
+// config moved them to another; removed ones go with all of it. An address
+// now configured that was discovered becomes configured.
+func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.Labeler, discoveryLimit int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.labels = mode
 	r.discoveryLimit = discoveryLimit
 	r.generation++
+	kept := make(map[string]*account, len(accounts)+1)
+	keep := func(name string) *account {
+		a := kept[name]
+		if a == nil {
+			a = r.accountOf(name)
+			a.entries = map[string]*Entry{}
+			kept[name] = a
+		}
+		return a
+	}
+	for _, name := range accounts {
+		keep(name)
+	}
+	if len(accounts) == 0 {
+		keep(breach.DefaultAccount) // no accounts: the one of the single-account shape
+	}
 	next := make(map[string]*Entry, len(configured)+len(r.entries))
 	for _, a := range configured {
 		k := a.Key()
 		if next[k] != nil {
 			continue // the config rejects duplicates; a hand-made list may not
 		}
+		a.Account = a.AccountName()
 		e := r.entries[k]
 		if e == nil {
 			e = r.newEntry(a)
 		}
+		if e.Address.Account != a.Account {
+			r.touch(e) // breach_address_state carries the account
+		}
 		e.Address = a
 		next[k] = e
+		keep(a.Account).entries[k] = e
 	}
 	var discovered []*Entry
 	for k, e := range r.entries {
-		if e.Address.Discovered && next[k] == nil {
+		if e.Address.Discovered && next[k] == nil && kept[e.Address.Account] != nil {
 			discovered = append(discovered, e)
 		}
 	}
@@ -262,7 +325,9 @@ func (r *List) Sync(configured []breach.Address, mode breach.Labeler, discoveryL
 		discovered = discovered[:discoveryLimit]
 	}
 	for _, e := range discovered {
-		next[e.Address.Key()] = e
+		k := e.Address.Key()
+		next[k] = e
+		kept[e.Address.Account].entries[k] = e
 	}
 	r.discovered = len(discovered)
 	for _, e := range next {
@@ -272,14 +337,35 @@ func (r *List) Sync(configured []breach.Address, mode breach.Labeler, discoveryL
 		}
 	}
 	r.entries = next
-	r.signal()
+	r.accounts = kept
+	for _, a := range kept {
+		signal(a)
+	}
 }
 
+// newEntry returns a new entry for a, in a's account (DefaultAccount when
+// it names none); the caller adds it (add).
 func (r *List) newEntry(a breach.Address) *Entry {
 	r.tickets++
+	a.Account = a.AccountName()
 	e := &Entry{Address: a, Label: r.labels.Label(a), State: breach.Pending, Schedule: Schedule{Order: r.tickets}}
 	r.touch(e)
 	return e
+}
+
+// add watches e under key k, in its account. Called with r.mu held.
+func (r *List) add(k string, e *Entry) {
+	r.entries[k] = e
+	r.accountOf(e.Address.Account).entries[k] = e
+}
+
+// remove stops watching the entry under key k. Called with r.mu held.
+func (r *List) remove(k string, e *Entry) {
+	delete(r.entries, k)
+	if a := r.accounts[e.Address.Account]; a != nil {
+		delete(a.entries, k)
+		signal(a)
+	}
 }
 
 // touch marks e's exported values as changed. Called with r.mu held.
@@ -295,49 +381,75 @@ func (r *List) Len() int {
 	return len(r.entries)
 }
 
+// AccountLen is the number of the named account's watched addresses.
+func (r *List) AccountLen(name string) int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if a := r.accounts[name]; a != nil {
+		return len(a.entries)
+	}
+	return 0
+}
+
 // View returns a consistent copy for one scrape.
 func (r *List) View() View {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	s := View{
-		Entries:      make([]Entry, 0, len(r.entries)),
-		Account:      r.account,
-		RateLimit:    r.rateLimit,
-		HasRateLimit: r.hasRate,
-		Cycle:        r.cycle,
-		Dropped:      r.bounds.droppedCounts(),
+		Entries:  make([]Entry, 0, len(r.entries)),
+		Accounts: make([]AccountView, 0, len(r.accounts)),
+		Dropped:  r.bounds.droppedCounts(),
 	}
+	for name, a := range r.accounts {
+		s.Accounts = append(s.Accounts, AccountView{Name: name, Account: a.info, RateLimit: a.rateLimit, HasRateLimit: a.hasRate, Cycle: a.cycle})
+	}
+	slices.SortFunc(s.Accounts, func(a, b AccountView) int { return cmp.Compare(a.Name, b.Name) })
 	for _, e := range r.entries {
 		s.Entries = append(s.Entries, *e)
 	}
 	return s
 }
 
-// SetAccount records the outcome of a /me call, or (up false, plan "")
-// that a 401 made the API unusable. A failure keeps the last known plan.
-func (r *List) SetAccount(plan string, up bool) {
+// known returns the state of an account Sync named, nil for another: a
+// scheduler whose account a reload removed records nothing.
+func (r *List) known(name string) *account { return r.accounts[name] }
+
+// SetAccount records the outcome of the named account's /me call, or (up
+// false, plan "") that a 401 made its API key unusable. A failure keeps
+// the last known plan.
+func (r *List) SetAccount(name, plan string, up bool) {
 	if up {
 		plan = r.bounds.boundPlan(plan)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if up && plan != r.account.Plan {
-		r.account.Plan = plan
+	a := r.known(name)
+	if a == nil {
+		return
+	}
+	if up && plan != a.info.Plan {
+		a.info.Plan = plan
 		r.generation++
 	}
-	r.account.Up = up
+	a.info.Up = up
 }
 
-// SetRateLimit records the rate-limit headers of the latest response.
-func (r *List) SetRateLimit(rl breach.RateLimit) {
+// SetRateLimit records the rate-limit headers of the named account's
+// latest response.
+func (r *List) SetRateLimit(name string, rl breach.RateLimit) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.rateLimit, r.hasRate = rl, true
+	if a := r.known(name); a != nil {
+		a.rateLimit, a.hasRate = rl, true
+	}
 }
 
-// SetCycle records how long one full round of all addresses takes.
-func (r *List) SetCycle(d time.Duration) {
+// SetCycle records how long one full round of the named account's
+// addresses takes.
+func (r *List) SetCycle(name string, d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.cycle = d
+	if a := r.known(name); a != nil {
+		a.cycle = d
+	}
 }

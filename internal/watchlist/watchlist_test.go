@@ -33,10 +33,10 @@ func entry(t *testing.T, r *List, email string) (Entry, bool) {
 
 func TestSyncKeepsDataAndDropsRemoved(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "Alice@example.com"}, {Email: "bob@example.com"}}, breach.LabelEmail, 1000)
+	r.Sync(nil, []breach.Address{{Email: "Alice@example.com"}, {Email: "bob@example.com"}}, breach.LabelEmail, 1000)
 	r.Answered(breach.Key("alice@EXAMPLE.com"), breach.Verified, []breach.SourceState{{Source: "archive"}}, at)
 
-	r.Sync([]breach.Address{{Email: "Alice@example.com"}, {Email: "carol@example.com"}}, breach.LabelEmail, 1000) // bob removed, carol added
+	r.Sync(nil, []breach.Address{{Email: "Alice@example.com"}, {Email: "carol@example.com"}}, breach.LabelEmail, 1000) // bob removed, carol added
 	if n := r.Len(); n != 2 {
 		t.Fatalf("got %d addresses, want 2", n)
 	}
@@ -71,7 +71,7 @@ func TestWritesForUnwatchedAddressesAreIgnored(t *testing.T) {
 
 func TestAnswerDropsSourcesOn403AndEndsBackoff(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "dave@example.com"}}, breach.LabelEmail, 1000)
+	r.Sync(nil, []breach.Address{{Email: "dave@example.com"}}, breach.LabelEmail, 1000)
 	k := breach.Key("dave@example.com")
 	r.Answered(k, breach.Verified, []breach.SourceState{{Source: "index"}}, at)
 	if sch, _ := r.Failed(k); sch.Failures != 1 {
@@ -88,9 +88,9 @@ func TestAnswerDropsSourcesOn403AndEndsBackoff(t *testing.T) {
 
 func TestAccountKeepsPlanWhenDown(t *testing.T) {
 	r := New()
-	r.SetAccount("business", true)
-	r.SetAccount("", false)
-	if got := r.View().Account; got.Plan != "business" || got.Up {
+	r.SetAccount(breach.DefaultAccount, "business", true)
+	r.SetAccount(breach.DefaultAccount, "", false)
+	if got := r.View().Accounts[0].Account; got.Plan != "business" || got.Up {
 		t.Errorf("after a failed /me: %+v, want plan kept and up false", got)
 	}
 }
@@ -98,8 +98,8 @@ func TestAccountKeepsPlanWhenDown(t *testing.T) {
 func TestLabelsFollowTheMode(t *testing.T) {
 	r := New()
 	cfg := []breach.Address{{Email: "Alice@Example.com", Alias: "a"}}
-	r.Sync(cfg, breach.LabelEmail, 1000)
-	if r.RecordAlert("New.User@Example.org", AlertDelta{Source: "index", Severity: "info"}) != AlertDiscovered {
+	r.Sync(nil, cfg, breach.LabelEmail, 1000)
+	if r.RecordAlert(breach.DefaultAccount, "New.User@Example.org", AlertDelta{Source: "index", Severity: "info"}) != AlertDiscovered {
 		t.Fatal("the alert did not discover its address")
 	}
 	labels := func() map[string]string {
@@ -112,7 +112,7 @@ func TestLabelsFollowTheMode(t *testing.T) {
 	if got := labels(); got["alice@example.com"] != "Alice@Example.com" || got["new.user@example.org"] != "new.user@example.org" {
 		t.Errorf("email mode labels: %v", got)
 	}
-	r.Sync(cfg, breach.LabelAlias, 1000)
+	r.Sync(nil, cfg, breach.LabelAlias, 1000)
 	if got := labels(); got["alice@example.com"] != "a" || got["new.user@example.org"] != breach.HashLabel("new.user@example.org") {
 		t.Errorf("alias mode labels: %v", got)
 	}
@@ -120,20 +120,20 @@ func TestLabelsFollowTheMode(t *testing.T) {
 
 func TestRecordAlertCountsAndQueues(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 1000)
-	<-r.Changed()
+	r.Sync(nil, []breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 1000)
+	<-r.Changed(breach.DefaultAccount)
 	d := AlertDelta{Source: "combolist", Severity: "critical", NewDatabases: 2, ExposedFields: []string{"password", "hash"}, NewPlaintext: true, ObservedAt: at}
-	if got := r.RecordAlert("ALICE@example.com", d); got != AlertTracked {
+	if got := r.RecordAlert(breach.DefaultAccount, "ALICE@example.com", d); got != AlertTracked {
 		t.Fatalf("RecordAlert = %v, want AlertTracked", got)
 	}
 	select {
-	case <-r.Changed():
+	case <-r.Changed(breach.DefaultAccount):
 	default:
 		t.Fatal("an alert for a watched address did not wake the scheduler")
 	}
 	d.ObservedAt = at.Add(-time.Hour) // older: the last-observed time stays
 	d.NewPlaintext = false
-	r.RecordAlert("alice@example.com", d)
+	r.RecordAlert(breach.DefaultAccount, "alice@example.com", d)
 
 	a, _ := entry(t, r, "alice@example.com")
 	if a.Schedule.Urgent == 0 {
@@ -149,15 +149,15 @@ func TestRecordAlertCountsAndQueues(t *testing.T) {
 
 func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 0)
+	r.Sync(nil, []breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 0)
 	d := AlertDelta{Source: "index", Severity: "info"}
-	if got := r.RecordAlert("new1@example.com", d); got != AlertUntracked {
+	if got := r.RecordAlert(breach.DefaultAccount, "new1@example.com", d); got != AlertUntracked {
 		t.Errorf("with discovery off: %v, want AlertUntracked", got)
 	}
-	r.Sync([]breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 2)
+	r.Sync(nil, []breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 2)
 	for i, want := range []AlertOutcome{AlertDiscovered, AlertDiscovered, AlertRefused, AlertTracked} {
 		email := []string{"new1@example.com", "new2@example.com", "new3@example.com", "NEW1@example.com"}[i]
-		if got := r.RecordAlert(email, d); got != want {
+		if got := r.RecordAlert(breach.DefaultAccount, email, d); got != want {
 			t.Errorf("alert %d (%s): %v, want %v", i, email, got, want)
 		}
 	}
@@ -168,17 +168,17 @@ func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
 	if r.Drop("alice@example.com") || !r.Drop("new2@example.com") {
 		t.Error("Drop must drop discovered addresses only")
 	}
-	if got := r.RecordAlert("new3@example.com", d); got != AlertDiscovered {
+	if got := r.RecordAlert(breach.DefaultAccount, "new3@example.com", d); got != AlertDiscovered {
 		t.Errorf("after a drop there is room again: %v", got)
 	}
 	// A lower limit keeps the oldest discoveries.
-	r.Sync([]breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 1)
+	r.Sync(nil, []breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 1)
 	if _, ok := entry(t, r, "new1@example.com"); !ok || discovered(r) != 1 {
 		t.Errorf("after lowering the limit to 1: Discovered %d, new1 kept %v; want 1 and true", discovered(r), ok)
 	}
 	// Configuring a discovered address makes it configured; a reload with
 	// discovery off drops the rest with all their data.
-	r.Sync([]breach.Address{{Email: "alice@example.com"}, {Email: "new1@example.com"}}, breach.LabelEmail, 0)
+	r.Sync(nil, []breach.Address{{Email: "alice@example.com"}, {Email: "new1@example.com"}}, breach.LabelEmail, 0)
 	if r.Len() != 2 || discovered(r) != 0 {
 		t.Errorf("after a reload without discovery: Len %d, Discovered %d; want 2 and 0", r.Len(), discovered(r))
 	}
@@ -186,7 +186,7 @@ func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
 		t.Errorf("a discovered address now configured must keep its counts and lose its discovered mark: %+v", e)
 	}
 	// Discovery off: no alert, racing the reload or not, adds an address.
-	if got := r.RecordAlert("new9@example.com", d); got != AlertUntracked {
+	if got := r.RecordAlert(breach.DefaultAccount, "new9@example.com", d); got != AlertUntracked {
 		t.Errorf("after a reload without discovery: %v, want AlertUntracked", got)
 	}
 }
@@ -195,10 +195,10 @@ func TestDiscoveryIsBoundedAndFollowsTheConfig(t *testing.T) {
 // snapshot already taken.
 func TestSnapshotIsNotModifiedLater(t *testing.T) {
 	r := New()
-	r.Sync([]breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 1000)
-	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"})
+	r.Sync(nil, []breach.Address{{Email: "alice@example.com"}}, breach.LabelEmail, 1000)
+	r.RecordAlert(breach.DefaultAccount, "alice@example.com", AlertDelta{Source: "index", Severity: "info"})
 	before, _ := entry(t, r, "alice@example.com")
-	r.RecordAlert("alice@example.com", AlertDelta{Source: "index", Severity: "info"})
+	r.RecordAlert(breach.DefaultAccount, "alice@example.com", AlertDelta{Source: "index", Severity: "info"})
 	if got, _ := before.Alerts.Value(AlertsBySeverity, "index", "info"); got != 1 {
 		t.Errorf("a snapshot's count changed to %v after a later alert", got)
 	}
