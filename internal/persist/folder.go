@@ -65,7 +65,7 @@ func openFolder(path string) (_ *folder, err error) {
 	if err := unix.Fstat(int(f.dir.Fd()), &st); err != nil {
 		return nil, err
 	}
-	f.dev, f.ino = st.Dev, st.Ino
+	f.dev, f.ino = uint64(st.Dev), st.Ino // Dev is int32 on macOS
 	if err := f.flock(f.dir); err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (f *folder) check() error {
 	if err := unix.Stat(f.path, &st); err != nil {
 		return fmt.Errorf("%w (%v)", errFolderMoved, err)
 	}
-	if st.Dev != f.dev || st.Ino != f.ino {
+	if uint64(st.Dev) != f.dev || st.Ino != f.ino {
 		return errFolderMoved
 	}
 	return nil
