@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command breach_exporter polls the breach monitoring service within its
 // request budget, serves the cached state as Prometheus metrics, and receives
 // the service's signed webhook alerts on a separate listener.

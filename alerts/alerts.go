@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package alerts ships breach_exporter's Prometheus rules and lists their
 // expressions, so that tests can evaluate every rule against a real
 // Prometheus without parsing the file themselves.

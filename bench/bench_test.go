@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build bench
 
 // The build tag keeps these benchmarks, which link the whole exporter, out

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bench measures breach_exporter against baselines on the same
 // machine in the same run: webhook throughput against a bare HMAC-checking
 // net/http server, scrape cost against the same series held in plain

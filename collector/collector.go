@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package collector turns the watchlist's per-address state (the API's cached
 // answers and the counts of accepted alerts) into the exposition served at
 // /metrics. It never calls the breach API: a scrape costs no request budget,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dashboards ships breach_exporter's Grafana dashboards and lists the
 // PromQL of every panel, so that tests can evaluate each query against a real
 // Prometheus: there is no Grafana to look at them.

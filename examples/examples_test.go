@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package examples holds deployment examples only; this test checks that
 // their files parse and agree with each other, since neither Docker nor
 // Kubernetes is available to run them in CI.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package webhook receives the breach monitoring service's signed alert
 // webhooks (spec section 6) and records each accepted alert in the
 // watchlist, which counts it under its address and has the address re-read

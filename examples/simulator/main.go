@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command simulator serves a simulated breach monitoring service on
 // loopback: the JSON API with its rate limit, periodic sweeps that change
 // the scan state, and signed webhook alerts. See README.md.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package acknowledge holds the acknowledgements file: which exposures of
 // which watched addresses a person has handled, up to when, by whom and
 // why. An acknowledgement covers everything the exporter saw of a feed for

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package api
 
 // CloseIdleConnections closes the keep-alive connections the client holds

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package api is a client for the breach monitoring service's read-only JSON
 // API (GET /me and GET /breaches). It knows nothing about budgets: the
 // scheduler decides when to call it, and every call reports the rate-limit

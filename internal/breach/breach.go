@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package breach holds the breach monitoring service's domain: the spec's
 // enums with their known values, a feed's scan state, the rate-limit figures
 // every response carries, and watched addresses with their one key and their

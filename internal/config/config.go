@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config loads and checks breach_exporter's YAML configuration file.
 //
 // Parsing is strict: an unknown key is an error that names it. Every

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e holds breach_exporter's end-to-end test, behind the build tag
 // e2e so that `go test ./...` stays fast: the simulator and the exporter
 // (built from this repository) run on loopback with a real Prometheus and a

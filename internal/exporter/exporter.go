@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package exporter wires the parts of breach_exporter together: the config
 // bundle in force, the watchlist, the scheduler with its API
 // client, the collector and the webhook receiver. A reload is one swap of

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package faulttest runs the real exporter, from its config and token
 // files, against a stand-in breach API that misbehaves on command, on a fake
 // clock so that minutes of backoff pass in milliseconds. For every fault it

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fileread is the one way breach_exporter reads a file a person
 // points it at: the configuration, the API token, the webhook secrets, the
 // label key, the acknowledgements, the web configs and the TLS files they

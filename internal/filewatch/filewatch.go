@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package filewatch triggers a reload when one of a set of files changes
 // content. It watches each file's parent directory, not the file: a
 // Kubernetes ConfigMap or Secret volume updates its files by swapping a

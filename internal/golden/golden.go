@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package golden reads the golden expositions (internal/exporter's
 // testdata/golden/*.prom, kept true by its TestGolden) as the metric
 // contract, for the tests of the rules and dashboards. It imports nothing

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package integration runs the simulator of the service and the exporter
 // together on loopback and checks that what the exporter exports is what the
 // simulator holds and sent.

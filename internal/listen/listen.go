@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package listen opens the exporter's listeners the way exporter-toolkit's
 // web.ListenAndServe does (TCP or vsock addresses, or systemd socket
 // activation), but with a cap on the connections each one holds open, so a

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package logging builds the process's one log stream: go-kit/log, the
 // project's logger, and a *slog.Logger for libraries that take one
 // (exporter-toolkit), writing through the same go-kit logger, so every line

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package persist keeps the exporter's state across a restart, as
 // Alertmanager keeps its silences: a snapshot file written atomically (a
 // temporary file in the same folder, synced, renamed over the old one, the

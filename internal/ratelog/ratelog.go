@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package ratelog bounds how often a failure that repeats is logged. A
 // full disk refuses every alert that arrives: one error line each would
 // bury the log (and fill it, on the same disk). The first failure of a

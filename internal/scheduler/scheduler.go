@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package scheduler owns an API key's request budget: one Scheduler per
 // account, each over its own account's addresses. One goroutine (Run)
 // decides which request goes next and when, so however many addresses,

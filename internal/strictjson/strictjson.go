@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package strictjson holds JSON from outside to exact member names.
 // encoding/json matches a member to a struct field case-insensitively and
 // lets the last of two equal members win, so {"breach_count":5,

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package systemtest holds the tests that build breach_exporter and run it
 // as users do, as a process on loopback ports: a start, scrape and reload
 // (run_test.go), restarts and the state folder (restart_test.go,

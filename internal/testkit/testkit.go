@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testkit holds the helpers that several packages' tests share:
 // the service's stand-in served for a test (StandIn, the simulator on a
 // loopback port), driving a fake clock until a

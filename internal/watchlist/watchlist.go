@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package watchlist is the one set of watched addresses, configured and
 // discovered. Each address has one entry holding everything keyed by it:
 // its label, the API's last answer (the cache the collector serves), its

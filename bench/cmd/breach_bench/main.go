@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command breach_bench runs breach_exporter's benchmarks against their
 // baselines (make bench), prints the table and writes results.json.
 package main

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gen copies the alert rules and the dashboards into the
 // deployment files that ship them, so that each has one source:
 //

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package test
 
 // The Helm chart, rendered by the helm binary (`make kubernetes-test` builds

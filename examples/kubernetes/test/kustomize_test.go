@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package test builds examples/kubernetes with kustomize's own library and
 // decodes every object strictly into its real API type: k8s.io/api for the
 // built-in kinds, the Prometheus Operator's monitoring/v1 for ServiceMonitor

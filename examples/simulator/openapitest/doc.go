@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package openapitest checks the simulator against its own OpenAPI
 // document (sim.OpenAPIDocument) with kin-openapi's validator: the document
 // is valid OpenAPI 3.1, and the simulator's responses and webhook alerts

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sim simulates the breach monitoring service as its spec describes
 // it: the read-only JSON API with its per-key fixed rate-limit window, the
 // per-feed scan state that sweeps change, and the signed alert.created
