@@ -1,0 +1,134 @@
+package addrfile
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/jonboulle/clockwork"
+)
+
+// Watcher says when to read the address files again: on any change in
+// the directories of the globs, and every interval besides, as Prometheus
+// does for its target files. It watches the directories, not the files: a
+// Kubernetes ConfigMap update swaps the directory's ..data symlink and
+// never writes the file a watch on it would follow.
+type Watcher struct {
+	fs     *fsnotify.Watcher
+	dirs   map[string]bool // watched now
+	logger log.Logger
+	clock  clockwork.Clock
+	kick   chan struct{}
+}
+
+// NewWatcher returns a Watcher watching nothing yet; Close releases it.
+func NewWatcher(logger log.Logger, clock clockwork.Clock) (*Watcher, error) {
+	fs, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	return &Watcher{fs: fs, dirs: map[string]bool{}, logger: logger, clock: clock, kick: make(chan struct{}, 1)}, nil
+}
+
+// Close stops watching.
+func (w *Watcher) Close() error { return w.fs.Close() }
+
+// Kick makes Run ask again for the globs and the interval in force, without
+// a read: after a reload, which read the files itself.
+func (w *Watcher) Kick() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run calls read after every change in the directories of the globs and
+// every interval without one, until ctx ends. current returns the globs and
+// the interval in force; Run asks before each wait, so a reload takes
+// effect at its Kick. Events that come together are one read.
+func (w *Watcher) Run(ctx context.Context, current func() ([]string, time.Duration), read func()) {
+	for {
+		globs, interval := current()
+		w.watch(globs)
+		timer := w.clock.NewTimer(interval)
+		doRead := true
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case ev, ok := <-w.fs.Events:
+			if !ok {
+				timer.Stop()
+				return
+			}
+			// A chmod changes no content (Prometheus ignores it too).
+			doRead = ev.Op != fsnotify.Chmod
+			if w.dirs[ev.Name] && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
+				// The directory itself went, and its watch with it: the
+				// next watch adds it again once it is back.
+				delete(w.dirs, ev.Name)
+			}
+			w.drain()
+		case err, ok := <-w.fs.Errors:
+			if !ok {
+				timer.Stop()
+				return
+			}
+			// An overflow lost events: reading again covers them.
+			level.Warn(w.logger).Log("msg", "Watching the address files' directories failed; reading them again", "err", err)
+		case <-timer.Chan():
+		case <-w.kick:
+			doRead = false
+		}
+		timer.Stop()
+		if doRead {
+			read()
+		}
+	}
+}
+
+// drain takes the events already queued: one read covers them.
+func (w *Watcher) drain() {
+	for {
+		select {
+		case _, ok := <-w.fs.Events:
+			if !ok {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// watch makes the watched directories those of globs. A directory that
+// cannot be watched (it does not exist yet) is tried again before the next
+// wait; the timer reads its files meanwhile.
+func (w *Watcher) watch(globs []string) {
+	want := map[string]bool{}
+	for _, g := range globs {
+		want[filepath.Dir(g)] = true
+	}
+	for dir := range w.dirs {
+		if !want[dir] {
+			if err := w.fs.Remove(dir); err != nil && !errors.Is(err, fsnotify.ErrNonExistentWatch) {
+				level.Debug(w.logger).Log("msg", "Could not stop watching a directory", "dir", dir, "err", err)
+			}
+			delete(w.dirs, dir)
+		}
+	}
+	for dir := range want {
+		if w.dirs[dir] {
+			continue
+		}
+		if err := w.fs.Add(dir); err != nil {
+			level.Warn(w.logger).Log("msg", "Cannot watch an address files' directory; reading it every refresh.files_interval only", "dir", dir, "err", err)
+			continue
+		}
+		w.dirs[dir] = true
+	}
+}
