@@ -113,13 +113,13 @@ func TestSourceKeepsLastGood(t *testing.T) {
 	}
 	samples := testkit.Samples(t, reg)
 	for series, want := range map[string]float64{
-		testkit.Series("breach_exporter_address_file_addresses", "file", hr):                              2,
-		testkit.Series("breach_exporter_address_file_duplicate_addresses", "file", hr):                    1,
-		testkit.Series("breach_exporter_address_file_duplicate_addresses", "file", it):                    1,
-		testkit.Series("breach_exporter_address_file_read_errors_total", "file", it):                      0,
-		testkit.Series("breach_exporter_address_file_last_read_success_timestamp_seconds", "file", it):    1000,
-		testkit.Series("breach_exporter_address_file_invalid_lines", "file", it):                          0,
-		testkit.Series("breach_exporter_address_files_over_limit"):                                        0,
+		testkit.Series("breach_exporter_address_file_addresses", "file", hr):                           2,
+		testkit.Series("breach_exporter_address_file_duplicate_addresses", "file", hr):                 1,
+		testkit.Series("breach_exporter_address_file_duplicate_addresses", "file", it):                 1,
+		testkit.Series("breach_exporter_address_file_read_errors_total", "file", it):                   0,
+		testkit.Series("breach_exporter_address_file_last_read_success_timestamp_seconds", "file", it): 1000,
+		testkit.Series("breach_exporter_address_file_invalid_lines", "file", it):                       0,
+		testkit.Series("breach_exporter_address_files_over_limit"):                                     0,
 	} {
 		if got, ok := samples[series]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
