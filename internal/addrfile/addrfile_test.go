@@ -1,4 +1,4 @@
-package addrfile
+package addrfile_test
 
 import (
 	"errors"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/breach-exporter/breach_exporter/internal/addrfile"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -26,12 +27,12 @@ func emails(addrs []breach.Address) []string {
 
 func TestParsePlain(t *testing.T) {
 	data := "# HR export\nalice@example.com\n\n  bob@example.com   # inline comment\nnot an address\ncarol#x@example.com\n\xff"
-	_, _, err := Parse("hr.txt", []byte(data), false)
+	_, _, err := addrfile.Parse("hr.txt", []byte(data), false)
 	if err == nil || !strings.Contains(err.Error(), "UTF-8") {
 		t.Errorf("invalid UTF-8: %v, want an error", err)
 	}
 	data = strings.TrimSuffix(data, "\xff")
-	addrs, invalid, err := Parse("hr.txt", []byte(data), false)
+	addrs, invalid, err := addrfile.Parse("hr.txt", []byte(data), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,19 +42,19 @@ func TestParsePlain(t *testing.T) {
 	if len(invalid) != 1 || invalid[0].Line != 5 || invalid[0].File != "hr.txt" || strings.Contains(invalid[0].Error(), "not an address") {
 		t.Errorf("invalid %v, want line 5 only, without its text", invalid)
 	}
-	_, invalid, _ = Parse("hr.txt", []byte(data), true)
+	_, invalid, _ = addrfile.Parse("hr.txt", []byte(data), true)
 	if len(invalid) != 1 || !strings.Contains(invalid[0].Error(), `"not an address"`) {
 		t.Errorf("shown: %v, want the line's text", invalid)
 	}
 	for _, empty := range []string{"", "# nothing\n\n", "nobody\n"} {
-		if _, _, err := Parse("hr.txt", []byte(empty), false); !errors.Is(err, ErrNoAddress) {
-			t.Errorf("Parse(%q) = %v, want ErrNoAddress", empty, err)
+		if _, _, err := addrfile.Parse("hr.txt", []byte(empty), false); !errors.Is(err, addrfile.ErrNoAddress) {
+			t.Errorf("addrfile.Parse(%q) = %v, want addrfile.ErrNoAddress", empty, err)
 		}
 	}
 }
 
 func TestParseYAML(t *testing.T) {
-	addrs, invalid, err := Parse("it.yaml", []byte("# IT\n- alice@example.com\n- {email: x@example.com}\n- 'bob@example.com'\n- 42\n"), false)
+	addrs, invalid, err := addrfile.Parse("it.yaml", []byte("# IT\n- alice@example.com\n- {email: x@example.com}\n- 'bob@example.com'\n- 42\n"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,12 +67,12 @@ func TestParseYAML(t *testing.T) {
 	for data, want := range map[string]string{
 		"- a@example.com\n- [":    "not valid YAML",
 		"a: b\n":                  "must be a YAML list",
-		"":                        ErrNoAddress.Error(),
-		"- nobody\n":              ErrNoAddress.Error(),
+		"":                        addrfile.ErrNoAddress.Error(),
+		"- nobody\n":              addrfile.ErrNoAddress.Error(),
 		"- a@example.com\n\xff\n": "UTF-8",
 	} {
-		if _, _, err := Parse("it.yml", []byte(data), false); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Parse(%q) = %v, want %q", data, err, want)
+		if _, _, err := addrfile.Parse("it.yml", []byte(data), false); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("addrfile.Parse(%q) = %v, want %q", data, err, want)
 		}
 	}
 }
@@ -95,11 +96,11 @@ func TestSourceKeepsLastGood(t *testing.T) {
 	hr := f.write("hr.txt", "alice@example.com\nbob@example.com\n")
 	it := f.write("it.yaml", "- carol@example.com\n- BOB@example.com\n")
 	reg := prometheus.NewPedanticRegistry()
-	m, err := NewMetrics(reg)
+	m, err := addrfile.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewSource(m)
+	s := addrfile.NewSource(m)
 	globs := []string{filepath.Join(f.dir, "*.txt"), filepath.Join(f.dir, "*.yaml")}
 	now := time.Unix(1000, 0)
 
@@ -170,20 +171,20 @@ func TestSourceKeepsLastGood(t *testing.T) {
 	}
 }
 
-// A glob reads at most MaxFilesPerGlob files and counts the rest;
+// A glob reads at most addrfile.MaxFilesPerGlob files and counts the rest;
 // directories (Kubernetes's ..data) are passed over.
 func TestSourceBounds(t *testing.T) {
 	f := files{t, t.TempDir()}
-	for i := range MaxFilesPerGlob + 3 {
+	for i := range addrfile.MaxFilesPerGlob + 3 {
 		f.write(fmt.Sprintf("f%03d", i), fmt.Sprintf("a%d@example.com\n", i))
 	}
 	if err := os.Mkdir(filepath.Join(f.dir, "..data"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s := NewSource(nil)
+	s := addrfile.NewSource(nil)
 	r := s.Read([]string{filepath.Join(f.dir, "*")}, time.Now(), false)
-	if len(r.Files) != MaxFilesPerGlob || r.OverLimit != 3 || len(r.Failed) != 0 {
-		t.Errorf("%d files, %d over the limit, failed %v; want %d, 3, none", len(r.Files), r.OverLimit, r.Failed, MaxFilesPerGlob)
+	if len(r.Files) != addrfile.MaxFilesPerGlob || r.OverLimit != 3 || len(r.Failed) != 0 {
+		t.Errorf("%d files, %d over the limit, failed %v; want %d, 3, none", len(r.Files), r.OverLimit, r.Failed, addrfile.MaxFilesPerGlob)
 	}
 }
 
@@ -197,7 +198,7 @@ func TestMergeLarge(t *testing.T) {
 	}
 	f.write("all.txt", b.String())
 	f.write("again.txt", "user5@example.com\n")
-	s := NewSource(nil)
+	s := addrfile.NewSource(nil)
 	r := s.Read([]string{filepath.Join(f.dir, "*.txt")}, time.Now(), false)
 	if len(r.Failed) != 0 {
 		t.Fatal(r.Failed)
@@ -216,7 +217,7 @@ func BenchmarkReadMerge100k(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "all.txt"), []byte(sb.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	s := NewSource(nil)
+	s := addrfile.NewSource(nil)
 	globs := []string{filepath.Join(dir, "*.txt")}
 	for b.Loop() {
 		s.Read(globs, time.Now(), false)

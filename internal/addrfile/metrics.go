@@ -51,14 +51,16 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector: the files of each Source's
-// last read, each from its first read on, read errors at 0 included.
+// last read, each from its first read on, read errors at 0 included; and,
+// once any Source has globs, the files over the limit.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	sources := m.sources
 	m.mu.Unlock()
-	overLimit := 0
+	overLimit, globs := 0, false
 	for _, s := range sources {
 		s.mu.Lock()
+		globs = globs || s.globs
 		for _, path := range s.order {
 			st := s.files[path]
 			var success float64
@@ -74,5 +76,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		overLimit += s.overLimit
 		s.mu.Unlock()
 	}
-	ch <- prometheus.MustNewConstMetric(descOverLimit, prometheus.GaugeValue, float64(overLimit))
+	if globs {
+		ch <- prometheus.MustNewConstMetric(descOverLimit, prometheus.GaugeValue, float64(overLimit))
+	}
 }

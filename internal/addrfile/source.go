@@ -54,6 +54,7 @@ type Source struct {
 	files     map[string]*fileState // by path
 	order     []string              // the paths of the last read, in its order
 	overLimit int
+	globs     bool // the last read had globs: only then are there metrics
 }
 
 type fileState struct {
@@ -112,7 +113,7 @@ func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 	}
 
 	s.mu.Lock()
-	s.files, s.order, s.overLimit = next, paths, r.OverLimit
+	s.files, s.order, s.overLimit, s.globs = next, paths, r.OverLimit, len(globs) > 0
 	s.mu.Unlock()
 	return r
 }

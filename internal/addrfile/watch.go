@@ -18,39 +18,46 @@ import (
 // Kubernetes ConfigMap update swaps the directory's ..data symlink and
 // never writes the file a watch on it would follow.
 type Watcher struct {
-	fs     *fsnotify.Watcher
-	dirs   map[string]bool // watched now
+	fs     *fsnotify.Watcher // nil when the system gave none: the timer alone
+	dirs   map[string]bool   // watched now
 	logger log.Logger
 	clock  clockwork.Clock
-	kick   chan struct{}
 }
 
 // NewWatcher returns a Watcher watching nothing yet; Close releases it.
+// When the system refuses a watch (inotify's limit on instances), the
+// error says so and the Watcher still reads on its timer.
 func NewWatcher(logger log.Logger, clock clockwork.Clock) (*Watcher, error) {
+	w := &Watcher{dirs: map[string]bool{}, logger: logger, clock: clock}
 	fs, err := fsnotify.NewWatcher()
 	if err != nil {
-		return nil, err
+		return w, err
 	}
-	return &Watcher{fs: fs, dirs: map[string]bool{}, logger: logger, clock: clock, kick: make(chan struct{}, 1)}, nil
+	w.fs = fs
+	return w, nil
 }
 
 // Close stops watching.
-func (w *Watcher) Close() error { return w.fs.Close() }
-
-// Kick makes Run ask again for the globs and the interval in force, without
-// a read: after a reload, which read the files itself.
-func (w *Watcher) Kick() {
-	select {
-	case w.kick <- struct{}{}:
-	default:
+func (w *Watcher) Close() error {
+	if w.fs == nil {
+		return nil
 	}
+	return w.fs.Close()
 }
 
 // Run calls read after every change in the directories of the globs and
 // every interval without one, until ctx ends. current returns the globs and
-// the interval in force; Run asks before each wait, so a reload takes
-// effect at its Kick. Events that come together are one read.
-func (w *Watcher) Run(ctx context.Context, current func() ([]string, time.Duration), read func()) {
+// the interval in force; Run asks before each wait, and again after a
+// value on kick, which is not a read (a reload reads the files itself).
+// Events that come together are one read.
+func (w *Watcher) Run(ctx context.Context, kick <-chan struct{}, current func() ([]string, time.Duration), read func()) {
+	var (
+		events <-chan fsnotify.Event
+		errs   <-chan error
+	)
+	if w.fs != nil {
+		events, errs = w.fs.Events, w.fs.Errors
+	}
 	for {
 		globs, interval := current()
 		w.watch(globs)
@@ -60,7 +67,7 @@ func (w *Watcher) Run(ctx context.Context, current func() ([]string, time.Durati
 		case <-ctx.Done():
 			timer.Stop()
 			return
-		case ev, ok := <-w.fs.Events:
+		case ev, ok := <-events:
 			if !ok {
 				timer.Stop()
 				return
@@ -73,7 +80,7 @@ func (w *Watcher) Run(ctx context.Context, current func() ([]string, time.Durati
 				delete(w.dirs, ev.Name)
 			}
 			w.drain()
-		case err, ok := <-w.fs.Errors:
+		case err, ok := <-errs:
 			if !ok {
 				timer.Stop()
 				return
@@ -81,7 +88,7 @@ func (w *Watcher) Run(ctx context.Context, current func() ([]string, time.Durati
 			// An overflow lost events: reading again covers them.
 			level.Warn(w.logger).Log("msg", "Watching the address files' directories failed; reading them again", "err", err)
 		case <-timer.Chan():
-		case <-w.kick:
+		case <-kick:
 			doRead = false
 		}
 		timer.Stop()
@@ -109,6 +116,9 @@ func (w *Watcher) drain() {
 // cannot be watched (it does not exist yet) is tried again before the next
 // wait; the timer reads its files meanwhile.
 func (w *Watcher) watch(globs []string) {
+	if w.fs == nil {
+		return
+	}
 	want := map[string]bool{}
 	for _, g := range globs {
 		want[filepath.Dir(g)] = true

@@ -1,4 +1,4 @@
-package addrfile
+package addrfile_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/breach-exporter/breach_exporter/internal/addrfile"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -48,17 +49,18 @@ func TestWatcher(t *testing.T) {
 	dir := t.TempDir()
 	configMapSwap(t, dir, "1", map[string]string{"hr.txt": "alice@example.com\n"})
 	clock := clockwork.NewFakeClock()
-	w, err := NewWatcher(log.NewNopLogger(), clock)
+	w, err := addrfile.NewWatcher(log.NewNopLogger(), clock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	s := NewSource(nil)
+	s := addrfile.NewSource(nil)
 	var globs atomic.Pointer[[]string] // what a reload would change
 	globs.Store(&[]string{filepath.Join(dir, "*.txt")})
-	reads := make(chan Read, 100)
+	reads := make(chan addrfile.Read, 100)
+	kick := make(chan struct{}, 1)
 	testkit.Go(t, func(ctx context.Context) {
-		w.Run(ctx, func() ([]string, time.Duration) { return *globs.Load(), time.Minute }, func() {
+		w.Run(ctx, kick, func() ([]string, time.Duration) { return *globs.Load(), time.Minute }, func() {
 			reads <- s.Read(*globs.Load(), clock.Now(), false)
 		})
 	})
@@ -83,7 +85,7 @@ func TestWatcher(t *testing.T) {
 
 	plain := filepath.Join(dir, "plain.txt")
 	globs.Store(&[]string{plain})
-	w.Kick()
+	kick <- struct{}{}
 	testkit.WriteFile(t, plain, "carol@example.com\n")
 	waitFor("a write", "carol@example.com")
 	testkit.WriteFile(t, plain, "dave@example.com\n")

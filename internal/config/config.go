@@ -7,7 +7,7 @@
 // ReadSecrets, never by Load).
 //
 // Relative file paths (api.token_file, labels.address_key_file,
-// webhook.secret_files, acknowledgements_file and the files of
+// webhook.secret_files, acknowledgements_file, addresses_files and the files of
 // api.tls_config) are relative to the directory of the configuration file,
 // as in Prometheus, so a config keeps working whatever the working directory
 // of the process is. Load resolves them; Parse, which has no file, leaves
@@ -36,6 +36,10 @@ type Config struct {
 	API       APIConfig     `yaml:"api"`
 	Refresh   RefreshConfig `yaml:"refresh"`
 	Addresses []Address     `yaml:"addresses"`
+	// AddressesFiles are globs of address files (internal/addrfile):
+	// more addresses, read at start, on a change and every
+	// refresh.files_interval. A glob's wildcards are in its last element.
+	AddressesFiles []string `yaml:"addresses_files"`
 	Labels    LabelsConfig  `yaml:"labels"`
 	Webhook   WebhookConfig `yaml:"webhook"`
 	Metrics   MetricsConfig `yaml:"metrics"`
@@ -58,6 +62,9 @@ type APIConfig struct {
 type RefreshConfig struct {
 	Interval   model.Duration `yaml:"interval"`
 	MeInterval model.Duration `yaml:"me_interval"`
+	// FilesInterval is how often the address files are read again
+	// without a change seen in their directories.
+	FilesInterval model.Duration `yaml:"files_interval"`
 }
 
 // Address is one monitored email address. In YAML it is either a plain
@@ -119,6 +126,9 @@ func defaultRefresh() RefreshConfig {
 	return RefreshConfig{
 		Interval:   model.Duration(15 * time.Minute),
 		MeInterval: model.Duration(5 * time.Minute),
+		// As Prometheus's file_sd: a missed change (a network file system
+		// sends no events) shows within minutes.
+		FilesInterval: model.Duration(5 * time.Minute),
 	}
 }
 
@@ -197,6 +207,9 @@ func (c *Config) setDirectory(dir string) {
 	c.AcknowledgementsFile = config.JoinDir(dir, c.AcknowledgementsFile)
 	for i, f := range c.Webhook.SecretFiles {
 		c.Webhook.SecretFiles[i] = config.JoinDir(dir, f)
+	}
+	for i, g := range c.AddressesFiles {
+		c.AddressesFiles[i] = config.JoinDir(dir, g)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,10 @@ func (c *Config) Validate() error {
 	if c.Refresh.MeInterval <= 0 {
 		fail("refresh.me_interval: %s must be greater than 0", c.Refresh.MeInterval)
 	}
+	if c.Refresh.FilesInterval <= 0 {
+		fail("refresh.files_interval: %s must be greater than 0", c.Refresh.FilesInterval)
+	}
+	validateGlobs(c.AddressesFiles, fail)
 
 	if !slices.Contains(breach.LabelModes, c.Labels.Address) {
 		fail("labels.address: %q must be one of %s, %s, %s, %s", c.Labels.Address, breach.LabelEmail, breach.LabelAlias, breach.LabelHash, breach.LabelHMAC)
@@ -142,7 +147,7 @@ func (c *Config) validateAddresses(fail func(string, ...any)) {
 // space: quoted in email mode, where every label shows it anyway, and not
 // at all in the other modes, whose logs must not (the index names it).
 func (c *Config) quoteAddress(email string) string {
-	if c.Labels.Address != breach.LabelEmail {
+	if !c.Labels.ShowsAddresses() {
 		return ""
 	}
 	return strconv.Quote(email) + " "
@@ -162,6 +167,32 @@ func checkAliasUnique(seen map[string]int, i int, alias string, fail func(string
 		fail("addresses[%d].alias: equals addresses[%d].alias in its first %d bytes, all a label keeps: make them differ there", i, j, breach.MaxAddressBytes)
 	}
 }
+
+// validateGlobs checks addresses_files: valid patterns, each once, with
+// wildcards only in the last element, since the watcher watches each
+// glob's directory (as Prometheus's file_sd requires).
+func validateGlobs(globs []string, fail func(string, ...any)) {
+	firstIndex := map[string]int{}
+	for i, g := range globs {
+		if j, seen := firstIndex[g]; seen {
+			fail("addresses_files[%d]: %q duplicates addresses_files[%d]", i, g, j)
+			continue
+		}
+		firstIndex[g] = i
+		switch _, err := filepath.Match(g, ""); {
+		case g == "":
+			fail("addresses_files[%d]: empty path", i)
+		case err != nil:
+			fail("addresses_files[%d]: %q is not a valid glob: %w", i, g, err)
+		case strings.ContainsAny(filepath.Dir(g), `*?[\`):
+			fail("addresses_files[%d]: %q: wildcards only in the file name, not in the directory", i, g)
+		}
+	}
+}
+
+// ShowsAddresses reports whether the labels show addresses (email mode):
+// only then may a log or an error show one.
+func (l *LabelsConfig) ShowsAddresses() bool { return l.Address == breach.LabelEmail }
 
 // validateKeyFile: hmac labels need their key; alias labels may use it for
 // addresses without an alias; the other modes would ignore it, which must

@@ -19,6 +19,7 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
 	"github.com/breach-exporter/breach_exporter/collector"
+	"github.com/breach-exporter/breach_exporter/internal/addrfile"
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
@@ -63,6 +64,16 @@ type Exporter struct {
 	store     *persist.Store   // nil when persistence is off
 	journal   *persist.Journal // nil when either is off
 
+	// files are the address files' last good contents. syncing is held
+	// while they are read and the watchlist synced to them and the
+	// config, by a reload or by the watcher: the two never interleave. No
+	// scrape, webhook, snapshot or shutdown takes it.
+	files   *addrfile.Source
+	syncing sync.Mutex
+	// filesKick tells the watcher a reload may have changed the globs or
+	// the interval.
+	filesKick chan struct{}
+
 	// reloading holds a token while a reload runs, so reloads never race;
 	// a channel, so that a caller waiting for its turn can give up.
 	reloading chan struct{}
@@ -92,12 +103,18 @@ func New(o Options) (_ *Exporter, err error) {
 	if err != nil {
 		return nil, err
 	}
+	fileMetrics, err := addrfile.NewMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	e := &Exporter{
 		opts:      o,
 		logger:    o.Logger,
 		clock:     o.Clock,
 		config:    config.NewCurrent(bundle),
 		watchlist: watchlist.New(),
+		files:     addrfile.NewSource(fileMetrics),
+		filesKick: make(chan struct{}, 1),
 		reloading: make(chan struct{}, 1),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_config_last_reload_successful",
@@ -126,7 +143,9 @@ func New(o Options) (_ *Exporter, err error) {
 		}
 	}()
 	// The first sync drops what the snapshot holds and the config no
-	// longer allows.
+	// longer allows. The address files are read first: their addresses
+	// are watched from the first scrape on.
+	e.readFiles(bundle)
 	e.syncWatchlist(bundle)
 	e.warn(bundle)
 	if saved != nil {
@@ -247,12 +266,55 @@ func connect(m *api.Metrics, clock clockwork.Clock) func(*config.Bundle) schedul
 	}
 }
 
+// readFiles reads the address files of bundle's globs, logs what is wrong
+// with them, and reports whether their addresses changed.
+func (e *Exporter) readFiles(bundle *config.Bundle) bool {
+	cfg := bundle.Config
+	r := e.files.Read(cfg.AddressesFiles, e.clock.Now(), cfg.Labels.ShowsAddresses())
+	for _, err := range r.Failed {
+		level.Warn(e.logger).Log("msg", "Address file not usable; its last good content stays", "err", err)
+	}
+	// Once per content: what a file's change brought, not every read.
+	for _, l := range r.Invalid {
+		level.Warn(e.logger).Log("msg", "Skipped a line of an address file", "file", l.File, "line", l.Line, "reason", l.Reason)
+	}
+	if r.OverLimit > 0 {
+		level.Warn(e.logger).Log("msg", "Address files past the limit of a glob are not read", "files", r.OverLimit, "limit", addrfile.MaxFilesPerGlob)
+	}
+	return r.Changed
+}
+
+// watchFiles reads the address files again on a change in their
+// directories and every refresh.files_interval, and syncs the watchlist
+// when their addresses changed, until ctx ends.
+func (e *Exporter) watchFiles(ctx context.Context) {
+	w, err := addrfile.NewWatcher(e.logger, e.clock)
+	if err != nil {
+		level.Error(e.logger).Log("msg", "Cannot watch the address files' directories; reading them every refresh.files_interval only", "err", err)
+	}
+	defer w.Close()
+	current := func() ([]string, time.Duration) {
+		cfg := e.config.Load().Config
+		return cfg.AddressesFiles, time.Duration(cfg.Refresh.FilesInterval)
+	}
+	w.Run(ctx, e.filesKick, current, func() {
+		e.syncing.Lock()
+		defer e.syncing.Unlock()
+		bundle := e.config.Load()
+		if e.readFiles(bundle) {
+			e.syncWatchlist(bundle)
+			level.Info(e.logger).Log("msg", "Address files changed", "addresses", e.watchlist.Len())
+		}
+	})
+}
+
 // syncWatchlist makes the watchlist watch what bundle configures: its
-// addresses under its label mode, and discovered ones within its limit (none
-// with discovery off).
+// addresses, then those of the address files no earlier source has, under
+// its label mode, and discovered ones within its limit (none with
+// discovery off). Called with syncing held, or before anything runs.
 func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 	cfg := bundle.Config
-	e.watchlist.Sync(cfg.Watched(), bundle.Labels, cfg.Webhook.DiscoveryLimit())
+	e.watchlist.Sync(e.files.Merge(cfg.Watched()), bundle.Labels, cfg.Webhook.DiscoveryLimit())
 	// An acknowledgement takes effect at the latest when it is first
 	// loaded (acknowledge.Entry.Covers), on this clock.
 	e.watchlist.NoteAcknowledgements(bundle.Acknowledgements, e.clock.Now())
@@ -284,10 +346,14 @@ func (e *Exporter) warn(bundle *config.Bundle) {
 // listeners are shut down, for the last snapshot.
 func (e *Exporter) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		e.scheduler.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		e.watchFiles(ctx)
 	}()
 	var tick <-chan time.Time
 	if e.store != nil {
@@ -413,10 +479,17 @@ func (e *Exporter) reload() error {
 		return err
 	}
 	e.config.Store(bundle)
+	e.syncing.Lock()
+	e.readFiles(bundle)
 	e.syncWatchlist(bundle)
+	e.syncing.Unlock()
+	select {
+	case e.filesKick <- struct{}{}:
+	default: // one pending is enough: the watcher reads the bundle in force
+	}
 	e.warn(bundle)
 	e.markReload(true)
-	level.Info(e.logger).Log("msg", "Config reloaded", "addresses", len(bundle.Config.Addresses))
+	level.Info(e.logger).Log("msg", "Config reloaded", "addresses", e.watchlist.Len())
 	return nil
 }
 
