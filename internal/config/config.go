@@ -39,10 +39,10 @@ type Config struct {
 	// AddressesFiles are globs of address files (internal/addrfile):
 	// more addresses, read at start, on a change and every
 	// refresh.files_interval. A glob's wildcards are in its last element.
-	AddressesFiles []string `yaml:"addresses_files"`
-	Labels    LabelsConfig  `yaml:"labels"`
-	Webhook   WebhookConfig `yaml:"webhook"`
-	Metrics   MetricsConfig `yaml:"metrics"`
+	AddressesFiles []string      `yaml:"addresses_files"`
+	Labels         LabelsConfig  `yaml:"labels"`
+	Webhook        WebhookConfig `yaml:"webhook"`
+	Metrics        MetricsConfig `yaml:"metrics"`
 	// AcknowledgementsFile names the acknowledgements (internal/acknowledge):
 	// the exposures people have handled. Empty means none.
 	AcknowledgementsFile string `yaml:"acknowledgements_file"`

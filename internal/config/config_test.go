@@ -86,7 +86,7 @@ func TestLoadFullExample(t *testing.T) {
 		},
 		// A relative glob is relative to the config's directory.
 		AddressesFiles: []string{"/etc/breach_exporter/addresses/*.txt", filepath.Join("testdata", "departments", "*.yaml")},
-		Labels: LabelsConfig{Address: "email"},
+		Labels:         LabelsConfig{Address: "email"},
 		Webhook: WebhookConfig{
 			SecretFiles:            []string{"/run/secrets/breach_webhook_secret", "/run/secrets/breach_webhook_secret.next"},
 			MaxBodyBytes:           131072,
