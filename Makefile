@@ -17,7 +17,7 @@ LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
              -X $(PKG).Branch=$(BRANCH) -X $(PKG).BuildUser=$(shell id -un)@$(shell hostname) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test fmt-check vet staticcheck unit rules-check promtool promtool3 prometheus3 demo e2e e2e-deps soak bench prometheusrule clean \
+.PHONY: all build test fmt-check tidy-check vet staticcheck unit cross-build rules-check promtool promtool3 prometheus3 demo e2e e2e-deps soak bench prometheusrule clean \
         container container-deps container-test systemd-test kubernetes-test deploy-test \
         release generate chart-generate chart-tools chart-test dashboards-check
 
@@ -27,7 +27,24 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(SIMULATOR) ./examples/simulator
 
-test: promtool fmt-check vet staticcheck unit rules-check dashboards-check
+test: promtool fmt-check tidy-check vet staticcheck unit cross-build rules-check dashboards-check
+
+# The Go modules of the repository. The root one is the exporter's and holds
+# only what the exporter, its examples and their tests need; each other one
+# has its own go.mod (with a replace of the exporter's module by the
+# repository root) so that its dependencies stay out of the exporter's:
+# bench/ the benchmarks, examples/simulator/openapitest/ kin-openapi (the
+# simulator's OpenAPI validation test), examples/kubernetes/test/ the
+# Kubernetes and kustomize types.
+GO_MODULES := . bench examples/simulator/openapitest examples/kubernetes/test
+
+# go.mod and go.sum of every module must be what `go mod tidy` writes; run it
+# in the module named to fix them (after the root's changes, the nested
+# modules too: they read its go.mod through their replace).
+tidy-check:
+	@set -e; for m in $(GO_MODULES); do \
+	  (cd $$m && $(GO) mod tidy -diff) || { echo "go.mod or go.sum of $$m is not tidy: run go mod tidy in $$m"; exit 1; }; \
+	done
 
 # promtool comes from Debian's prometheus package; install it when missing.
 promtool:
@@ -43,7 +60,8 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./internal/e2e/
-	$(GO) vet -tags bench ./bench/
+	cd bench && $(GO) vet -tags bench ./...
+	cd examples/simulator/openapitest && $(GO) vet ./...
 
 # Pinned, fetched through the module proxy: no install step, same result
 # on every machine. The e2e and bench tags cover the end-to-end test's
@@ -52,7 +70,8 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 staticcheck:
 	$(GO) run $(STATICCHECK) ./...
 	$(GO) run $(STATICCHECK) -tags e2e ./internal/e2e/
-	$(GO) run $(STATICCHECK) -tags bench ./bench/
+	cd bench && $(GO) run $(STATICCHECK) -tags bench ./...
+	cd examples/simulator/openapitest && $(GO) run $(STATICCHECK) ./...
 
 # BREACH_REQUIRE_PROMTOOL makes the promtool check of the golden expositions
 # fail instead of skip without promtool. The timeout is per package:
@@ -61,6 +80,19 @@ staticcheck:
 # past go test's default of 10.
 unit:
 	BREACH_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 -timeout 20m ./...
+	cd examples/simulator/openapitest && $(GO) test -race -count=1 ./...
+
+# Every package keeps building for the release's platforms other than
+# Linux (macOS; Linux is what every other step builds). Windows is not a
+# target: the state folder's lock (flock) and its check for a journal
+# segment unlinked under it (fstat's link count) in internal/persist are
+# Unix-only.
+CROSS_PLATFORMS = $(filter-out linux/%,$(RELEASE_PLATFORMS))
+cross-build:
+	@set -e; for p in $(CROSS_PLATFORMS); do \
+	  echo ">> GOOS=$${p%/*} GOARCH=$${p#*/} go build ./..."; \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./...; \
+	done
 
 # The rules and their tests on both majors users run: Debian's promtool
 # (2.42) and promtool 3 (built into TOOLS_BIN, see promtool3). Their range
@@ -102,7 +134,8 @@ clean:
 # entries under a new version heading, write that version to VERSION, run
 # `make generate` and `make release`, tag v$(VERSION).
 RELEASE_DIR       ?= .tarballs
-RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
+# Linux and macOS only: Windows does not build (see cross-build).
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 
 release:
 	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
@@ -112,7 +145,7 @@ release:
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$dir/$(BIN) .; \
 	  if [ "$$os/$$arch" = "$$($(GO) env GOOS)/$$($(GO) env GOARCH)" ]; then \
 	    $$dir/$(BIN) --version 2>&1 | grep -q "version $(VERSION) " || { echo "$$dir/$(BIN) --version does not name $(VERSION)"; exit 1; }; fi; \
-	  cp LICENSE README.md examples/release/breach_exporter.yml $$dir/; \
+	  cp -r LICENSE README.md docs examples/release/breach_exporter.yml $$dir/; \
 	  tar -C $(RELEASE_DIR) --owner=0 --group=0 --numeric-owner -czf $$dir.tar.gz $$name; \
 	  rm -rf $$dir; \
 	done
@@ -154,7 +187,7 @@ e2e: e2e-deps prometheus3
 # user-cost figures run a real Prometheus: the promtool target installs
 # Debian's prometheus package, which holds both, when it is missing.
 bench: promtool
-	$(GO) run ./bench/cmd/breach_bench -out bench/results.json
+	cd bench && $(GO) run ./cmd/breach_bench -out results.json
 
 # The container image, built with docker when a docker engine answers, else
 # with podman (CONTAINER_ENGINE=podman to choose). The base images come from
@@ -262,11 +295,16 @@ $(HELM):
 	GOBIN=$(TOOLS_BIN)/.gobin CGO_ENABLED=0 $(GO) install -trimpath -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 	mv $(TOOLS_BIN)/.gobin/helm $@
 
+# `go mod download` runs in an empty temporary folder, outside every module
+# (GOWORK=off): inside this repository it would load, and may rewrite, our
+# go.mod, leaving the tree dirty for a following `make release`.
 $(HELM_UNITTEST):
 	@echo ">> building helm-unittest $(HELM_UNITTEST_VERSION) from the Go module proxy into $(TOOLS_BIN)"
 	@mkdir -p $(TOOLS_BIN)
-	dir=$$($(GO) mod download -json github.com/helm-unittest/helm-unittest@$(HELM_UNITTEST_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
-	  test -n "$$dir" && cd "$$dir" && CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/helm-unittest
+	tmp=$$(mktemp -d) && \
+	  dir=$$(cd "$$tmp" && GOWORK=off GOFLAGS=-mod=mod $(GO) mod download -json github.com/helm-unittest/helm-unittest@$(HELM_UNITTEST_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	  rmdir "$$tmp"; \
+	  test -n "$$dir" && cd "$$dir" && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/helm-unittest
 
 # The Helm chart: helm lint --strict with the defaults and every
 # ci/*-values.yaml, then the helm-unittest suites (charts/breach-exporter/tests).

@@ -7,7 +7,7 @@ import (
 	_ "embed"
 	"fmt"
 
-	"go.yaml.in/yaml/v2"
+	"go.yaml.in/yaml/v3"
 )
 
 // RulesFileName is the rules file, relative to this directory.

@@ -120,14 +120,25 @@ type DeployedOptions struct {
 	Starts int
 }
 
-// BuildExporter builds the exporter binary into dir with the go tool.
+// BuildExporter builds the exporter binary into dir with the go tool. It is
+// built inside the exporter's own module (the folder bench/go.mod's replace
+// names): with the root go.mod's versions, as a user's build links it, and
+// with the go.sum that covers main's imports, which the bench's does not.
 func BuildExporter(dir string) (string, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		return "", fmt.Errorf("no go tool on PATH to build the exporter: %w", err)
 	}
-	bin := filepath.Join(dir, "breach_exporter")
-	cmd := exec.Command(goTool, "build", "-trimpath", "-o", bin, ExporterPackage)
+	moduleDir, err := exec.Command(goTool, "list", "-m", "-f", "{{.Dir}}", ExporterPackage).Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module %s: %w", ExporterPackage, err)
+	}
+	bin, err := filepath.Abs(filepath.Join(dir, "breach_exporter"))
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(goTool, "build", "-trimpath", "-o", bin, ".")
+	cmd.Dir = strings.TrimSpace(string(moduleDir))
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %w\n%s", ExporterPackage, err, out)

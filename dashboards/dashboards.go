@@ -45,7 +45,7 @@ var needsDetail = regexp.MustCompile(`(?i)\bneeds? detail famil`)
 
 // NeedsDetail reports whether the panel's description says it needs the
 // detail family name ("Needs detail family name ..."): without it the
-// panel shows no data.
+// panel has no data (its noValue text says how to switch it on).
 func (q Query) NeedsDetail(name string) bool {
 	return needsDetail.MatchString(q.Description) && strings.Contains(q.Description, name)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -364,4 +365,237 @@ func isDatasourceVariable(raw json.RawMessage) bool {
 
 func overlap(a, b gridPos) bool {
 	return a.X < b.X+b.W && b.X < a.X+a.W && a.Y < b.Y+b.H && b.Y < a.Y+a.H
+}
+
+// detailPanel is what TestNoBlankPanels reads of a panel: its targets,
+// its no-value text and, for tables, how columns are named and mapped.
+type detailPanel struct {
+	ID          int            `json:"id"`
+	Type        string         `json:"type"`
+	Title       string         `json:"title"`
+	Panels      []detailPanel  `json:"panels"`
+	Targets     []detailTarget `json:"targets"`
+	FieldConfig struct {
+		Defaults struct {
+			NoValue string `json:"noValue"`
+		} `json:"defaults"`
+		Overrides []struct {
+			Matcher struct {
+				ID      string `json:"id"`
+				Options string `json:"options"`
+			} `json:"matcher"`
+			Properties []struct {
+				ID    string          `json:"id"`
+				Value json.RawMessage `json:"value"`
+			} `json:"properties"`
+		} `json:"overrides"`
+	} `json:"fieldConfig"`
+	Transformations []struct {
+		ID      string `json:"id"`
+		Options struct {
+			RenameByName map[string]string `json:"renameByName"`
+		} `json:"options"`
+	} `json:"transformations"`
+}
+
+type detailTarget struct {
+	RefID string `json:"refId"`
+	Expr  string `json:"expr"`
+}
+
+func readsDetail(expr string) bool {
+	for _, m := range metricRef.FindAllStringSubmatch(expr, -1) {
+		if golden.IsDetailFamily(m[1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// switchOn is where a person switches a detail family on; every text that
+// explains an empty panel or column names it with the family.
+const switchOn = "metrics.detail_families"
+
+// blankPanelProblems holds a panel to "data on the default families, or a
+// text that says why not", statically, by the metrics its targets read:
+//
+//   - a target that reads only detail families returns nothing on the
+//     default families. Every target of its panel must be such a target
+//     (otherwise the panel shows the others' data and the missing part goes
+//     unexplained), and the panel's noValue, which Grafana shows instead of
+//     "No data", must name each family and switchOn;
+//   - a target that reads a detail family and a default one is a table
+//     column with a fallback: "or <default family> * NaN" gives a NaN cell
+//     for each row the family does not serve, and the column (the name the
+//     organize transformation gives "Value #<refId>") must map NaN to a
+//     text that names the family and switchOn.
+func blankPanelProblems(p detailPanel) []string {
+	where := fmt.Sprintf("panel %d %q", p.ID, p.Title)
+	var problems []string
+	emptyTargets := 0
+	for _, tg := range p.Targets {
+		var detail []string
+		defaults := 0
+		for _, m := range metricRef.FindAllStringSubmatch(tg.Expr, -1) {
+			if golden.IsDetailFamily(m[1]) {
+				if !slices.Contains(detail, m[1]) {
+					detail = append(detail, m[1])
+				}
+			} else {
+				defaults++
+			}
+		}
+		switch {
+		case len(detail) == 0:
+		case defaults == 0:
+			emptyTargets++
+			for _, family := range detail {
+				if nv := p.FieldConfig.Defaults.NoValue; !strings.Contains(nv, family) || !strings.Contains(nv, switchOn) {
+					problems = append(problems, fmt.Sprintf("%s/%s reads only %s, so it is empty on the default families: the panel's noValue %q must name it and %s", where, tg.RefID, family, nv, switchOn))
+				}
+			}
+		default:
+			if !strings.Contains(tg.Expr, "* NaN") {
+				problems = append(problems, fmt.Sprintf("%s/%s reads %v and a default family but has no \"* NaN\" fallback", where, tg.RefID, detail))
+			}
+			column := p.columnName(tg.RefID)
+			text := p.nanText(column)
+			for _, family := range detail {
+				if !strings.Contains(text, family) || !strings.Contains(text, switchOn) {
+					problems = append(problems, fmt.Sprintf("%s/%s: column %q maps NaN to %q; it must name %s and %s", where, tg.RefID, column, text, family, switchOn))
+				}
+			}
+		}
+	}
+	if emptyTargets > 0 && emptyTargets < len(p.Targets) {
+		problems = append(problems, fmt.Sprintf("%s: %d of its %d targets read only detail families: give them a NaN fallback or a panel of their own", where, emptyTargets, len(p.Targets)))
+	}
+	return problems
+}
+
+// columnName is the name the panel's organize transformation gives the
+// values of target refID.
+func (p detailPanel) columnName(refID string) string {
+	for _, t := range p.Transformations {
+		if name, ok := t.Options.RenameByName["Value #"+refID]; ok && t.ID == "organize" {
+			return name
+		}
+	}
+	return "Value #" + refID
+}
+
+// nanText is the text a special "nan" value mapping of column shows, "" for
+// none.
+func (p detailPanel) nanText(column string) string {
+	for _, o := range p.FieldConfig.Overrides {
+		if o.Matcher.ID != "byName" || o.Matcher.Options != column {
+			continue
+		}
+		for _, prop := range o.Properties {
+			if prop.ID != "mappings" {
+				continue
+			}
+			var mappings []struct {
+				Type    string `json:"type"`
+				Options struct {
+					Match  string `json:"match"`
+					Result struct {
+						Text string `json:"text"`
+					} `json:"result"`
+				} `json:"options"`
+			}
+			if err := json.Unmarshal(prop.Value, &mappings); err != nil {
+				return ""
+			}
+			for _, m := range mappings {
+				if m.Type == "special" && m.Options.Match == "nan" {
+					return m.Options.Result.Text
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// No blank panel on the default families: every panel or column that
+// needs a detail family says which and how to switch it on.
+func TestNoBlankPanels(t *testing.T) {
+	checked := 0
+	for _, f := range dashboardFiles(t) {
+		var d struct {
+			Panels []detailPanel `json:"panels"`
+		}
+		if err := json.Unmarshal(f.raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		var walk func([]detailPanel)
+		walk = func(panels []detailPanel) {
+			for _, p := range panels {
+				walk(p.Panels)
+				problems := blankPanelProblems(p)
+				for _, problem := range problems {
+					t.Errorf("%s: %s", f.name, problem)
+				}
+				if slices.ContainsFunc(p.Targets, func(tg detailTarget) bool { return readsDetail(tg.Expr) }) {
+					checked++
+				}
+			}
+		}
+		walk(d.Panels)
+	}
+	// The overview's four detail panels and its exposure table.
+	if checked < 5 {
+		t.Errorf("only %d panels explain a detail family; the check found nothing to check", checked)
+	}
+}
+
+// The check catches each way a panel can be blank or unexplained.
+func TestBlankPanelProblemsCatches(t *testing.T) {
+	const sel = `{job=~\"$job\"}` // as it stands in JSON
+	panel := func(js string) detailPanel {
+		var p detailPanel
+		if err := json.Unmarshal([]byte(js), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	table := func(mapping string) string {
+		return `{"id": 1, "title": "t", "type": "table",
+			"targets": [{"refId": "A", "expr": "max by (address, source) (breach_source_breaches` + sel + `)"},
+			            {"refId": "B", "expr": "max by (address, source) (breach_source_databases` + sel + `) or max by (address, source) (breach_source_breaches` + sel + `) * NaN"}],
+			"transformations": [{"id": "organize", "options": {"renameByName": {"Value #B": "Databases"}}}],
+			"fieldConfig": {"defaults": {}, "overrides": [{"matcher": {"id": "byName", "options": "Databases"},
+				"properties": [{"id": "mappings", "value": [` + mapping + `]}]}]}}`
+	}
+	good := []string{
+		`{"id": 1, "title": "s", "targets": [{"refId": "A", "expr": "count(breach_source_database_info` + sel + `)"}],
+		  "fieldConfig": {"defaults": {"noValue": "Needs breach_source_database_info: add it to metrics.detail_families"}}}`,
+		table(`{"type": "special", "options": {"match": "nan", "result": {"text": "off: add breach_source_databases to metrics.detail_families"}}}`),
+		`{"id": 1, "title": "plain", "targets": [{"refId": "A", "expr": "max(breach_source_breaches` + sel + `)"}]}`,
+	}
+	for _, js := range good {
+		if problems := blankPanelProblems(panel(js)); len(problems) > 0 {
+			t.Errorf("problems in a good panel: %v", problems)
+		}
+	}
+	bad := []string{
+		// No noValue.
+		`{"id": 1, "title": "s", "targets": [{"refId": "A", "expr": "count(breach_source_database_info` + sel + `)"}]}`,
+		// A noValue that does not say how to switch the family on.
+		`{"id": 1, "title": "s", "targets": [{"refId": "A", "expr": "count(breach_source_database_info` + sel + `)"}],
+		  "fieldConfig": {"defaults": {"noValue": "Needs breach_source_database_info"}}}`,
+		// A detail-only target beside one with data: its part goes unexplained.
+		`{"id": 1, "title": "s", "targets": [{"refId": "A", "expr": "count(breach_source_database_info` + sel + `)"},
+		  {"refId": "B", "expr": "max(breach_source_breaches` + sel + `)"}],
+		  "fieldConfig": {"defaults": {"noValue": "Needs breach_source_database_info: add it to metrics.detail_families"}}}`,
+		// A column whose NaN mapping names another family.
+		table(`{"type": "special", "options": {"match": "nan", "result": {"text": "off: add breach_source_field_exposed to metrics.detail_families"}}}`),
+		// A column without a NaN mapping.
+		table(`{"type": "special", "options": {"match": "null", "result": {"text": "off: add breach_source_databases to metrics.detail_families"}}}`),
+	}
+	for i, js := range bad {
+		if problems := blankPanelProblems(panel(js)); len(problems) == 0 {
+			t.Errorf("bad panel %d: no problem found", i)
+		}
+	}
 }

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SIM_ADDR=127.0.0.1:8099
+ADMIN_ADDR=127.0.0.1:8100
 WEB_ADDR=127.0.0.1:9799
 HOOK_ADDR=127.0.0.1:9800
 SWEEP=${SWEEP:-15s}
@@ -23,6 +24,8 @@ trap stop INT TERM EXIT
 	--web.listen-address="$SIM_ADDR" \
 	--api.token-file=examples/demo-secrets/DEMO_ONLY_api_token \
 	--sweep.interval="$SWEEP" \
+	--sweep.hold-exposed \
+	--admin.listen-address="$ADMIN_ADDR" \
 	--webhook.url="http://$HOOK_ADDR/webhook" \
 	--webhook.secret-file=examples/demo-secrets/DEMO_ONLY_webhook_secret &
 pids+=($!)
@@ -42,6 +45,10 @@ cat <<MSG
    OpenAPI document: http://$SIM_ADDR/openapi.json
    alert sink:       http://$SIM_ADDR/notifications/<receiver>   (examples/alertmanager.yml posts here; logged)
    webhook receiver: http://$HOOK_ADDR/webhook   (the simulator posts signed alerts every $SWEEP)
+   test controls:    http://$ADMIN_ADDR/admin/   (a feed that exposes a password changes only on demand)
+
+   news on demand (reopens an acknowledged exposure, docs/demo.md):
+         curl -s -X POST http://$ADMIN_ADDR/admin/news -d '{"email":"alice@example.com","source":"index"}'
 
    try:  curl -s http://$WEB_ADDR/metrics | grep -E '^breach_(source_breaches|alerts_total|address_state)'
 

@@ -17,7 +17,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v2"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/breach-exporter/breach_exporter/alerts"
 )
@@ -189,7 +189,7 @@ func secretRef(s interface{}) (source, target string) {
 	switch s := s.(type) {
 	case string:
 		return s, "/run/secrets/" + s
-	case map[interface{}]interface{}:
+	case map[string]interface{}:
 		source, _ = s["source"].(string)
 		target, _ = s["target"].(string)
 		if !strings.HasPrefix(target, "/") {
@@ -392,11 +392,6 @@ func labels(v interface{}) map[string]string {
 	case map[string]interface{}:
 		for k, v := range m {
 			out[k], _ = v.(string)
-		}
-	case map[interface{}]interface{}:
-		for k, v := range m {
-			key, _ := k.(string)
-			out[key], _ = v.(string)
 		}
 	}
 	return out

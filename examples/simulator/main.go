@@ -38,6 +38,7 @@ type config struct {
 	addressesFile     string
 	rateLimit         int
 	sweepInterval     time.Duration
+	holdExposed       bool
 	seed              int64
 	webhookURL        string
 	webhookSecretFile string
@@ -56,6 +57,7 @@ func main() {
 	app.Flag("addresses.file", "YAML list of {email, verified}; default: a built-in demo set of 8 addresses, one unverified.").StringVar(&c.addressesFile)
 	app.Flag("rate-limit", "Requests per fixed (Unix-minute aligned) minute per token.").Default("60").IntVar(&c.rateLimit)
 	app.Flag("sweep.interval", "Time between sweeps.").Default("30s").DurationVar(&c.sweepInterval)
+	app.Flag("sweep.hold-exposed", "Sweeps leave a feed alone once it exposes the password, so an acknowledged exposure stays closed until POST /admin/news changes it (the demo's pace).").BoolVar(&c.holdExposed)
 	app.Flag("seed", "Seed of the initial state and of every sweep's changes.").Default("1").Int64Var(&c.seed)
 	app.Flag("webhook.url", "URL to POST alert.created webhooks to; empty: no deliveries.").StringVar(&c.webhookURL)
 	app.Flag("webhook.secret-file", "File holding the webhook HMAC secret (trailing whitespace is trimmed); required with --webhook.url.").StringVar(&c.webhookSecretFile)
@@ -182,6 +184,7 @@ func options(c config, logger log.Logger) (sim.Options, error) {
 		WebhookURL: c.webhookURL,
 		Logger:     logger,
 	}
+	opts.HoldExposed = c.holdExposed
 	if c.rateLimit <= 0 {
 		return opts, fmt.Errorf("--rate-limit must be positive, got %d", c.rateLimit)
 	}

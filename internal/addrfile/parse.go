@@ -3,8 +3,8 @@
 // the files a set of globs matches, each one address a line or, ending in
 // .yml or .yaml, a YAML list. A file that fails keeps its last good
 // content (Source), as Prometheus's file_sd keeps a broken target file's;
-// Merge joins the lists with the configured addresses; Watcher says when
-// to read again.
+// Merge joins the lists with the configured addresses. When to read again
+// is internal/filewatch's to say.
 //
 // It knows nothing of where the globs come from (the top level of the
 // config, or one account's), so each set of globs gets a Source of its own.

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/prometheus/exporter-toolkit/web"
-	"go.yaml.in/yaml/v2"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/breach-exporter/breach_exporter/internal/fileread"
 )

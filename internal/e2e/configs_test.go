@@ -8,14 +8,15 @@ import (
 	"path/filepath"
 	"testing"
 
-	"go.yaml.in/yaml/v2"
+	"go.yaml.in/yaml/v3"
 )
 
 // The example configurations are parsed and only what must differ on a test
 // machine is changed (ports, file paths, intervals), so what runs is what
 // users copy.
 
-type yamlMap = map[any]any
+// go.yaml.in/yaml/v3 decodes every mapping with string keys into this type.
+type yamlMap = map[string]any
 
 func readYAML(t *testing.T, path string) yamlMap {
 	t.Helper()

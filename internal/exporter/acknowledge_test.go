@@ -49,3 +49,27 @@ func TestReloadAcknowledgements(t *testing.T) {
 		t.Errorf("after the failed reload %s = %v, want the acknowledgement in force, %v", series, got, handled)
 	}
 }
+
+// A change of the acknowledgements file is in force without a SIGHUP: the
+// file watch reloads (a ConfigMap update, in Kubernetes).
+func TestAcknowledgementsFileChangeReloads(t *testing.T) {
+	acks := filepath.Join(t.TempDir(), "acks.yml")
+	testkit.WriteFile(t, acks, "acknowledgements: []\n")
+	f := newFixture(t, "addresses: [alice@example.com]\nacknowledgements_file: "+acks+"\n")
+	testkit.AdvanceUntil(t, f.clock, "the first round", 100*time.Millisecond, func() bool { return f.api.Reads("alice@example.com") == 1 })
+
+	testkit.WriteFile(t, acks, "acknowledgements:\n  - address: alice@example.com\n    handled_at: 2026-11-22T07:00:00Z\n    by: oncall\n")
+	series := testkit.Series("breach_source_acknowledged_timestamp_seconds", "address", "alice@example.com", "source", "combolist", "by", "oncall", "comment", "")
+	handled := float64(time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC).Unix())
+	// The watch debounces in real time (filewatch.Debounce), then reloads.
+	testkit.Eventually(t, "the acknowledgement in force", func() bool {
+		return testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[series] == handled
+	})
+	samples := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))
+	if got := samples[testkit.Series("breach_exporter_file_watch_reloads_total")]; got != 1 {
+		t.Errorf("breach_exporter_file_watch_reloads_total = %v, want 1", got)
+	}
+	if got := samples[testkit.Series("breach_exporter_config_last_reload_successful")]; got != 1 {
+		t.Errorf("reload gauge = %v after the watched reload", got)
+	}
+}

@@ -22,6 +22,8 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/addrfile"
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/fileread"
+	"github.com/breach-exporter/breach_exporter/internal/filewatch"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/scheduler"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
@@ -63,16 +65,18 @@ type Exporter struct {
 	hook      *webhook.Handler // nil when the receiver is off
 	store     *persist.Store   // nil when persistence is off
 	journal   *persist.Journal // nil when either is off
+	// files reloads when the acknowledgements file changes, so that an
+	// update (a ConfigMap's, say) is in force without a SIGHUP.
+	files *filewatch.Watcher
 
-	// files are the address files' last good contents. syncing is held
-	// while they are read and the watchlist synced to them and the
-	// config, by a reload or by the watcher: the two never interleave. No
-	// scrape, webhook, snapshot or shutdown takes it.
-	files   *addrfile.Source
-	syncing sync.Mutex
-	// filesKick tells the watcher a reload may have changed the globs or
-	// the interval.
-	filesKick chan struct{}
+	// addresses are the address files' last good contents; addressWatch
+	// re-reads them when they change. syncing is held while they are read
+	// and the watchlist synced to them and the config, by a reload or by
+	// the watch: the two never interleave. No scrape, webhook, snapshot
+	// or shutdown takes it.
+	addresses    *addrfile.Source
+	addressWatch *filewatch.Watcher
+	syncing      sync.Mutex
 
 	// reloading holds a token while a reload runs, so reloads never race;
 	// a channel, so that a caller waiting for its turn can give up.
@@ -113,8 +117,7 @@ func New(o Options) (_ *Exporter, err error) {
 		clock:     o.Clock,
 		config:    config.NewCurrent(bundle),
 		watchlist: watchlist.New(),
-		files:     addrfile.NewSource(fileMetrics),
-		filesKick: make(chan struct{}, 1),
+		addresses: addrfile.NewSource(fileMetrics),
 		reloading: make(chan struct{}, 1),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_config_last_reload_successful",
@@ -145,7 +148,16 @@ func New(o Options) (_ *Exporter, err error) {
 	// The first sync drops what the snapshot holds and the config no
 	// longer allows. The address files are read first: their addresses
 	// are watched from the first scrape on.
-	e.readFiles(bundle)
+	if e.addressWatch, err = filewatch.New(filewatch.Options{
+		Reload:     e.rereadAddresses,
+		MaxMatches: addrfile.MaxFilesPerGlob,
+		Limit:      max(fileread.MaxAddressListBytes, fileread.MaxAddressYAMLBytes),
+		Logger:     log.With(e.logger, "component", "addresses_files"),
+	}); err != nil {
+		return nil, err
+	}
+	e.watchAddresses(bundle)
+	e.readAddresses(bundle)
 	e.syncWatchlist(bundle)
 	e.warn(bundle)
 	if saved != nil {
@@ -183,8 +195,26 @@ func New(o Options) (_ *Exporter, err error) {
 			return nil, err
 		}
 	}
+	if e.files, err = filewatch.New(filewatch.Options{
+		Reload: e.Reload,
+		Limit:  fileread.MaxAcknowledgementsBytes,
+		// No Clock: the watch keeps real time. Its debounce and backstop
+		// wait for writes to files on disk, which happen in real time;
+		// the exporter's clock schedules the API and the snapshots.
+		Logger:     log.With(e.logger, "component", "filewatch"),
+		Registerer: o.Registerer,
+	}); err != nil {
+		return nil, err
+	}
+	e.files.Watch(watchedFiles(bundle)...)
 	e.markReload(true)
 	return e, nil
+}
+
+// watchedFiles are the files of bundle whose change is reloaded without a
+// SIGHUP: the acknowledgements, which change while the exporter runs.
+func watchedFiles(bundle *config.Bundle) []string {
+	return []string{bundle.Config.AcknowledgementsFile}
 }
 
 // startReceiver builds the webhook handler with what it held before the
@@ -266,11 +296,11 @@ func connect(m *api.Metrics, clock clockwork.Clock) func(*config.Bundle) schedul
 	}
 }
 
-// readFiles reads the address files of bundle's globs, logs what is wrong
-// with them, and reports whether their addresses changed.
-func (e *Exporter) readFiles(bundle *config.Bundle) bool {
+// readAddresses reads the address files of bundle's globs, logs what is
+// wrong with them, and reports whether their addresses changed.
+func (e *Exporter) readAddresses(bundle *config.Bundle) bool {
 	cfg := bundle.Config
-	r := e.files.Read(cfg.AddressesFiles, e.clock.Now(), cfg.Labels.ShowsAddresses())
+	r := e.addresses.Read(cfg.AddressesFiles, e.clock.Now(), cfg.Labels.ShowsAddresses())
 	for _, err := range r.Failed {
 		level.Warn(e.logger).Log("msg", "Address file not usable; its last good content stays", "err", err)
 	}
@@ -284,28 +314,27 @@ func (e *Exporter) readFiles(bundle *config.Bundle) bool {
 	return r.Changed
 }
 
-// watchFiles reads the address files again on a change in their
-// directories and every refresh.files_interval, and syncs the watchlist
-// when their addresses changed, until ctx ends.
-func (e *Exporter) watchFiles(ctx context.Context) {
-	w, err := addrfile.NewWatcher(e.logger, e.clock)
-	if err != nil {
-		level.Error(e.logger).Log("msg", "Cannot watch the address files' directories; reading them every refresh.files_interval only", "err", err)
+// watchAddresses points the address watch at bundle's globs and interval.
+// Called before the files are read: a change after the read is then
+// always seen (at worst read twice), never missed.
+func (e *Exporter) watchAddresses(bundle *config.Bundle) {
+	e.addressWatch.SetInterval(time.Duration(bundle.Config.Refresh.FilesInterval))
+	e.addressWatch.Watch(bundle.Config.AddressesFiles...)
+}
+
+// rereadAddresses is the address watch's callback: it reads the address
+// files of the bundle in force again and syncs the watchlist when their
+// addresses changed. A file that fails keeps its last good content, so it
+// returns no error.
+func (e *Exporter) rereadAddresses(context.Context) error {
+	e.syncing.Lock()
+	defer e.syncing.Unlock()
+	bundle := e.config.Load()
+	if e.readAddresses(bundle) {
+		e.syncWatchlist(bundle)
+		level.Info(e.logger).Log("msg", "Address files changed", "addresses", e.watchlist.Len())
 	}
-	defer w.Close()
-	current := func() ([]string, time.Duration) {
-		cfg := e.config.Load().Config
-		return cfg.AddressesFiles, time.Duration(cfg.Refresh.FilesInterval)
-	}
-	w.Run(ctx, e.filesKick, current, func() {
-		e.syncing.Lock()
-		defer e.syncing.Unlock()
-		bundle := e.config.Load()
-		if e.readFiles(bundle) {
-			e.syncWatchlist(bundle)
-			level.Info(e.logger).Log("msg", "Address files changed", "addresses", e.watchlist.Len())
-		}
-	})
+	return nil
 }
 
 // syncWatchlist makes the watchlist watch what bundle configures: its
@@ -314,7 +343,7 @@ func (e *Exporter) watchFiles(ctx context.Context) {
 // discovery off). Called with syncing held, or before anything runs.
 func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 	cfg := bundle.Config
-	e.watchlist.Sync(e.files.Merge(cfg.Watched()), bundle.Labels, cfg.Webhook.DiscoveryLimit())
+	e.watchlist.Sync(e.addresses.Merge(cfg.Watched()), bundle.Labels, cfg.Webhook.DiscoveryLimit())
 	// An acknowledgement takes effect at the latest when it is first
 	// loaded (acknowledge.Entry.Covers), on this clock.
 	e.watchlist.NoteAcknowledgements(bundle.Acknowledgements, e.clock.Now())
@@ -346,14 +375,18 @@ func (e *Exporter) warn(bundle *config.Bundle) {
 // listeners are shut down, for the last snapshot.
 func (e *Exporter) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		e.scheduler.Run(ctx)
 	}()
 	go func() {
 		defer wg.Done()
-		e.watchFiles(ctx)
+		e.files.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		e.addressWatch.Run(ctx)
 	}()
 	var tick <-chan time.Time
 	if e.store != nil {
@@ -432,9 +465,15 @@ func (e *Exporter) Close() error {
 	return err
 }
 
-// release closes the journal, then unlocks the storage folder it writes
-// in.
+// release stops the file watch, closes the journal and unlocks the storage
+// folder.
 func (e *Exporter) release() {
+	if e.files != nil {
+		e.files.Close()
+	}
+	if e.addressWatch != nil {
+		e.addressWatch.Close()
+	}
 	if e.journal != nil {
 		e.journal.Close()
 	}
@@ -479,14 +518,12 @@ func (e *Exporter) reload() error {
 		return err
 	}
 	e.config.Store(bundle)
+	e.files.Watch(watchedFiles(bundle)...)
 	e.syncing.Lock()
-	e.readFiles(bundle)
+	e.watchAddresses(bundle)
+	e.readAddresses(bundle)
 	e.syncWatchlist(bundle)
 	e.syncing.Unlock()
-	select {
-	case e.filesKick <- struct{}{}:
-	default: // one pending is enough: the watcher reads the bundle in force
-	}
 	e.warn(bundle)
 	e.markReload(true)
 	level.Info(e.logger).Log("msg", "Config reloaded", "addresses", e.watchlist.Len())

@@ -113,6 +113,16 @@ func TestAlertRefreshesWithinASecond(t *testing.T) {
 	testkit.AdvanceUntil(t, f.clock, "the first round", 100*time.Millisecond, func() bool {
 		return f.api.Reads("alice@example.com") == 1 && f.api.Reads("bob@example.com") == 1
 	})
+	// The stand-in counts a read when it answers; the scheduler records the
+	// answer and the time of its request after that. Advancing the clock in
+	// between would date bob's request a minute later, and the re-read
+	// below would wait for a spacing the fake clock never reaches.
+	testkit.Eventually(t, "both answers recorded", func() bool {
+		samples := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))
+		return samples[testkit.Series("breach_address_last_refresh_timestamp_seconds", "address", "alice@example.com")] > 0 &&
+			samples[testkit.Series("breach_address_last_refresh_timestamp_seconds", "address", "bob@example.com")] > 0
+	})
+	testkit.BlockUntilWaiting(t, f.clock)
 	f.clock.Advance(time.Minute) // the budget is idle again; the next round is 14 minutes away
 
 	f.api.AnswerOthers(combolist(7))

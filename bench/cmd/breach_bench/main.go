@@ -37,7 +37,7 @@ func main() {
 		return
 	}
 
-	out := flag.String("out", "bench/results.json", "where to write the results as JSON")
+	out := flag.String("out", "results.json", "where to write the results as JSON")
 	quick := flag.Bool("quick", false, "small sizes, for checking the harness itself (the figures mean little)")
 	strict := flag.Bool("strict", false, "exit 1 when a goal is missed")
 	flag.Parse()

@@ -64,13 +64,35 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 {{- end }}
 
+{{/* The namespace of the release's objects. */}}
+{{- define "breach-exporter.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Where the files the chart mounts live in the pod. Each is a whole volume
+(never subPath), so that a changed ConfigMap or Secret reaches the running
+pod: the exporter re-reads the acknowledgements when they change, the
+token on a reload or a 401, the web config files on every connection.
+*/}}
+{{- define "breach-exporter.acknowledgementsDir" -}}/etc/breach_exporter/acknowledgements{{- end }}
+{{- define "breach-exporter.addressKeyDir" -}}/etc/breach_exporter/address-key{{- end }}
+{{- define "breach-exporter.webConfigDir" -}}/etc/breach_exporter/web-config{{- end }}
+{{- define "breach-exporter.webhookWebConfigDir" -}}/etc/breach_exporter/webhook-web-config{{- end }}
+
+{{/* The ConfigMap of the acknowledgements: the chart's or an existing one. */}}
+{{- define "breach-exporter.acknowledgementsConfigMap" -}}
+{{- .Values.acknowledgements.existingConfigMap | default (printf "%s-acknowledgements" (include "breach-exporter.fullname" .) | trunc 63 | trimSuffix "-") }}
+{{- end }}
+
 {{- define "breach-exporter.configDir" -}}/etc/breach_exporter/config{{- end }}
 {{- define "breach-exporter.secretDir" -}}/etc/breach_exporter/secrets{{- end }}
 {{- define "breach-exporter.storageDir" -}}/var/lib/breach_exporter{{- end }}
 
 {{/*
 The config file: .Values.config with api.token_file and
-webhook.secret_files pointing at the mounted Secret's files.
+webhook.secret_files pointing at the mounted Secret's files, and
+acknowledgements_file and labels.address_key_file at theirs when set.
 */}}
 {{- define "breach-exporter.config" -}}
 {{- $cfg := deepCopy .Values.config }}
@@ -79,10 +101,24 @@ webhook.secret_files pointing at the mounted Secret's files.
 {{- if hasKey $api "token_file" }}
 {{- fail "config.api.token_file: the chart sets it to the Secret's secretKeys.apiToken file (see existingSecret); remove it" }}
 {{- end }}
+{{- if hasKey $cfg "acknowledgements_file" }}
+{{- fail "config.acknowledgements_file: the chart sets it when acknowledgements.enabled is true (see acknowledgements); remove it" }}
+{{- end }}
+{{- $labels := get $cfg "labels" | default dict }}
+{{- if hasKey $labels "address_key_file" }}
+{{- fail "config.labels.address_key_file: the chart sets it to the Secret addressKey.existingSecret; remove it" }}
+{{- end }}
 {{- if hasKey (get $cfg "webhook" | default dict) "secret_files" }}
 {{- fail "config.webhook.secret_files: the chart sets it to the Secret's secretKeys.webhookSecrets files (see existingSecret); remove it" }}
 {{- end }}
 {{- $_ := set $api "token_file" (printf "%s/%s" $dir .Values.secretKeys.apiToken) }}
+{{- if .Values.acknowledgements.enabled }}
+{{- $_ := set $cfg "acknowledgements_file" (printf "%s/%s" (include "breach-exporter.acknowledgementsDir" .) .Values.acknowledgements.key) }}
+{{- end }}
+{{- with .Values.addressKey.existingSecret }}
+{{- $_ := set $labels "address_key_file" (printf "%s/%s" (include "breach-exporter.addressKeyDir" $) $.Values.addressKey.key) }}
+{{- $_ := set $cfg "labels" $labels }}
+{{- end }}
 {{- $_ := set $cfg "api" $api }}
 {{- if .Values.webhook.enabled }}
 {{- $files := list }}

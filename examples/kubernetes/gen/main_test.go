@@ -1,13 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v2"
+	"go.yaml.in/yaml/v3"
 )
 
 const rulesPath = "../../../alerts/breach_exporter.rules.yml"
@@ -71,7 +72,9 @@ func TestRenderKeepsEveryRule(t *testing.T) {
 			Groups interface{} `yaml:"groups"`
 		} `yaml:"spec"`
 	}
-	if err := yaml.UnmarshalStrict(manifest, &wrapped); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(manifest))
+	dec.KnownFields(true)
+	if err := dec.Decode(&wrapped); err != nil {
 		t.Fatalf("manifest does not parse: %v", err)
 	}
 	if wrapped.APIVersion != "monitoring.coreos.com/v1" || wrapped.Kind != "PrometheusRule" || wrapped.Metadata.Name == "" {

@@ -89,12 +89,16 @@ func TestChartValues(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no ci/*-values.yaml: %v", err)
 	}
-	cases := map[string][]string{"defaults": nil}
+	cases := map[string]string{"defaults": ""}
 	for _, f := range files {
-		cases[filepath.Base(f)] = []string{"-f", f}
+		cases[filepath.Base(f)] = f
 	}
-	for name, args := range cases {
+	for name, file := range cases {
 		t.Run(name, func(t *testing.T) {
+			var args []string
+			if file != "" {
+				args = []string{"-f", file}
+			}
 			objs := render(t, args...)
 			if len(objs.deployments) != 1 {
 				t.Fatalf("want one Deployment among %d objects, got %d", objs.count, len(objs.deployments))
@@ -110,7 +114,7 @@ func TestChartValues(t *testing.T) {
 				}
 				checkRestricted(t, pod.SecurityContext, c)
 			}
-			checkVolumes(t, objs, pod)
+			checkVolumes(t, objs, pod, existingConfigMaps(t, file))
 			for _, sm := range objs.serviceMonitors {
 				selected := 0
 				for _, svc := range objs.services {
@@ -240,11 +244,43 @@ func checkRestricted(t *testing.T, pod *corev1.PodSecurityContext, c corev1.Cont
 	}
 }
 
+// existingConfigMaps are the ConfigMaps a values file names as existing:
+// acknowledgements.existingConfigMap and those of extraVolumes.
+func existingConfigMaps(t *testing.T, file string) []string {
+	t.Helper()
+	if file == "" {
+		return nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values struct {
+		Acknowledgements struct {
+			ExistingConfigMap string `json:"existingConfigMap"`
+		} `json:"acknowledgements"`
+		ExtraVolumes []corev1.Volume `json:"extraVolumes"`
+	}
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	names := []string{values.Acknowledgements.ExistingConfigMap}
+	for _, v := range values.ExtraVolumes {
+		if v.ConfigMap != nil {
+			names = append(names, v.ConfigMap.Name)
+		}
+	}
+	return names
+}
+
 // checkVolumes: every ConfigMap, Secret and claim the pod mounts is the
 // chart's, or one the values name as existing.
-func checkVolumes(t *testing.T, objs objects, pod corev1.PodSpec) {
+func checkVolumes(t *testing.T, objs objects, pod corev1.PodSpec, existingConfigMaps []string) {
 	t.Helper()
 	names := map[string]bool{}
+	for _, name := range existingConfigMaps {
+		names["ConfigMap "+name] = true
+	}
 	for _, cm := range objs.configMaps {
 		names["ConfigMap "+cm.Name] = true
 	}

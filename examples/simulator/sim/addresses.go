@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/mail"
 	"strings"
 
-	"go.yaml.in/yaml/v2"
+	"go.yaml.in/yaml/v3"
 )
 
 // Address is one address on the simulated account.
@@ -32,10 +34,13 @@ func DefaultAddresses() []Address {
 
 // ParseAddresses reads a YAML list of {email, verified} entries, rejecting
 // unknown keys so a typo such as "verfied" is an error rather than an
-// unverified address.
+// unverified address. An empty file is a document-less stream (io.EOF):
+// no addresses, which validateAddresses reports.
 func ParseAddresses(data []byte) ([]Address, error) {
 	var addrs []Address
-	if err := yaml.UnmarshalStrict(data, &addrs); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&addrs); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("parsing addresses: %w", err)
 	}
 	if len(addrs) == 0 {

@@ -240,10 +240,7 @@ func (s *Simulator) SetFeed(ctx context.Context, st FeedState) (*Alert, error) {
 	s.mu.Unlock()
 
 	if alert != nil {
-		s.countProduced([]Alert{*alert})
-		if s.delivering() {
-			s.deliverAll(ctx, []Alert{*alert})
-		}
+		s.publish(ctx, []Alert{*alert})
 	}
 	return alert, nil
 }
@@ -255,6 +252,7 @@ func (s *Simulator) SetFeed(ctx context.Context, st FeedState) (*Alert, error) {
 //	/admin/plan     {"plan": "free"}
 //	/admin/address  {"email": "...", "state": "verified"|"unverified"|"absent"}
 //	/admin/feed     {"email", "source", "databases": [...], "fields": [...], "plaintext": bool}
+//	/admin/news     {"email", "source"}: News, a change on demand
 //
 // Each answers 204, or 200 with the alert a feed change produced, or 400
 // with {"error": ...}. Alerts are delivered with ctx (the simulator's run).
@@ -320,6 +318,17 @@ func (s *Simulator) AdminHandler(ctx context.Context) http.Handler {
 			return nil, err // a nil *Alert in an any would not be nil
 		}
 		return alert, err
+	})
+	handle("/admin/news", func(body []byte) (any, error) {
+		var req struct{ Email, Source string }
+		if err := decodeStrict(body, &req); err != nil {
+			return nil, err
+		}
+		alert, err := s.News(ctx, req.Email, req.Source)
+		if err != nil {
+			return nil, err
+		}
+		return alert, nil
 	})
 	return mux
 }

@@ -23,6 +23,7 @@ func TestParseAddresses(t *testing.T) {
 		"not an email":  {"- email: not-an-address\n", "not a plain email"},
 		"display name":  {"- email: Alice <a@example.com>\n", "not a plain email"},
 		"empty":         {"[]\n", "no addresses"},
+		"empty file":    {"", "no addresses"},
 		"not a list":    {"email: a@example.com\n", "parsing addresses"},
 	} {
 		if _, err := sim.ParseAddresses([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.wantErr) {

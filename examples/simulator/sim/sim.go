@@ -70,6 +70,9 @@ type Options struct {
 	// DashboardBaseURL is the dashboard root that alerts link into, as
 	// <base>/addresses/<email>.
 	DashboardBaseURL string
+	// HoldExposed is the demo's pace (pace.go): sweeps leave a feed alone
+	// once it exposes the password; only News changes it then.
+	HoldExposed bool
 }
 
 // Simulator is safe for concurrent use.
@@ -82,6 +85,7 @@ type Simulator struct {
 	httpClient    *http.Client
 	dashboardBase string
 	pending       *inflight
+	holdExposed   bool
 
 	// ctlMu guards what the test controls change (admin.go, hooks.go): each
 	// key's accepted token and /me (the first account's plan decides
@@ -195,6 +199,7 @@ func New(o Options) (*Simulator, error) {
 		httpClient:    o.HTTPClient,
 		dashboardBase: strings.TrimSuffix(o.DashboardBaseURL, "/"),
 		pending:       newInflight(),
+		holdExposed:   o.HoldExposed,
 		gen:           generator{rnd: rand.New(rand.NewSource(o.Seed))},
 		stats:         newStats(),
 	}
@@ -314,6 +319,7 @@ func (s *Simulator) Sweep(ctx context.Context) []Alert {
 					continue
 				}
 				s.gen.firstScan(f)
+			case s.holds(f):
 			case s.gen.rnd.Float64() < changeChance:
 				s.gen.change(f)
 			}
@@ -326,11 +332,17 @@ func (s *Simulator) Sweep(ctx context.Context) []Alert {
 	}
 	s.mu.Unlock()
 
+	s.publish(ctx, alerts)
+	return alerts
+}
+
+// publish counts alerts as produced and, when the plan has deliveries,
+// sends them in the background, retrying until ctx ends.
+func (s *Simulator) publish(ctx context.Context, alerts []Alert) {
 	s.countProduced(alerts)
 	if s.delivering() && len(alerts) > 0 {
 		s.deliverAll(ctx, alerts)
 	}
-	return alerts
 }
 
 // sweepable lists the addresses sweeps change, account by account in

@@ -1,4 +1,4 @@
-package sim_test
+package openapitest_test
 
 import (
 	"encoding/json"
@@ -16,9 +16,31 @@ import (
 	// routers/gorillamux would need gorilla/mux in go.mod; the legacy
 	// router needs nothing beyond kin-openapi.
 	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 )
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// The simulator's own test helpers are in sim's _test files, which another
+// module cannot import; this test needs only a simulator and a recorder.
+
+const testToken = "svc_ak_openapi_test_token"
+
+// newSim is a seeded simulator on a fake clock; rateLimit 0 is the default.
+func newSim(t *testing.T, rateLimit int) (*sim.Simulator, *clockwork.FakeClock) {
+	t.Helper()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 3, 1, 12, 0, 10, 0, time.UTC))
+	s, err := sim.New(sim.Options{Token: testToken, Plan: "pro", Seed: 42, Clock: clock, RateLimit: rateLimit})
+	if err != nil {
+		t.Fatalf("sim.New: %v", err)
+	}
+	return s, clock
+}
 
 func loadDocument(t *testing.T) *openapi3.T {
 	t.Helper()
@@ -89,9 +111,15 @@ type exchange struct {
 	rec *httptest.ResponseRecorder
 }
 
+// record serves a GET of target, with token as its bearer token when not
+// empty.
 func record(h http.Handler, target, token string) exchange {
-	req := httptest.NewRequest(http.MethodGet, target, nil)
-	return exchange{req: req, rec: do(h, req, token)}
+	x := exchange{req: httptest.NewRequest(http.MethodGet, target, nil), rec: httptest.NewRecorder()}
+	if token != "" {
+		x.req.Header.Set("Authorization", "Bearer "+token)
+	}
+	h.ServeHTTP(x.rec, x.req)
+	return x
 }
 
 func validateExchange(t *testing.T, router routers.Router, x exchange, body []byte) error {
@@ -115,7 +143,7 @@ func TestResponsesValidateAgainstTheDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, clock := newSim(t, func(o *sim.Options) { o.RateLimit = 11 })
+	s, clock := newSim(t, 11)
 	// A few sweeps so that every kind of finding is in some response.
 	for range 5 {
 		clock.Advance(30 * time.Second)
@@ -157,7 +185,7 @@ func TestValidatorRejectsOffSpecResponses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := newSim(t, nil)
+	s, _ := newSim(t, 0)
 	h := s.Handler()
 
 	x := record(h, "/api/v1/breaches?email=alice@example.com", testToken)
@@ -186,7 +214,7 @@ func TestAlertsValidateAgainstTheWebhookSchema(t *testing.T) {
 	if webhook == nil || webhook.Post == nil {
 		t.Fatal("webhooks.alert.created.post missing")
 	}
-	s, clock := newSim(t, nil)
+	s, clock := newSim(t, 0)
 	n := 0
 	for range 10 {
 		clock.Advance(30 * time.Second)
