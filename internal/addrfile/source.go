@@ -1,6 +1,7 @@
 package addrfile
 
 import (
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,6 +59,10 @@ type Source struct {
 }
 
 type fileState struct {
+	// sum is the SHA-256 of the last good content: the same bytes again
+	// are not parsed again, so a change to one file of many parses that
+	// one alone.
+	sum        [sha256.Size]byte
 	addresses  []breach.Address
 	invalid    int
 	duplicates int // set by Merge
@@ -97,11 +102,28 @@ func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 		if prev := old[path]; prev != nil {
 			*st = *prev
 		}
-		addrs, invalid, err := readFile(path, show)
-		if err != nil {
+		data, err := fileread.Read(path, limit(path))
+		sum := sha256.Sum256(data)
+		var (
+			addrs   []breach.Address
+			invalid []LineError
+		)
+		switch {
+		case err == nil && sum == st.sum && !st.success.IsZero():
+			st.success = now // the last good content, unchanged
+		case err == nil:
+			addrs, invalid, err = Parse(path, data, show)
+			if err != nil {
+				err = &os.PathError{Op: "parse", Path: path, Err: err}
+			}
+		}
+		switch {
+		case err != nil:
 			st.errors++
 			r.Failed = append(r.Failed, err)
-		} else {
+		case addrs == nil: // unchanged
+		default:
+			st.sum = sum
 			if !slices.Equal(addrs, st.addresses) || len(invalid) != st.invalid {
 				r.Changed = true
 				r.Invalid = append(r.Invalid, invalid[:min(len(invalid), MaxLoggedLines)]...)
@@ -144,18 +166,6 @@ func (s *Source) match(globs []string, overLimit *int) []string {
 		}
 	}
 	return paths
-}
-
-func readFile(path string, show bool) ([]breach.Address, []LineError, error) {
-	data, err := fileread.Read(path, limit(path))
-	if err != nil {
-		return nil, nil, err
-	}
-	addrs, invalid, err := Parse(path, data, show)
-	if err != nil {
-		return nil, invalid, &os.PathError{Op: "parse", Path: path, Err: err}
-	}
-	return addrs, invalid, nil
 }
 
 // Merge returns configured and then the addresses of the last Read's files

@@ -330,9 +330,10 @@ func (e *Exporter) rereadAddresses(context.Context) error {
 	e.syncing.Lock()
 	defer e.syncing.Unlock()
 	bundle := e.config.Load()
+	start := time.Now()
 	if e.readAddresses(bundle) {
 		e.syncWatchlist(bundle)
-		level.Info(e.logger).Log("msg", "Address files changed", "addresses", e.watchlist.Len())
+		level.Info(e.logger).Log("msg", "Address files changed", "addresses", e.watchlist.Len(), "duration", time.Since(start))
 	}
 	return nil
 }
