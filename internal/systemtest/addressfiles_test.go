@@ -91,7 +91,7 @@ func TestAddressFiles(t *testing.T) {
 		"addresses_files: [lists/*.txt, lists/*.yaml, configmap/*.txt]\n", api.BaseURL()))
 
 	addr := testkit.FreeAddress(t)
-	p := startProcess(t, bin, "--config.file", cfgFile, "--web.listen-address", addr)
+	p := startProcess(t, bin, "--config.file", cfgFile, "--web.listen-address", addr, "--storage.path", t.TempDir())
 	url := "http://" + addr + "/metrics"
 	servesMetrics(t, url)
 
