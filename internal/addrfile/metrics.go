@@ -25,7 +25,7 @@ var (
 	descErrors = prometheus.NewDesc("breach_exporter_address_file_read_errors_total",
 		"Reads of an address file that failed (unreadable, not UTF-8, not a YAML list, no valid address); its last good content stays.", []string{"file"}, nil)
 	descOverLimit = prometheus.NewDesc("breach_exporter_address_files_over_limit",
-		"Files the address_files globs matched past the limit of 100 a glob, not read.", nil, nil)
+		"Files the addresses_files globs matched past the limit of 100 a glob, not read.", nil, nil)
 )
 
 // NewMetrics registers the address file metrics with reg.
