@@ -1,11 +1,12 @@
 // Package fileread is the one way breach_exporter reads a file a person
 // points it at: the configuration, the API token, the webhook secrets, the
 // label key, the acknowledgements, the address lists, the web configs and
-// the TLS files they name. Such a path can be wrong in ways a plain os.ReadFile does not
-// survive: a named pipe blocks the reader until someone writes (a reload
-// then never ends), a device such as /dev/zero never ends at all, and a
-// huge file costs many times its size once parsed. Read refuses all of
-// them with an error naming the path, before the caller parses anything.
+// the TLS files they name. Such a path can be wrong in ways a plain
+// os.ReadFile does not survive: a named pipe blocks the reader until
+// someone writes (a reload then never ends), a device such as /dev/zero
+// never ends at all, and a huge file costs many times its size once
+// parsed. Read refuses all of them with an error naming the path, before
+// the caller parses anything.
 //
 // It is a package of its own, not part of internal/config, because
 // internal/acknowledge reads through it too and must not import config.
