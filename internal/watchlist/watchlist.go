@@ -232,23 +232,36 @@ func (r *List) signal() {
 // mode. Kept addresses keep their data, schedule and alert counts; removed
 // ones go with all of it. An address now configured that was discovered
 // becomes configured.
+//
+// Each configured address's key and label are computed before the lock (at
+// 100,000 addresses from files, hmac labels are most of a sync's time), so
+// a scrape or an alert waits only for the swap.
 func (r *List) Sync(configured []breach.Address, mode breach.Labeler, discoveryLimit int) {
+	keys := make([]string, len(configured))
+	labels := make([]string, len(configured))
+	for i, a := range configured {
+		keys[i], labels[i] = a.Key(), mode.Label(a)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.labels = mode
 	r.discoveryLimit = discoveryLimit
 	r.generation++
 	next := make(map[string]*Entry, len(configured)+len(r.entries))
-	for _, a := range configured {
-		k := a.Key()
+	for i, a := range configured {
+		k := keys[i]
 		if next[k] != nil {
 			continue // the config rejects duplicates; a hand-made list may not
 		}
 		e := r.entries[k]
 		if e == nil {
-			e = r.newEntry(a)
+			e = r.newLabelledEntry(a, labels[i])
 		}
 		e.Address = a
+		if e.Label != labels[i] {
+			e.Label = labels[i]
+			r.touch(e)
+		}
 		next[k] = e
 	}
 	var discovered []*Entry
@@ -265,7 +278,7 @@ func (r *List) Sync(configured []breach.Address, mode breach.Labeler, discoveryL
 		next[e.Address.Key()] = e
 	}
 	r.discovered = len(discovered)
-	for _, e := range next {
+	for _, e := range discovered {
 		if label := mode.Label(e.Address); label != e.Label {
 			e.Label = label
 			r.touch(e)
@@ -276,8 +289,13 @@ func (r *List) Sync(configured []breach.Address, mode breach.Labeler, discoveryL
 }
 
 func (r *List) newEntry(a breach.Address) *Entry {
+	return r.newLabelledEntry(a, r.labels.Label(a))
+}
+
+// newLabelledEntry is newEntry with the label already made.
+func (r *List) newLabelledEntry(a breach.Address, label string) *Entry {
 	r.tickets++
-	e := &Entry{Address: a, Label: r.labels.Label(a), State: breach.Pending, Schedule: Schedule{Order: r.tickets}}
+	e := &Entry{Address: a, Label: label, State: breach.Pending, Schedule: Schedule{Order: r.tickets}}
 	r.touch(e)
 	return e
 }
