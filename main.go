@@ -102,8 +102,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *configCheck {
 		// The start's own load path: file, token, secrets, HTTP client and
-		// web configs.
-		return checkConfig(ctx, *configFile, config.LoadOptions{Webhook: webhookOn, WebConfigs: webConfigs}, stdout, stderr)
+		// web configs; and the address files, which a start would read on
+		// its own.
+		return checkConfig(ctx, *configFile, config.LoadOptions{Webhook: webhookOn, WebConfigs: webConfigs, AddressFiles: true}, stdout, stderr)
 	}
 
 	level.Info(logger).Log("msg", "Starting "+name, "version", version.Info(), "build_context", version.BuildContext())

@@ -157,7 +157,7 @@ func MeasureDeployed(o DeployedOptions) (DeployedResult, error) {
 	if n < 1 || o.Scrapes < 2 {
 		return res, errors.New("deployed: at least 1 address and 2 scrapes")
 	}
-	rs, err := newRestoredSetup("breach-bench-deployed-", n, "")
+	rs, err := newRestoredSetup("breach-bench-deployed-", n, 0, "")
 	if err != nil {
 		return res, err
 	}
@@ -273,9 +273,10 @@ type restoredSetup struct {
 	encodeWrite  time.Duration // persist.Encode and persist.Write of the snapshot
 }
 
-// newRestoredSetup writes it for n addresses, with more appended to the
-// config file; the caller removes dir.
-func newRestoredSetup(prefix string, n int, more string) (*restoredSetup, error) {
+// newRestoredSetup writes it for n addresses (in the config, or in
+// addressFiles address files when that is not 0), with more appended to
+// the config file; the caller removes dir.
+func newRestoredSetup(prefix string, n, addressFiles int, more string) (*restoredSetup, error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, err
@@ -292,7 +293,7 @@ func newRestoredSetup(prefix string, n int, more string) (*restoredSetup, error)
 	if err != nil {
 		return fail(err)
 	}
-	setup := exporterSetup{baseURL: "http://" + closed + "/api/v1", emails: rs.emails, requestsPerMinute: 55}
+	setup := exporterSetup{baseURL: "http://" + closed + "/api/v1", emails: rs.emails, requestsPerMinute: 55, addressFiles: addressFiles}
 	if err := writeExporterFiles(dir, setup, rs.creds); err != nil {
 		return fail(err)
 	}

@@ -50,6 +50,9 @@ type exporterSetup struct {
 	clock             clockwork.Clock // nil: real
 	webhook           bool
 	persist           bool // state folder on: the webhook journal syncs every accepted alert
+	// addressFiles, when not 0, puts the emails in that many address files
+	// (addresses/NN.txt, addresses_files) rather than in the config.
+	addressFiles int
 }
 
 // runningExporter is an exporter built from a config file in a temporary
@@ -101,22 +104,39 @@ func writeExporterFiles(dir string, s exporterSetup, creds credentials) error {
 	fmt.Fprintf(&cfg, "api:\n  base_url: %s\n  token_file: token\n  requests_per_minute: %d\n", s.baseURL, s.requestsPerMinute)
 	// The defaults of the real service: an address is re-read every 15m at
 	// most, so the budget, not the interval, limits a large address list.
-	cfg.WriteString("refresh:\n  interval: 15m\n  me_interval: 5m\naddresses:\n")
-	for _, e := range s.emails {
-		fmt.Fprintf(&cfg, "  - %q\n", e)
+	cfg.WriteString("refresh:\n  interval: 15m\n  me_interval: 5m\n")
+	files := map[string][]byte{"token": []byte(creds.token), "secret": creds.secret}
+	if s.addressFiles > 0 {
+		if err := os.Mkdir(filepath.Join(dir, "addresses"), 0o700); err != nil {
+			return err
+		}
+		lists := make([]strings.Builder, s.addressFiles)
+		for i, e := range s.emails {
+			fmt.Fprintln(&lists[i%s.addressFiles], e)
+		}
+		for i := range lists {
+			files[AddressFileName(i)] = []byte(lists[i].String())
+		}
+		cfg.WriteString("addresses_files: [addresses/*.txt]\n")
+	} else {
+		cfg.WriteString("addresses:\n")
+		for _, e := range s.emails {
+			fmt.Fprintf(&cfg, "  - %q\n", e)
+		}
 	}
 	cfg.WriteString("webhook:\n  secret_files: [secret]\n")
-	for name, content := range map[string][]byte{
-		"config.yml": []byte(cfg.String()),
-		"token":      []byte(creds.token),
-		"secret":     creds.secret,
-	} {
+	files["config.yml"] = []byte(cfg.String())
+	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// AddressFileName is the i-th address file of an exporterSetup, relative
+// to its directory.
+func AddressFileName(i int) string { return filepath.Join("addresses", fmt.Sprintf("%02d.txt", i)) }
 
 func (r *runningExporter) close() {
 	r.exp.Close()

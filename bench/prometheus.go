@@ -118,7 +118,7 @@ func measureVariant(o UserCostOptions, promBin string, detail bool) (UserCostVar
 	if detail {
 		more = "metrics:\n  detail_families: [" + strings.Join(config.DetailFamilies, ", ") + "]\n"
 	}
-	rs, err := newRestoredSetup("breach-bench-usercost-", n, more)
+	rs, err := newRestoredSetup("breach-bench-usercost-", n, 0, more)
 	if err != nil {
 		return v, err
 	}

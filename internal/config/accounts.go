@@ -4,7 +4,6 @@ package config
 
 import (
 	"fmt"
-	"path/filepath"
 	"regexp"
 
 	"github.com/prometheus/common/config"
@@ -134,11 +133,7 @@ func (c *Config) validateAccounts(fail func(string, ...any)) {
 	for i, a := range c.AccountsInForce() {
 		a.API.validate(c.accountPath(i), fail)
 		validateSecretFiles(c.accountPath(i), a.Webhook.SecretFiles, fail)
-		for j, g := range a.AddressesFiles {
-			if _, err := filepath.Match(g, ""); err != nil || g == "" {
-				fail("%saddresses_files[%d]: %q is not a valid glob", c.accountPath(i), j, g)
-			}
-		}
+		validateGlobs(c.accountPath(i), a.AddressesFiles, fail)
 	}
 	c.validateAddresses(fail)
 }

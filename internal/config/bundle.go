@@ -14,6 +14,7 @@ import (
 	commoncfg "github.com/prometheus/common/config"
 
 	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
+	"github.com/breach-exporter/breach_exporter/internal/addrfile"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
@@ -79,6 +80,11 @@ type LoadOptions struct {
 	// WebConfigs are the listeners' web config files, read by
 	// exporter-toolkit; each load checks them (checkWebConfig).
 	WebConfigs []WebConfig
+	// AddressFiles makes every problem of the address files a problem of
+	// the load: for --config.check. A start or a reload goes on without
+	// them, since the exporter reads those files on its own (a broken one
+	// keeps its last good content) and no config change can fix them.
+	AddressFiles bool
 }
 
 // LoadBundle is the one load path, for a start, a reload and
@@ -135,6 +141,9 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 			l.add(fmt.Errorf("acknowledgements_file: %w", p))
 		}
 	}
+	if o.AddressFiles {
+		l.problems = append(l.problems, addressFileProblems(cfg)...)
+	}
 	if len(l.problems) > 0 {
 		return nil, l.problems.capped()
 	}
@@ -190,6 +199,28 @@ func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 		tokens = append(tokens, token)
 	}
 	return tokens
+}
+
+// addressFileProblems reads the address files as the exporter will and
+// returns what it would count and log, each with the file and, for a line,
+// its line.
+func addressFileProblems(cfg *Config) Problems {
+	var globs []string
+	for _, a := range cfg.AccountsInForce() {
+		globs = append(globs, a.AddressesFiles...)
+	}
+	r := addrfile.NewSource(nil).Read(globs, time.Now(), cfg.Labels.ShowsAddresses())
+	var ps Problems
+	for _, err := range r.Failed {
+		ps = append(ps, Problem{Msg: "addresses_files: " + err.Error()})
+	}
+	for _, e := range r.Invalid {
+		ps = append(ps, Problem{File: e.File, Line: e.Line, Msg: "addresses_files: " + e.Reason})
+	}
+	if r.OverLimit > 0 {
+		ps = append(ps, Problem{Msg: fmt.Sprintf("addresses_files: %d files past the limit of %d a glob would not be read", r.OverLimit, addrfile.MaxFilesPerGlob)})
+	}
+	return ps
 }
 
 // bundleLoader collects the problems of the steps after the file's own.

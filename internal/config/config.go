@@ -9,7 +9,7 @@
 // ReadSecrets, never by Load).
 //
 // Relative file paths (api.token_file, labels.address_key_file,
-// webhook.secret_files, acknowledgements_file and the files of
+// webhook.secret_files, acknowledgements_file, addresses_files and the files of
 // api.tls_config) are relative to the directory of the configuration file,
 // as in Prometheus, so a config keeps working whatever the working directory
 // of the process is. Load resolves them; Parse, which has no file, leaves
@@ -43,7 +43,9 @@ type Config struct {
 	Refresh   RefreshConfig `yaml:"refresh"`
 	Addresses []Address     `yaml:"addresses"`
 	// AddressesFiles are the single-account shape's globs of address
-	// files.
+	// files (internal/addrfile): more addresses, read at start, on a
+	// change and every refresh.files_interval. A glob's wildcards are in
+	// its last element.
 	AddressesFiles []string      `yaml:"addresses_files"`
 	Labels         LabelsConfig  `yaml:"labels"`
 	Webhook        WebhookConfig `yaml:"webhook"`
@@ -67,6 +69,9 @@ type APIConfig struct {
 type RefreshConfig struct {
 	Interval   model.Duration `yaml:"interval"`
 	MeInterval model.Duration `yaml:"me_interval"`
+	// FilesInterval is how often the address files are read again
+	// without a change seen in their directories.
+	FilesInterval model.Duration `yaml:"files_interval"`
 }
 
 // Address is one monitored email address. In YAML it is either a plain
@@ -128,6 +133,9 @@ func defaultRefresh() RefreshConfig {
 	return RefreshConfig{
 		Interval:   model.Duration(15 * time.Minute),
 		MeInterval: model.Duration(5 * time.Minute),
+		// As Prometheus's file_sd: a missed change (a network file system
+		// sends no events) shows within minutes.
+		FilesInterval: model.Duration(5 * time.Minute),
 	}
 }
 

@@ -80,13 +80,15 @@ func TestLoadFullExample(t *testing.T) {
 			RequestsPerMinute: 30,
 			Timeout:           model.Duration(20 * time.Second),
 		},
-		Refresh: RefreshConfig{Interval: minutes(30), MeInterval: minutes(10)},
+		Refresh: RefreshConfig{Interval: minutes(30), MeInterval: minutes(10), FilesInterval: minutes(1)},
 		Addresses: []Address{
 			{Email: "alice@example.com"},
 			{Email: "ops@example.com", Alias: "ops"},
 			{Email: "Security.Team@Example.org", Alias: "security"},
 		},
-		Labels: LabelsConfig{Address: "email"},
+		// A relative glob is relative to the config's directory.
+		AddressesFiles: []string{"/etc/breach_exporter/addresses/*.txt", filepath.Join("testdata", "departments", "*.yaml")},
+		Labels:         LabelsConfig{Address: "email"},
 		Webhook: WebhookConfig{
 			SecretFiles:            []string{"/run/secrets/breach_webhook_secret", "/run/secrets/breach_webhook_secret.next"},
 			MaxBodyBytes:           131072,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Refresh.MeInterval <= 0 {
 		fail("refresh.me_interval: %s must be greater than 0", c.Refresh.MeInterval)
+	}
+	if c.Refresh.FilesInterval <= 0 {
+		fail("refresh.files_interval: %s must be greater than 0", c.Refresh.FilesInterval)
 	}
 
 	if !slices.Contains(breach.LabelModes, c.Labels.Address) {
@@ -153,7 +157,7 @@ func (c *Config) validateAddresses(fail func(string, ...any)) {
 // space: quoted in email mode, where every label shows it anyway, and not
 // at all in the other modes, whose logs must not (the index names it).
 func (c *Config) quoteAddress(email string) string {
-	if c.Labels.Address != breach.LabelEmail {
+	if !c.Labels.ShowsAddresses() {
 		return ""
 	}
 	return strconv.Quote(email) + " "
@@ -173,6 +177,33 @@ func checkAliasUnique(seen map[string]string, path, alias string, fail func(stri
 		fail("%s.alias: equals %s.alias in its first %d bytes, all a label keeps: make them differ there", path, other, breach.MaxAddressBytes)
 	}
 }
+
+// validateGlobs checks an account's addresses_files (path is where they
+// are: "" at the top level, "accounts[i]." in the list): valid patterns,
+// each once, with wildcards only in the last element, since the watcher
+// watches each glob's directory (as Prometheus's file_sd requires).
+func validateGlobs(path string, globs []string, fail func(string, ...any)) {
+	firstIndex := map[string]int{}
+	for i, g := range globs {
+		if j, seen := firstIndex[g]; seen {
+			fail("%saddresses_files[%d]: %q duplicates addresses_files[%d]", path, i, g, j)
+			continue
+		}
+		firstIndex[g] = i
+		switch _, err := filepath.Match(g, ""); {
+		case g == "":
+			fail("%saddresses_files[%d]: empty path", path, i)
+		case err != nil:
+			fail("%saddresses_files[%d]: %q is not a valid glob: %w", path, i, g, err)
+		case strings.ContainsAny(filepath.Dir(g), `*?[\`):
+			fail("%saddresses_files[%d]: %q: wildcards only in the file name, not in the directory", path, i, g)
+		}
+	}
+}
+
+// ShowsAddresses reports whether the labels show addresses (email mode):
+// only then may a log or an error show one.
+func (l *LabelsConfig) ShowsAddresses() bool { return l.Address == breach.LabelEmail }
 
 // validateKeyFile: hmac labels need their key; alias labels may use it for
 // addresses without an alias; the other modes would ignore it, which must

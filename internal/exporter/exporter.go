@@ -21,7 +21,9 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
 	"github.com/breach-exporter/breach_exporter/collector"
+	"github.com/breach-exporter/breach_exporter/internal/addrfile"
 	"github.com/breach-exporter/breach_exporter/internal/api"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/fileread"
 	"github.com/breach-exporter/breach_exporter/internal/filewatch"
@@ -69,6 +71,16 @@ type Exporter struct {
 	// update (a ConfigMap's, say) is in force without a SIGHUP.
 	files *filewatch.Watcher
 
+	// addresses are the address files' last good contents; addressWatch
+	// re-reads them when they change. syncing is held while they are read
+	// and the watchlist synced to them and the config, by a reload or by
+	// the watch: the two never interleave. No scrape, webhook, snapshot
+	// or shutdown takes it.
+	fileMetrics  *addrfile.Metrics
+	addresses    map[string]*addrfile.Source // by account
+	addressWatch *filewatch.Watcher
+	syncing      sync.Mutex
+
 	// reloading holds a token while a reload runs, so reloads never race;
 	// a channel, so that a caller waiting for its turn can give up.
 	reloading chan struct{}
@@ -107,15 +119,21 @@ func New(o Options) (_ *Exporter, err error) {
 	if err != nil {
 		return nil, err
 	}
+	fileMetrics, err := addrfile.NewMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	e := &Exporter{
-		opts:       o,
-		logger:     o.Logger,
-		clock:      o.Clock,
-		config:     config.NewCurrent(bundle),
-		watchlist:  watchlist.New(),
-		reloading:  make(chan struct{}, 1),
-		apiMetrics: apiMetrics,
-		schedulers: map[string]chan struct{}{},
+		opts:        o,
+		logger:      o.Logger,
+		clock:       o.Clock,
+		config:      config.NewCurrent(bundle),
+		watchlist:   watchlist.New(),
+		fileMetrics: fileMetrics,
+		addresses:   map[string]*addrfile.Source{},
+		reloading:   make(chan struct{}, 1),
+		apiMetrics:  apiMetrics,
+		schedulers:  map[string]chan struct{}{},
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_config_last_reload_successful",
 			Help: "1 when the last config load succeeded, else 0.",
@@ -143,7 +161,18 @@ func New(o Options) (_ *Exporter, err error) {
 		}
 	}()
 	// The first sync drops what the snapshot holds and the config no
-	// longer allows.
+	// longer allows. The address files are read first: their addresses
+	// are watched from the first scrape on.
+	if e.addressWatch, err = filewatch.New(filewatch.Options{
+		Reload:     e.rereadAddresses,
+		MaxMatches: addrfile.MaxFilesPerGlob,
+		Limit:      max(fileread.MaxAddressListBytes, fileread.MaxAddressYAMLBytes),
+		Logger:     log.With(e.logger, "component", "addresses_files"),
+	}); err != nil {
+		return nil, err
+	}
+	e.watchAddresses(bundle)
+	e.readAddresses(bundle)
 	e.syncWatchlist(bundle)
 	e.warn(bundle)
 	if saved != nil {
@@ -336,12 +365,88 @@ func (e *Exporter) runScheduler(s *scheduler.Scheduler, name string, done chan s
 	}
 }
 
+// readAddresses reads the address files of bundle's globs, logs what is
+// wrong with them, and reports whether their addresses changed.
+func (e *Exporter) readAddresses(bundle *config.Bundle) bool {
+	cfg := bundle.Config
+	changed := false
+	inForce := map[string]bool{}
+	for _, a := range cfg.AccountsInForce() {
+		inForce[a.Name] = true
+		changed = e.readAccountFiles(e.source(a.Name), a.AddressesFiles, cfg) || changed
+	}
+	// A removed account's files are read as none: their series go.
+	for name, src := range e.addresses {
+		if !inForce[name] {
+			changed = e.readAccountFiles(src, nil, cfg) || changed
+		}
+	}
+	return changed
+}
+
+// source is the address files' Source of an account: one each, so that a
+// file's addresses are the account's whose glob matched it.
+func (e *Exporter) source(account string) *addrfile.Source {
+	s := e.addresses[account]
+	if s == nil {
+		s = addrfile.NewSource(e.fileMetrics)
+		e.addresses[account] = s
+	}
+	return s
+}
+
+// readAccountFiles reads one account's globs into its Source and logs
+// what is wrong with them.
+func (e *Exporter) readAccountFiles(src *addrfile.Source, globs []string, cfg *config.Config) bool {
+	r := src.Read(globs, e.clock.Now(), cfg.Labels.ShowsAddresses())
+	for _, err := range r.Failed {
+		level.Warn(e.logger).Log("msg", "Address file not usable; its last good content stays", "err", err)
+	}
+	// Once per content: what a file's change brought, not every read.
+	for _, l := range r.Invalid {
+		level.Warn(e.logger).Log("msg", "Skipped a line of an address file", "file", l.File, "line", l.Line, "reason", l.Reason)
+	}
+	if r.OverLimit > 0 {
+		level.Warn(e.logger).Log("msg", "Address files past the limit of a glob are not read", "files", r.OverLimit, "limit", addrfile.MaxFilesPerGlob)
+	}
+	return r.Changed
+}
+
+// watchAddresses points the address watch at bundle's globs and interval.
+// Called before the files are read: a change after the read is then
+// always seen (at worst read twice), never missed.
+func (e *Exporter) watchAddresses(bundle *config.Bundle) {
+	var globs []string
+	for _, a := range bundle.Config.AccountsInForce() {
+		globs = append(globs, a.AddressesFiles...)
+	}
+	e.addressWatch.SetInterval(time.Duration(bundle.Config.Refresh.FilesInterval))
+	e.addressWatch.Watch(globs...)
+}
+
+// rereadAddresses is the address watch's callback: it reads the address
+// files of the bundle in force again and syncs the watchlist when their
+// addresses changed. A file that fails keeps its last good content, so it
+// returns no error.
+func (e *Exporter) rereadAddresses(context.Context) error {
+	e.syncing.Lock()
+	defer e.syncing.Unlock()
+	bundle := e.config.Load()
+	start := time.Now()
+	if e.readAddresses(bundle) {
+		e.syncWatchlist(bundle)
+		level.Info(e.logger).Log("msg", "Address files changed", "addresses", e.watchlist.Len(), "duration", time.Since(start))
+	}
+	return nil
+}
+
 // syncWatchlist makes the watchlist watch what bundle configures: its
-// addresses under its label mode, and discovered ones within its limit (none
-// with discovery off).
+// addresses, then those of the address files no earlier source has, under
+// its label mode, and discovered ones within its limit (none with
+// discovery off). Called with syncing held, or before anything runs.
 func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 	cfg := bundle.Config
-	e.watchlist.Sync(cfg.AccountNames(), cfg.Watched(), bundle.Labels, cfg.Webhook.DiscoveryLimit())
+	e.watchlist.Sync(cfg.AccountNames(), e.watched(cfg), bundle.Labels, cfg.Webhook.DiscoveryLimit())
 	// An acknowledgement takes effect at the latest when it is first
 	// loaded (acknowledge.Entry.Covers), on this clock.
 	e.watchlist.NoteAcknowledgements(bundle.Acknowledgements, e.clock.Now())
@@ -357,6 +462,21 @@ func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 	for _, w := range bundle.Acknowledgements.Unwatched(func(k string) bool { return watched[k] }) {
 		level.Warn(e.logger).Log("msg", "Acknowledgement for an address that is not watched", "file", cfg.AcknowledgementsFile, "err", w)
 	}
+}
+
+// watched is what cfg configures, then, account by account, the addresses
+// of its files that no earlier source has (the first wins, counted in the
+// file's metrics): a file's addresses are its account's.
+func (e *Exporter) watched(cfg *config.Config) []breach.Address {
+	all := cfg.Watched()
+	for _, a := range cfg.AccountsInForce() {
+		n := len(all)
+		all = e.source(a.Name).Merge(all)
+		for i := n; i < len(all); i++ {
+			all[i].Account = a.Name
+		}
+	}
+	return all
 }
 
 // warn logs what the bundle's config gets wrong that does not matter yet,
@@ -380,6 +500,11 @@ func (e *Exporter) Run(ctx context.Context) {
 	go func() {
 		defer e.running.Done()
 		e.files.Run(ctx)
+	}()
+	e.running.Add(1)
+	go func() {
+		defer e.running.Done()
+		e.addressWatch.Run(ctx)
 	}()
 	var tick <-chan time.Time
 	if e.store != nil {
@@ -464,6 +589,9 @@ func (e *Exporter) release() {
 	if e.files != nil {
 		e.files.Close()
 	}
+	if e.addressWatch != nil {
+		e.addressWatch.Close()
+	}
 	if e.journal != nil {
 		e.journal.Close()
 	}
@@ -509,7 +637,11 @@ func (e *Exporter) reload() error {
 	}
 	e.config.Store(bundle)
 	e.files.Watch(watchedFiles(bundle)...)
+	e.syncing.Lock()
+	e.watchAddresses(bundle)
+	e.readAddresses(bundle)
 	e.syncWatchlist(bundle)
+	e.syncing.Unlock()
 	e.startSchedulers(bundle)
 	e.warn(bundle)
 	e.markReload(true)

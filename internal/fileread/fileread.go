@@ -2,12 +2,13 @@
 
 // Package fileread is the one way breach_exporter reads a file a person
 // points it at: the configuration, the API token, the webhook secrets, the
-// label key, the acknowledgements, the web configs and the TLS files they
-// name. Such a path can be wrong in ways a plain os.ReadFile does not
-// survive: a named pipe blocks the reader until someone writes (a reload
-// then never ends), a device such as /dev/zero never ends at all, and a
-// huge file costs many times its size once parsed. Read refuses all of
-// them with an error naming the path, before the caller parses anything.
+// label key, the acknowledgements, the address lists, the web configs and
+// the TLS files they name. Such a path can be wrong in ways a plain
+// os.ReadFile does not survive: a named pipe blocks the reader until
+// someone writes (a reload then never ends), a device such as /dev/zero
+// never ends at all, and a huge file costs many times its size once
+// parsed. Read refuses all of them with an error naming the path, before
+// the caller parses anything.
 //
 // It is a package of its own, not part of internal/config, because
 // internal/acknowledge reads through it too and must not import config.
@@ -44,6 +45,16 @@ const (
 	// MaxTLSFileBytes bounds a certificate, key or CA bundle file; the
 	// largest public CA bundles are about 250 KB.
 	MaxTLSFileBytes = 1 << 20
+	// MaxAddressListBytes bounds a plain address file (one address a
+	// line): 100,000 addresses of 30 bytes take 3 MB, so this holds about
+	// half a million, and a file at the limit costs about its size again
+	// once split into addresses (internal/addrfile).
+	MaxAddressListBytes = 16 << 20
+	// MaxAddressYAMLBytes bounds a YAML address list (.yml, .yaml): parsed
+	// into yaml nodes, for the line of each item, it costs about 30 times
+	// its size, as the acknowledgements do; 4 MiB still holds about
+	// 150,000 addresses ("- " and a 25-byte address a line).
+	MaxAddressYAMLBytes = 4 << 20
 )
 
 // ErrNotRegular is the reason a path that is not a regular file (after

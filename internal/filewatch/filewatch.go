@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package filewatch triggers a reload when one of a set of files changes
-// content. It watches each file's parent directory, not the file: a
+// content, or a file starts or stops matching one of its globs. It
+// watches each file's (or glob's) parent directory, not the file: a
 // Kubernetes ConfigMap or Secret volume updates its files by swapping a
 // `..data` symlink in that directory, which a watch on the file itself (the
 // old target) never sees; editors that write a new file and rename it over
@@ -9,14 +10,19 @@
 // short debounce, and a timer (the backstop for filesystems without
 // notifications, such as some network mounts) re-read the files; only a
 // changed content triggers the reload.
+//
+// The exporter runs two: one reloads the config when the acknowledgements
+// change, one re-reads the address files (addresses_files) when they do.
 package filewatch
 
 import (
 	"context"
 	"crypto/sha256"
-
+	"maps"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,7 +41,8 @@ const (
 	// several events, read once.
 	Debounce = time.Second
 	// Interval is how often the files are re-read without any event, as
-	// Prometheus' file_sd does by default.
+	// Prometheus' file_sd does by default, unless Options.Interval says
+	// otherwise.
 	Interval = 5 * time.Minute
 )
 
@@ -44,13 +51,22 @@ type Options struct {
 	// Reload puts the changed files in force; its error is logged by
 	// whoever reloads, and what is in force stays.
 	Reload func(context.Context) error
+	// Interval is the timer's (0: Interval); SetInterval changes it.
+	Interval time.Duration
+	// MaxMatches bounds the files one glob brings, in name order (0: no
+	// bound): the caller reads no more (addrfile.MaxFilesPerGlob), and
+	// neither need the digests.
+	MaxMatches int
 	// Limit bounds what is read of each file to compare its content: the
 	// largest limit (internal/fileread) of the kinds of file watched. A
 	// file over it, or one that is no regular file, reads as absent, so
 	// turning into one is a change, whose reload then fails naming it.
-	Limit      int64
-	Clock      clockwork.Clock // nil = real clock
-	Logger     log.Logger
+	Limit  int64
+	Clock  clockwork.Clock // nil = real clock
+	Logger log.Logger
+	// Registerer takes breach_exporter_file_watch_reloads_total, the
+	// reloads of the config; nil for a watch whose callback is no reload
+	// (the address files have metrics of their own).
 	Registerer prometheus.Registerer
 }
 
@@ -61,9 +77,10 @@ type Watcher struct {
 	fsw     *fsnotify.Watcher // nil when notifications are unavailable
 	close   sync.Once
 
-	mu    sync.Mutex
-	paths []string          // the files Watch set last
-	seen  map[string]digest // their content then
+	mu       sync.Mutex
+	paths    []string          // the files and globs Watch set last
+	seen     map[string]digest // their content then, by file
+	interval time.Duration
 	// update wakes Run after Watch (buffered: Watch never blocks, it is
 	// called from inside Reload).
 	update chan struct{}
@@ -78,21 +95,27 @@ func New(o Options) (*Watcher, error) {
 	if o.Logger == nil {
 		o.Logger = log.NewNopLogger()
 	}
+	if o.Interval <= 0 {
+		o.Interval = Interval
+	}
 	w := &Watcher{
-		opts: o,
+		opts:     o,
+		interval: o.Interval,
 		reloads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "breach_exporter_file_watch_reloads_total",
 			Help: "Reloads triggered because a watched file (the acknowledgements) changed content.",
 		}),
 		update: make(chan struct{}, 1),
 	}
-	if err := o.Registerer.Register(w.reloads); err != nil {
-		return nil, err
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(w.reloads); err != nil {
+			return nil, err
+		}
 	}
 	fsw, err := fsnotify.NewWatcher()
 	if err != nil {
 		// Out of inotify instances, say: the timer still re-reads.
-		level.Warn(o.Logger).Log("msg", "Cannot watch files for changes; re-reading them on a timer only", "interval", Interval, "err", err)
+		level.Warn(o.Logger).Log("msg", "Cannot watch files for changes; re-reading them on a timer only", "interval", o.Interval, "err", err)
 	} else {
 		w.fsw = fsw
 	}
@@ -109,9 +132,12 @@ func (w *Watcher) Close() {
 }
 
 // Watch replaces the set of files (absolute paths; empty ones are
-// skipped). The content they have when it returns is what a later change
-// is measured against, so call it right after the files were loaded; the
-// events that follow it are seen.
+// skipped). A path may be a glob whose wildcards are in its last element:
+// the files it matches then (directories aside) are watched, and one that
+// starts or stops matching is a change. The content they have when it
+// returns is what a later change is measured against, so call it right
+// after the files were loaded, or before a load that a repeated callback
+// does no harm to; the events that follow it are seen.
 func (w *Watcher) Watch(paths ...string) {
 	var set []string
 	for _, p := range paths {
@@ -122,8 +148,23 @@ func (w *Watcher) Watch(paths ...string) {
 	w.mu.Lock()
 	w.paths = set
 	w.rewatch()
-	w.seen = digests(set, w.opts.Limit)
+	w.seen = w.digests(set)
 	w.mu.Unlock()
+	w.wake()
+}
+
+// SetInterval changes the timer's interval from its next tick on.
+func (w *Watcher) SetInterval(d time.Duration) {
+	if d <= 0 {
+		d = Interval
+	}
+	w.mu.Lock()
+	w.interval = d
+	w.mu.Unlock()
+	w.wake()
+}
+
+func (w *Watcher) wake() {
 	select {
 	case w.update <- struct{}{}:
 	default: // Run has a wake-up pending already.
@@ -141,7 +182,8 @@ func (w *Watcher) Run(ctx context.Context) {
 	if w.fsw != nil {
 		events, errs = w.fsw.Events, w.fsw.Errors
 	}
-	ticker := w.opts.Clock.NewTicker(Interval)
+	interval := w.opts.Interval
+	ticker := w.opts.Clock.NewTicker(interval)
 	defer ticker.Stop()
 
 	var (
@@ -156,6 +198,10 @@ func (w *Watcher) Run(ctx context.Context) {
 		case <-w.update:
 			w.mu.Lock()
 			paths, seen = w.paths, w.seen
+			if w.interval != interval {
+				interval = w.interval
+				ticker.Reset(interval)
+			}
 			w.mu.Unlock()
 		case _, ok := <-events:
 			if !ok {
@@ -187,12 +233,16 @@ func (w *Watcher) Run(ctx context.Context) {
 // what it read, so a reload that fails is not retried until the next
 // change.
 func (w *Watcher) check(ctx context.Context, paths []string, seen map[string]digest) map[string]digest {
-	now := digests(paths, w.opts.Limit)
-	changed := false
-	for _, p := range paths {
-		if now[p] != seen[p] {
-			changed = true
+	now := w.digests(paths)
+	changed := !maps.Equal(now, seen)
+	for p, d := range now {
+		if old, ok := seen[p]; !ok || old != d {
 			level.Info(w.opts.Logger).Log("msg", "Watched file changed; reloading", "file", p)
+		}
+	}
+	for p := range seen {
+		if _, ok := now[p]; !ok {
+			level.Info(w.opts.Logger).Log("msg", "Watched file no longer matched; reloading", "file", p)
 		}
 	}
 	if changed {
@@ -230,7 +280,7 @@ func (w *Watcher) rewatch() {
 			continue
 		}
 		if err := w.fsw.Add(d); err != nil {
-			level.Warn(w.opts.Logger).Log("msg", "Cannot watch a directory; re-reading its files on a timer", "dir", d, "interval", Interval, "err", err)
+			level.Warn(w.opts.Logger).Log("msg", "Cannot watch a directory; re-reading its files on a timer", "dir", d, "interval", w.interval, "err", err)
 		}
 	}
 }
@@ -242,14 +292,38 @@ type digest struct {
 	absent bool
 }
 
-// digests reads each file through its symlinks as the loader does, with
-// fileread: a named pipe or a device swapped in must not block the watch.
-func digests(paths []string, limit int64) map[string]digest {
+// digests reads each file (and each file a glob matches) through its
+// symlinks as the loader does, with fileread: a named pipe or a device
+// swapped in must not block the watch.
+func (w *Watcher) digests(paths []string) map[string]digest {
 	m := make(map[string]digest, len(paths))
 	for _, p := range paths {
-		m[p] = read(p, limit)
+		if !hasMeta(p) {
+			m[p] = read(p, w.opts.Limit)
+			continue
+		}
+		matches, _ := filepath.Glob(p) // sorted; the config refuses a bad pattern
+		n := 0
+		for _, f := range matches {
+			if _, dup := m[f]; dup {
+				continue
+			}
+			if info, err := os.Stat(f); err == nil && info.IsDir() {
+				continue // a ConfigMap's ..data and its versions
+			}
+			if w.opts.MaxMatches > 0 && n == w.opts.MaxMatches {
+				break
+			}
+			n++
+			m[f] = read(f, w.opts.Limit)
+		}
 	}
 	return m
+}
+
+// hasMeta reports whether path is a glob (filepath.Match's syntax).
+func hasMeta(path string) bool {
+	return strings.ContainsAny(path, `*?[\`)
 }
 
 func read(path string, limit int64) digest {

@@ -236,3 +236,88 @@ func TestPipeOrOversizedFileIsAChangeThatDoesNotBlock(t *testing.T) {
 	h.untilReload(t)
 	h.reloads(t, 3)
 }
+
+// A glob: a file that starts or stops matching is a change, as is a
+// matched file's content, a ConfigMap's ..data swap included; the
+// directories the swap makes are not files. MaxMatches bounds what a glob
+// brings.
+func TestGlob(t *testing.T) {
+	h := start(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "hr.txt"), "a@example.com\n")
+	h.w.Watch(filepath.Join(dir, "*.txt"))
+
+	write(t, filepath.Join(dir, "it.txt"), "b@example.com\n")
+	h.untilReload(t)
+	h.reloads(t, 1)
+
+	if err := os.Remove(filepath.Join(dir, "it.txt")); err != nil {
+		t.Fatal(err)
+	}
+	h.untilReload(t)
+	h.reloads(t, 2)
+
+	// A ConfigMap volume under the same glob.
+	version := func(name, content string) {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(dir, name, "sales.txt"), content)
+		if err := os.Symlink(name, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..1", "c@example.com\n")
+	if err := os.Symlink("..data/sales.txt", filepath.Join(dir, "sales.txt")); err != nil {
+		t.Fatal(err)
+	}
+	h.untilReload(t)
+	h.reloads(t, 3)
+	version("..2", "d@example.com\n")
+	h.untilReload(t)
+	h.reloads(t, 4)
+
+	// Past MaxMatches, a glob's later files are not read: no change.
+	if got := len(h.w.digests([]string{filepath.Join(dir, "*")})); got != 2 {
+		t.Errorf("%d files under *, want 2 (hr.txt, sales.txt; no directories)", got)
+	}
+	bounded := &Watcher{opts: Options{MaxMatches: 1, Limit: 1 << 10}}
+	if got := bounded.digests([]string{filepath.Join(dir, "*.txt")}); len(got) != 1 {
+		t.Errorf("MaxMatches 1: %d files", len(got))
+	}
+}
+
+// SetInterval moves the timer: a change with no event is found at the new
+// interval, not the default's.
+func TestSetInterval(t *testing.T) {
+	h := start(t)
+	dir := filepath.Join(t.TempDir(), "later")
+	h.w.Watch(filepath.Join(dir, "*.txt"))
+	h.w.SetInterval(time.Minute)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "a.txt"), "x")
+	// The ticker is reset when Run takes the update: advance until the
+	// reload, a minute at a time, well short of the default's 5 minutes.
+	deadline := time.Now().Add(10 * time.Second)
+	for advanced := time.Duration(0); ; advanced += time.Minute {
+		if advanced >= Interval {
+			t.Fatal("no reload before the default interval")
+		}
+		block(t, h.clock, 1)
+		h.clock.Advance(time.Minute)
+		select {
+		case <-h.reloaded:
+			h.reloads(t, 1)
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no reload within 10s")
+		}
+	}
+}

@@ -276,7 +276,16 @@ func signal(a *account) {
 // their data, schedule and alert counts, and follow their account when the
 // config moved them to another; removed ones go with all of it. An address
 // now configured that was discovered becomes configured.
+//
+// Each configured address's key and label are computed before the lock (at
+// 100,000 addresses from files, hmac labels are most of a sync's time), so
+// a scrape or an alert waits only for the swap.
 func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.Labeler, discoveryLimit int) {
+	keys := make([]string, len(configured))
+	labels := make([]string, len(configured))
+	for i, a := range configured {
+		keys[i], labels[i] = a.Key(), mode.Label(a)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.labels = mode
@@ -299,20 +308,24 @@ func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.
 		keep(breach.DefaultAccount) // no accounts: the one of the single-account shape
 	}
 	next := make(map[string]*Entry, len(configured)+len(r.entries))
-	for _, a := range configured {
-		k := a.Key()
+	for i, a := range configured {
+		k := keys[i]
 		if next[k] != nil {
 			continue // the config rejects duplicates; a hand-made list may not
 		}
 		a.Account = a.AccountName()
 		e := r.entries[k]
 		if e == nil {
-			e = r.newEntry(a)
+			e = r.newLabelledEntry(a, labels[i])
 		}
 		if e.Address.Account != a.Account {
 			r.touch(e) // breach_address_state carries the account
 		}
 		e.Address = a
+		if e.Label != labels[i] {
+			e.Label = labels[i]
+			r.touch(e)
+		}
 		next[k] = e
 		keep(a.Account).entries[k] = e
 	}
@@ -332,7 +345,7 @@ func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.
 		kept[e.Address.Account].entries[k] = e
 	}
 	r.discovered = len(discovered)
-	for _, e := range next {
+	for _, e := range discovered {
 		if label := mode.Label(e.Address); label != e.Label {
 			e.Label = label
 			r.touch(e)
@@ -348,9 +361,14 @@ func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.
 // newEntry returns a new entry for a, in a's account (DefaultAccount when
 // it names none); the caller adds it (add).
 func (r *List) newEntry(a breach.Address) *Entry {
+	return r.newLabelledEntry(a, r.labels.Label(a))
+}
+
+// newLabelledEntry is newEntry with the label already made.
+func (r *List) newLabelledEntry(a breach.Address, label string) *Entry {
 	r.tickets++
 	a.Account = a.AccountName()
-	e := &Entry{Address: a, Label: r.labels.Label(a), State: breach.Pending, Schedule: Schedule{Order: r.tickets}}
+	e := &Entry{Address: a, Label: label, State: breach.Pending, Schedule: Schedule{Order: r.tickets}}
 	r.touch(e)
 	return e
 }

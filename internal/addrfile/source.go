@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package addrfile
+
+import (
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/fileread"
+)
+
+// MaxFilesPerGlob is how many files one glob reads, in name order; the
+// others are counted (breach_exporter_address_files_over_limit) and not
+// read. Every file is a value of the file label of five series, so the
+// number of files bounds those series; a department a file, a hundred is
+// far more than an organisation's export makes.
+const MaxFilesPerGlob = 100
+
+// MaxLoggedLines is how many invalid lines of one file a read reports;
+// the count of all of them is a metric.
+const MaxLoggedLines = 20
+
+// File is one file's addresses, from its last good content.
+type File struct {
+	Path      string
+	Addresses []breach.Address
+}
+
+// Read is what one read of the globs found.
+type Read struct {
+	// Files are the matched files, in glob order and then name order, each
+	// with its last good content (none if it never read well).
+	Files []File
+	// Changed is true when the addresses of any file, or the set of
+	// files, differ from the read before.
+	Changed bool
+	// Invalid are the skipped lines of the files whose content changed, at
+	// most MaxLoggedLines a file: what to log once, not on every read.
+	Invalid []LineError
+	// Failed are the files that failed this time (each error names its
+	// path); they kept their last good content.
+	Failed []error
+	// OverLimit counts the files the globs matched past MaxFilesPerGlob.
+	OverLimit int
+}
+
+// Source reads the files of one set of globs and keeps, per file, its last
+// good content and the figures its metrics show. Read and Merge are for
+// one goroutine at a time; the metrics read it concurrently.
+type Source struct {
+	mu        sync.Mutex
+	files     map[string]*fileState // by path
+	order     []string              // the paths of the last read, in its order
+	overLimit int
+	globs     bool // the last read had globs: only then are there metrics
+}
+
+type fileState struct {
+	// sum is the SHA-256 of the last good content: the same bytes again
+	// are not parsed again, so a change to one file of many parses that
+	// one alone.
+	sum        [sha256.Size]byte
+	addresses  []breach.Address
+	invalid    int
+	duplicates int // set by Merge
+	errors     float64
+	success    time.Time
+}
+
+// NewSource returns a Source that has read nothing; m (nil: none) shows
+// its metrics.
+func NewSource(m *Metrics) *Source {
+	s := &Source{files: map[string]*fileState{}}
+	if m != nil {
+		m.add(s)
+	}
+	return s
+}
+
+// Read reads every file globs match, now. The globs' directories hold no
+// wildcards and each glob is valid (the config checks both), so no glob
+// fails; a directory a glob matches (Kubernetes's ..data, for one) is no
+// address file and is passed over. show is Parse's.
+//
+// Reading and parsing hold no lock; only the swap of the results does, so
+// the metrics never wait for a slow file.
+func (s *Source) Read(globs []string, now time.Time, show bool) Read {
+	var r Read
+	paths := s.match(globs, &r.OverLimit)
+
+	s.mu.Lock()
+	old := s.files
+	s.mu.Unlock()
+
+	next := make(map[string]*fileState, len(paths))
+	r.Changed = !slices.Equal(paths, s.order)
+	for _, path := range paths {
+		st := &fileState{}
+		if prev := old[path]; prev != nil {
+			*st = *prev
+		}
+		data, err := fileread.Read(path, limit(path))
+		sum := sha256.Sum256(data)
+		var (
+			addrs   []breach.Address
+			invalid []LineError
+		)
+		switch {
+		case err == nil && sum == st.sum && !st.success.IsZero():
+			st.success = now // the last good content, unchanged
+		case err == nil:
+			addrs, invalid, err = Parse(path, data, show)
+			if err != nil {
+				err = &os.PathError{Op: "parse", Path: path, Err: err}
+			}
+		}
+		switch {
+		case err != nil:
+			st.errors++
+			r.Failed = append(r.Failed, err)
+		case addrs == nil: // unchanged
+		default:
+			st.sum = sum
+			if !slices.Equal(addrs, st.addresses) || len(invalid) != st.invalid {
+				r.Changed = true
+				r.Invalid = append(r.Invalid, invalid[:min(len(invalid), MaxLoggedLines)]...)
+			}
+			st.addresses, st.invalid, st.success = addrs, len(invalid), now
+		}
+		next[path] = st
+		r.Files = append(r.Files, File{Path: path, Addresses: st.addresses})
+	}
+
+	s.mu.Lock()
+	s.files, s.order, s.overLimit, s.globs = next, paths, r.OverLimit, len(globs) > 0
+	s.mu.Unlock()
+	return r
+}
+
+// match returns the files the globs match, each once (the first glob that
+// matches it has it), at most MaxFilesPerGlob a glob; overLimit counts
+// those left out.
+func (s *Source) match(globs []string, overLimit *int) []string {
+	var paths []string
+	seen := map[string]bool{}
+	for _, glob := range globs {
+		matches, _ := filepath.Glob(glob) // sorted; ErrBadPattern is the config's to refuse
+		n := 0
+		for _, path := range matches {
+			if seen[path] {
+				continue
+			}
+			if info, err := os.Stat(path); err == nil && info.IsDir() {
+				continue
+			}
+			if n == MaxFilesPerGlob {
+				*overLimit++
+				continue
+			}
+			n++
+			seen[path] = true
+			paths = append(paths, path)
+		}
+	}
+	return paths
+}
+
+// Merge returns configured and then the addresses of the last Read's files
+// that no earlier source (configured, an earlier file, an earlier line)
+// has, compared case-insensitively (breach.Key): the first wins. Each
+// file's duplicates are counted for its metrics. Linear in the number of
+// addresses.
+func (s *Source) Merge(configured []breach.Address) []breach.Address {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := len(configured)
+	for _, path := range s.order {
+		total += len(s.files[path].addresses)
+	}
+	out := make([]breach.Address, 0, total)
+	seen := make(map[string]struct{}, total)
+	for _, a := range configured {
+		seen[a.Key()] = struct{}{}
+		out = append(out, a)
+	}
+	for _, path := range s.order {
+		st := s.files[path]
+		st.duplicates = 0
+		for _, a := range st.addresses {
+			k := a.Key()
+			if _, dup := seen[k]; dup {
+				st.duplicates++
+				continue
+			}
+			seen[k] = struct{}{}
+			out = append(out, a)
+		}
+	}
+	return out
+}
