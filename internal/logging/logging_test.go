@@ -6,6 +6,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 func TestSlogLinesHaveTheGoKitShape(t *testing.T) {
 	var buf bytes.Buffer
 	logger, slogger := New(&buf, "info", "logfmt")
+	_, _, line, _ := runtime.Caller(0) // the caller= lines below are line+1 and line+2
 	level.Info(logger).Log("msg", "ours", "n", 1)
 	slogger.With("listener", "web").WithGroup("tls").Info("theirs", "n", 2, "err", errors.New("boom"))
 	slogger.Debug("below the level")
@@ -24,8 +27,8 @@ func TestSlogLinesHaveTheGoKitShape(t *testing.T) {
 		t.Fatalf("got %d lines, want 2:\n%s", len(lines), buf.String())
 	}
 	for i, want := range []string{
-		`level=info caller=logging_test.go:17 msg=ours n=1`,
-		`level=info caller=logging_test.go:18 msg=theirs listener=web tls.n=2 tls.err=boom`,
+		fmt.Sprintf(`level=info caller=logging_test.go:%d msg=ours n=1`, line+1),
+		fmt.Sprintf(`level=info caller=logging_test.go:%d msg=theirs listener=web tls.n=2 tls.err=boom`, line+2),
 	} {
 		ts, rest, _ := strings.Cut(lines[i], " ")
 		if !strings.HasPrefix(ts, "ts=") || rest != want {
