@@ -34,7 +34,8 @@ var update = flag.Bool("update", false, "rewrite testdata/golden/*.prom with wha
 
 // goldenVariants are the golden expositions: testdata/golden/<name>.prom is
 // what /metrics serves with the config testdata/golden/<name>.yml (and, as
-// acks.yml beside it, <name>.acks.yml where there is one) after state ran. A new config switch gets a row (and a .yml); then
+// acks.yml beside it, <name>.acks.yml where there is one; as lists/, the
+// address files of <name>.lists/) after state ran. A new config switch gets a row (and a .yml); then
 //
 //	go test ./internal/exporter -run TestGolden -update
 //
@@ -50,6 +51,7 @@ var goldenVariants = []struct {
 	{name: "acknowledged", state: fixedState},
 	{name: "alias", state: fixedState},
 	{name: "hash", state: fixedState},
+	{name: "files", state: fixedState},
 }
 
 var (
@@ -136,6 +138,21 @@ func goldenExposition(t *testing.T, name string, webhook bool, state func(*testi
 	} else if !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
+	// A variant's address files, where it has them.
+	if lists, err := os.ReadDir(filepath.Join("testdata", "golden", name+".lists")); err == nil {
+		if err := os.Mkdir(filepath.Join(dir, "lists"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range lists {
+			data, err := os.ReadFile(filepath.Join("testdata", "golden", name+".lists", f.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			testkit.WriteFile(t, filepath.Join(dir, "lists", f.Name()), string(data))
+		}
+	} else if !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
 	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken)
 	testkit.WriteFile(t, filepath.Join(dir, "secret"), "exporter-hook-secret")
 	reg := prometheus.NewRegistry()
@@ -156,7 +173,8 @@ func goldenExposition(t *testing.T, name string, webhook bool, state func(*testi
 	// Close stops the journal's writer and releases the folder's lock.
 	t.Cleanup(func() { e.Close() })
 	state(t, e)
-	return normalise(testkit.ScrapeText(t, e.MetricsHandler(reg)))
+	// The address files' label holds the temporary directory's path.
+	return normalise(strings.ReplaceAll(testkit.ScrapeText(t, e.MetricsHandler(reg)), dir, "/etc/breach_exporter"))
 }
 
 // openListeners opens main's listeners on loopback, with their connection
