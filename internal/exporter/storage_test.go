@@ -23,7 +23,7 @@ import (
 // the folder away) and is the test's to check.
 func startOn(t *testing.T, storage string) (*Exporter, *prometheus.Registry, error) {
 	t.Helper()
-	api := testkit.NewAPI(t, nil)
+	api := testkit.NewStandIn(t, nil)
 	api.Refuse()
 	dir := t.TempDir()
 	writeConfig(t, dir, api.BaseURL(), "addresses: []\n")

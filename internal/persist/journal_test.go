@@ -191,6 +191,9 @@ func TestJournalTornTail(t *testing.T) {
 	}
 	firstLen := len(appendRecord(nil, 1, acceptedAlert(0)))
 	for n := firstLen; n < len(whole); n++ {
+		if testing.Short() && n%16 != 0 && whole[n-1] != '\n' && whole[n] != '\n' {
+			continue // the edit loop cuts at each record's end and every 16th byte; the full run at every byte
+		}
 		if err := os.WriteFile(path, whole[:n], 0o600); err != nil {
 			t.Fatal(err)
 		}

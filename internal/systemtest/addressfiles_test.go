@@ -70,7 +70,7 @@ func kubeletUpdate(t *testing.T, dir, version string, files map[string]string) {
 // problem with its file and line.
 func TestAddressFiles(t *testing.T) {
 	bin := binary(t, "builds the binary and runs it")
-	api := newStandInAPI(t)
+	api := newStandIn(t)
 	dir := t.TempDir()
 	lists := filepath.Join(dir, "lists")
 	cm := filepath.Join(dir, "configmap")

@@ -46,7 +46,7 @@ func TestWebhookFloodAgainstTheBinary(t *testing.T) {
 	bin := binary(t, "builds the binary and opens 20,000 connections")
 	raiseFDLimit(t, floodRlimit)
 
-	cfg := receiverConfig(t, newStandInAPI(t), "flood-test-secret", "")
+	cfg := receiverConfig(t, newStandIn(t), "flood-test-secret", "")
 	webAddr, hookAddr := testkit.FreeAddress(t), testkit.FreeAddress(t)
 
 	child := startProcess(t, bin, "--config.file", cfg, "--web.listen-address", webAddr,

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -90,23 +91,23 @@ func tail(s string, n int) string {
 	return s
 }
 
-// newStandInAPI is the API stand-in with one verified address (alice) and
-// one unverified (bob); every other address is not monitored.
-func newStandInAPI(t *testing.T) *testkit.API {
-	api := testkit.NewAPI(t, nil)
-	api.Answer("alice@example.com", testkit.Verified(breach.SourceState{
+// newStandIn is the service's stand-in with one verified address (alice)
+// and one unverified (bob); every other address is not monitored.
+func newStandIn(t *testing.T) *testkit.StandIn {
+	api := testkit.NewStandIn(t, nil)
+	api.Answer("alice@example.com", sim.Verified(breach.SourceState{
 		Source: "archive", BreachCount: 2, SourceDBs: []string{"LinkedIn 2012", "Adobe 2013"},
 		FieldsExposed: []string{"password", "username"}, HasPlaintextPassword: true,
 		LastScannedAt: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC), LastChangedAt: time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC),
 	}))
-	api.Answer("bob@example.com", testkit.Unverified())
+	api.Answer("bob@example.com", sim.Unverified())
 	return api
 }
 
 // receiverConfig writes a config for api with alice@example.com, the
 // webhook secret and extra (more top-level YAML, or nothing), and returns
 // its path.
-func receiverConfig(t *testing.T, api *testkit.API, secret, extra string) string {
+func receiverConfig(t *testing.T, api *testkit.StandIn, secret, extra string) string {
 	t.Helper()
 	dir := t.TempDir()
 	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
@@ -126,7 +127,7 @@ func servesMetrics(t *testing.T, url string) {
 // signedRequest is a POST of body to url, signed with secret as the
 // service signs.
 func signedRequest(t *testing.T, url, secret string, body []byte) *http.Request {
-	return testkit.SignedRequest(t, url, body, testkit.Signature([]byte(secret), body))
+	return testkit.SignedRequest(t, url, body, sim.Sign([]byte(secret), body))
 }
 
 // sampleValue is the value of the series line that starts with series in

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -26,10 +27,10 @@ type exporterOnFolder struct {
 
 func newExporterOnFolder(t *testing.T, bin string) *exporterOnFolder {
 	t.Helper()
-	api := newStandInAPI(t)
+	api := newStandIn(t)
 	// The discovered address must stay watched for its counts to be served:
 	// the API knows it (a 404 would drop it before the test's scrape).
-	api.Answer("found@example.org", testkit.Unverified())
+	api.Answer("found@example.org", sim.Unverified())
 	cfg := receiverConfig(t, api, journalSecret, testkit.AllDetailYAML())
 	return &exporterOnFolder{bin: bin, cfg: cfg, storage: filepath.Join(t.TempDir(), "data"),
 		webAddr: testkit.FreeAddress(t), hookAddr: testkit.FreeAddress(t)}

@@ -110,7 +110,7 @@ func checkLogLine(t *testing.T, format string, l logLine) {
 // logOfALifetime runs bin with both listeners through two reloads and a
 // SIGTERM, and returns its log.
 func logOfALifetime(t *testing.T, bin, format string) []logLine {
-	cfg := receiverConfig(t, newStandInAPI(t), "a-webhook-secret-of-some-length", "")
+	cfg := receiverConfig(t, newStandIn(t), "a-webhook-secret-of-some-length", "")
 	addr := testkit.FreeAddress(t)
 	p := startProcess(t, bin, "--config.file", cfg, "--web.listen-address", addr,
 		"--webhook.listen-address", testkit.FreeAddress(t), "--storage.path", "", "--log.format", format)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -45,7 +46,7 @@ func TestLogsShowNoAddress(t *testing.T) {
 			deadline := time.Now().Add(20 * time.Second)
 			for posted := false; ; {
 				if !posted {
-					posted = postSigned(t, "http://"+hook+"/webhook", body, testkit.Signature([]byte(secret), body))
+					posted = postSigned(t, "http://"+hook+"/webhook", body, sim.Sign([]byte(secret), body))
 				}
 				// Both addresses read (and failed) at least once.
 				if posted && p.logs.Count("Reading the address failed") >= 2 {

@@ -36,7 +36,7 @@ func TestRestartOfTheBinary(t *testing.T) {
 	bin := binary(t, "builds the binary and restarts it; runs without -short")
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		t.Run(sig.String(), func(t *testing.T) {
-			api := newStandInAPI(t)
+			api := newStandIn(t)
 			dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
 			testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
 			cfg := filepath.Join(dir, "breach_exporter.yml")

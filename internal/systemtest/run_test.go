@@ -22,7 +22,7 @@ import (
 // survive the API going down, in every way it can, is internal/faulttest's.)
 func TestRun(t *testing.T) {
 	bin := binary(t, "builds the binary and runs it")
-	api := newStandInAPI(t)
+	api := newStandIn(t)
 
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "breach_exporter.yml")

@@ -42,7 +42,7 @@ func TestSlowClientsDoNotDelaySignedAlerts(t *testing.T) {
 	}
 	bin := binary(t, "builds the binary and holds 1,000 slow connections")
 	const secret = "slow-client-test-secret"
-	cfg := receiverConfig(t, newStandInAPI(t), secret, "")
+	cfg := receiverConfig(t, newStandIn(t), secret, "")
 	webAddr, hookAddr := testkit.FreeAddress(t), testkit.FreeAddress(t)
 	startProcess(t, bin, "--config.file", cfg, "--web.listen-address", webAddr,
 		"--webhook.listen-address", hookAddr, "--log.level", "warn", "--storage.path", "")
