@@ -65,7 +65,7 @@ func BenchmarkWebhook(b *testing.B) {
 			}
 			var target webhookTarget
 			if ours {
-				target, err = startOurReceiver(api.baseURL, emails, creds)
+				target, err = startOurReceiver(webhookSetup(api.baseURL, emails), creds)
 			} else {
 				target, err = startBareReceiver(creds.secret)
 			}
@@ -100,7 +100,7 @@ func BenchmarkReceiverInProcess(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer api.stop()
-			target, err := startOurReceiver(api.baseURL, emails, creds)
+			target, err := startOurReceiver(webhookSetup(api.baseURL, emails), creds)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -53,6 +53,12 @@ type exporterSetup struct {
 	// addressFiles, when not 0, puts the emails in that many address files
 	// (addresses/NN.txt, addresses_files) rather than in the config.
 	addressFiles int
+	// otherAccounts are the webhook secrets of more accounts, listed
+	// before the one that holds emails, creds.token and creds.secret:
+	// with any, the config has the accounts shape, each other account with
+	// one address and a token of its own (which the simulator, knowing one
+	// token, refuses: those accounts pause on their 401 and stay quiet).
+	otherAccounts [][]byte
 }
 
 // runningExporter is an exporter built from a config file in a temporary
@@ -100,31 +106,48 @@ func newExporter(s exporterSetup, creds credentials) (*runningExporter, error) {
 // writeExporterFiles writes config.yml (receiver on), token and secret
 // into dir.
 func writeExporterFiles(dir string, s exporterSetup, creds credentials) error {
+	files := map[string][]byte{"token": []byte(creds.token), "secret": creds.secret}
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "api:\n  base_url: %s\n  token_file: token\n  requests_per_minute: %d\n", s.baseURL, s.requestsPerMinute)
 	// The defaults of the real service: an address is re-read every 15m at
 	// most, so the budget, not the interval, limits a large address list.
 	cfg.WriteString("refresh:\n  interval: 15m\n  me_interval: 5m\n")
-	files := map[string][]byte{"token": []byte(creds.token), "secret": creds.secret}
-	if s.addressFiles > 0 {
-		if err := os.Mkdir(filepath.Join(dir, "addresses"), 0o700); err != nil {
-			return err
+	if len(s.otherAccounts) == 0 {
+		fmt.Fprintf(&cfg, "api:\n  base_url: %s\n  token_file: token\n  requests_per_minute: %d\n", s.baseURL, s.requestsPerMinute)
+		if s.addressFiles > 0 {
+			if err := os.Mkdir(filepath.Join(dir, "addresses"), 0o700); err != nil {
+				return err
+			}
+			lists := make([]strings.Builder, s.addressFiles)
+			for i, e := range s.emails {
+				fmt.Fprintln(&lists[i%s.addressFiles], e)
+			}
+			for i := range lists {
+				files[AddressFileName(i)] = []byte(lists[i].String())
+			}
+			cfg.WriteString("addresses_files: [addresses/*.txt]\n")
+		} else {
+			cfg.WriteString("addresses:\n")
+			for _, e := range s.emails {
+				fmt.Fprintf(&cfg, "  - %q\n", e)
+			}
 		}
-		lists := make([]strings.Builder, s.addressFiles)
-		for i, e := range s.emails {
-			fmt.Fprintln(&lists[i%s.addressFiles], e)
-		}
-		for i := range lists {
-			files[AddressFileName(i)] = []byte(lists[i].String())
-		}
-		cfg.WriteString("addresses_files: [addresses/*.txt]\n")
+		cfg.WriteString("webhook:\n  secret_files: [secret]\n")
 	} else {
-		cfg.WriteString("addresses:\n")
-		for _, e := range s.emails {
-			fmt.Fprintf(&cfg, "  - %q\n", e)
+		cfg.WriteString("accounts:\n")
+		account := func(name, tokenFile, secretFile string, emails []string) {
+			fmt.Fprintf(&cfg, "  - name: %s\n    api: {base_url: %q, token_file: %s, requests_per_minute: %d}\n    webhook: {secret_files: [%s]}\n    addresses:\n", name, s.baseURL, tokenFile, s.requestsPerMinute, secretFile)
+			for _, e := range emails {
+				fmt.Fprintf(&cfg, "      - %q\n", e)
+			}
 		}
+		for i, secret := range s.otherAccounts {
+			name := fmt.Sprintf("a%d", i)
+			files["secret-"+name] = secret
+			files["token-"+name] = []byte("svc_ak_bench_other_" + name)
+			account(name, "token-"+name, "secret-"+name, []string{name + "@other.bench.example"})
+		}
+		account("last", "token", "secret", s.emails)
 	}
-	cfg.WriteString("webhook:\n  secret_files: [secret]\n")
 	files["config.yml"] = []byte(cfg.String())
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {

@@ -110,6 +110,8 @@ type Report struct {
 	LoadAfter  string         `json:"load_after,omitempty"`
 	Figures    []Figure       `json:"figures"`
 	Webhook    *WebhookResult `json:"webhook,omitempty"`
+	// WebhookAccounts is intake with many accounts against one.
+	WebhookAccounts *WebhookAccountsResult `json:"webhook_accounts,omitempty"`
 	// Scrape is the collector alone, in process; Deployed the built
 	// binary over HTTP.
 	Scrape   []ScrapePair     `json:"scrape,omitempty"`

@@ -303,7 +303,7 @@ func MeasureWebhook(o WebhookOptions) (WebhookResult, error) {
 			var target webhookTarget
 			switch kind {
 			case receiverOurs:
-				target, err = startOurReceiver(api.baseURL, emails, creds)
+				target, err = startOurReceiver(webhookSetup(api.baseURL, emails), creds)
 			case receiverDurable:
 				target, err = startDurableReceiver(creds.secret)
 			default:
@@ -431,10 +431,16 @@ func startDurableReceiver(secret []byte) (webhookTarget, error) {
 	return webhookTarget{url: url + webhookPath, stop: stop}, nil
 }
 
+// webhookSetup is the exporter the webhook rounds run: the receiver on, its
+// journal syncing every accepted alert, at the usual budget.
+func webhookSetup(baseURL string, emails []string) exporterSetup {
+	return exporterSetup{baseURL: baseURL, emails: emails, requestsPerMinute: 55, webhook: true, persist: true}
+}
+
 // startOurReceiver runs a whole exporter, scheduler included, against the
 // simulator, with its receiver on its own listener as main sets it up.
-func startOurReceiver(apiBaseURL string, emails []string, creds credentials) (webhookTarget, error) {
-	r, err := newExporter(exporterSetup{baseURL: apiBaseURL, emails: emails, requestsPerMinute: 55, webhook: true, persist: true}, creds)
+func startOurReceiver(setup exporterSetup, creds credentials) (webhookTarget, error) {
+	r, err := newExporter(setup, creds)
 	if err != nil {
 		return webhookTarget{}, err
 	}

@@ -42,6 +42,7 @@ func main() {
 	out := flag.String("out", "results.json", "where to write the results as JSON")
 	quick := flag.Bool("quick", false, "small sizes, for checking the harness itself (the figures mean little)")
 	strict := flag.Bool("strict", false, "exit 1 when a goal is missed")
+	only := flag.String("only", "", "run one part alone: "+bench.OnlyWebhookAccounts+" (-out then holds that part only)")
 	flag.Parse()
 
 	exe, err := os.Executable()
@@ -64,6 +65,8 @@ func main() {
 		},
 		UserCost:         bench.UserCostOptions{Addresses: 10000, Scrapes: 5, ScrapeInterval: 15 * time.Second},
 		Webhook:          bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100, AllocRuns: 2000},
+		WebhookAccounts:  bench.WebhookAccountsOptions{Accounts: 20, Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100},
+		Only:             *only,
 		BudgetRun:        20 * time.Minute,
 		Budgets:          []int{60, 55},
 		LatencyAddresses: 4,
@@ -76,6 +79,7 @@ func main() {
 		opts.DeployedSizes = []bench.ScrapeSize{{Addresses: 100, Scrapes: 3}, {Addresses: 500, Scrapes: 2}}
 		opts.UserCost = bench.UserCostOptions{Addresses: 500, Scrapes: 3, ScrapeInterval: 2 * time.Second}
 		opts.Webhook = bench.WebhookOptions{Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10, AllocRuns: 200}
+		opts.WebhookAccounts = bench.WebhookAccountsOptions{Accounts: 20, Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10}
 		opts.BudgetRun = 3 * time.Minute
 		opts.LatencySamples = 1
 	}

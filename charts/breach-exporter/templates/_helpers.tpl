@@ -90,13 +90,94 @@ token on a reload or a 401, the web config files on every connection.
 {{- define "breach-exporter.storageDir" -}}/var/lib/breach_exporter{{- end }}
 
 {{/*
+The accounts the chart mounts files for, as {"accounts": [...]} in YAML
+(read it with fromYaml): the entries of .Values.accounts, or with none the
+one account "default" of the single-account shape made of the top-level
+existingSecret, secretKeys, secret and addressFiles. Each entry has its
+name, path (where its values are, for error messages), the Secret
+(secretName, secretCreate, secret, secretKeys) mounted as secretVolume at
+secretDir, and, when it has address files, addressVolume (a volume source)
+mounted as addressVolumeName at addressDir with the globs under it. The
+single account keeps the volume names and paths it always had.
+*/}}
+{{- define "breach-exporter.accounts" -}}
+{{- $accounts := list }}
+{{- if .Values.accounts }}
+{{- if .Values.secret.create }}
+{{- fail "secret.create: not with accounts: each account has its own existingSecret or secret (accounts[].secret)" }}
+{{- end }}
+{{- $seen := dict }}
+{{- range $i, $a := .Values.accounts }}
+{{- if hasKey $seen $a.name }}
+{{- fail (printf "accounts[%d].name: %q duplicates accounts[%s].name" $i $a.name (get $seen $a.name)) }}
+{{- end }}
+{{- $_ := set $seen $a.name (toString $i) }}
+{{- $path := printf "accounts[%d]." $i }}
+{{- $secret := $a.secret | default dict }}
+{{- $secretName := $a.existingSecret | default "" }}
+{{- if $secret.create }}
+{{- $secretName = printf "%s-%s" (include "breach-exporter.fullname" $) $a.name }}
+{{- if gt (len $secretName) 63 }}
+{{- fail (printf "%ssecret.create: the Secret's name %s is longer than 63 characters: use existingSecret or a shorter fullnameOverride" $path $secretName) }}
+{{- end }}
+{{- else if not $secretName }}
+{{- fail (printf "%sexistingSecret is empty and %ssecret.create is false: the account needs a Secret with its API token" $path $path) }}
+{{- end }}
+{{- $dir := printf "/etc/breach_exporter/accounts/%s" $a.name }}
+{{- $accounts = append $accounts (dict "name" $a.name "path" $path "account" $a
+      "secretName" $secretName "secretCreate" ($secret.create | default false) "secret" $secret
+      "secretKeys" ($a.secretKeys | default $.Values.secretKeys)
+      "secretVolume" (printf "account-%s-secrets" $a.name) "secretDir" (printf "%s/secrets" $dir)
+      "addressFiles" ($a.addressFiles | default dict) "addressVolumeName" (printf "account-%s-addresses" $a.name) "defaultAddressDir" (printf "%s/addresses" $dir)) }}
+{{- end }}
+{{- else }}
+{{- $accounts = list (dict "name" "default" "path" ""
+      "secretName" (include "breach-exporter.secretName" .) "secretCreate" .Values.secret.create "secret" .Values.secret
+      "secretKeys" .Values.secretKeys
+      "secretVolume" "secrets" "secretDir" (include "breach-exporter.secretDir" .)
+      "addressFiles" .Values.addressFiles "addressVolumeName" "addresses" "defaultAddressDir" "/etc/breach_exporter/addresses") }}
+{{- end }}
+{{- range $accounts }}
+{{- $files := .addressFiles }}
+{{- if and $files.existingConfigMap $files.existingVolume }}
+{{- fail (printf "%saddressFiles: existingConfigMap or existingVolume, not both" .path) }}
+{{- end }}
+{{- if $files.existingConfigMap }}
+{{- $_ := set . "addressVolume" (dict "configMap" (dict "name" $files.existingConfigMap)) }}
+{{- else if $files.existingVolume }}
+{{- $_ := set . "addressVolume" $files.existingVolume }}
+{{- end }}
+{{- $_ := set . "addressDir" ($files.mountPath | default .defaultAddressDir) }}
+{{- end }}
+{{- toYaml (dict "accounts" $accounts) }}
+{{- end }}
+
+{{/*
+An account's addresses_files: its address directory joined with each of
+addressFiles.globs; none without address files.
+*/}}
+{{- define "breach-exporter.addressesFiles" -}}
+{{- $globs := list }}
+{{- if .addressVolume }}
+{{- range (.addressFiles.globs | default (list "*.txt" "*.yml" "*.yaml")) }}
+{{- $globs = append $globs (printf "%s/%s" $.addressDir .) }}
+{{- end }}
+{{- end }}
+{{- toJson $globs }}
+{{- end }}
+
+{{/*
 The config file: .Values.config with api.token_file and
 webhook.secret_files pointing at the mounted Secret's files, and
 acknowledgements_file and labels.address_key_file at theirs when set.
+With accounts, the chart writes config.accounts from them instead: each
+with its token and secret files, and config.api's base_url and
+requests_per_minute as the default of its baseURL and requestsPerMinute.
+Address files (addressFiles, accounts[].addressFiles) add their mounted
+globs to the account's addresses_files.
 */}}
 {{- define "breach-exporter.config" -}}
 {{- $cfg := deepCopy .Values.config }}
-{{- $dir := include "breach-exporter.secretDir" . }}
 {{- $api := get $cfg "api" | default dict }}
 {{- if hasKey $api "token_file" }}
 {{- fail "config.api.token_file: the chart sets it to the Secret's secretKeys.apiToken file (see existingSecret); remove it" }}
@@ -111,7 +192,9 @@ acknowledgements_file and labels.address_key_file at theirs when set.
 {{- if hasKey (get $cfg "webhook" | default dict) "secret_files" }}
 {{- fail "config.webhook.secret_files: the chart sets it to the Secret's secretKeys.webhookSecrets files (see existingSecret); remove it" }}
 {{- end }}
-{{- $_ := set $api "token_file" (printf "%s/%s" $dir .Values.secretKeys.apiToken) }}
+{{- if hasKey $cfg "accounts" }}
+{{- fail "config.accounts: the chart writes it from accounts (with each account's Secret); move the entries there" }}
+{{- end }}
 {{- if .Values.acknowledgements.enabled }}
 {{- $_ := set $cfg "acknowledgements_file" (printf "%s/%s" (include "breach-exporter.acknowledgementsDir" .) .Values.acknowledgements.key) }}
 {{- end }}
@@ -119,15 +202,57 @@ acknowledgements_file and labels.address_key_file at theirs when set.
 {{- $_ := set $labels "address_key_file" (printf "%s/%s" (include "breach-exporter.addressKeyDir" $) $.Values.addressKey.key) }}
 {{- $_ := set $cfg "labels" $labels }}
 {{- end }}
-{{- $_ := set $cfg "api" $api }}
-{{- if .Values.webhook.enabled }}
+{{- $accounts := (include "breach-exporter.accounts" . | fromYaml).accounts }}
+{{- $entries := list }}
+{{- range $accounts }}
+{{- $entry := dict "api" (dict "token_file" (printf "%s/%s" .secretDir .secretKeys.apiToken)) }}
+{{- if $.Values.webhook.enabled }}
 {{- $files := list }}
-{{- range .Values.secretKeys.webhookSecrets }}
+{{- $dir := .secretDir }}
+{{- range .secretKeys.webhookSecrets }}
 {{- $files = append $files (printf "%s/%s" $dir .) }}
 {{- end }}
+{{- $_ := set $entry "webhook" (dict "secret_files" $files) }}
+{{- end }}
+{{- $globs := include "breach-exporter.addressesFiles" . | fromJsonArray }}
+{{- if .account }}
+{{- $_ := set $entry "name" .name }}
+{{- $_ := set $entry.api "base_url" (.account.baseURL | default $api.base_url) }}
+{{- with (.account.requestsPerMinute | default $api.requests_per_minute) }}
+{{- $_ := set $entry.api "requests_per_minute" . }}
+{{- end }}
+{{- with .account.addresses }}
+{{- $_ := set $entry "addresses" . }}
+{{- end }}
+{{- with $globs }}
+{{- $_ := set $entry "addresses_files" . }}
+{{- end }}
+{{- else if $globs }}
+{{- $_ := set $cfg "addresses_files" (concat (get $cfg "addresses_files" | default list) $globs) }}
+{{- end }}
+{{- $entries = append $entries $entry }}
+{{- end }}
+{{- if .Values.accounts }}
+{{- range list "addresses" "addresses_files" }}
+{{- if get $cfg . }}
+{{- fail (printf "config.%s: not with accounts: each account has its own (accounts[].%s); set config.%s to []" . (ternary "addresses" "addressFiles" (eq . "addresses")) .) }}
+{{- end }}
+{{- $_ := unset $cfg . }}
+{{- end }}
+{{- $api = omit $api "base_url" "requests_per_minute" }}
+{{- $_ := set $cfg "accounts" $entries }}
+{{- else }}
+{{- $_ := set $api "token_file" (index $entries 0).api.token_file }}
+{{- with (index $entries 0).webhook }}
 {{- $webhook := get $cfg "webhook" | default dict }}
-{{- $_ := set $webhook "secret_files" $files }}
+{{- $_ := set $webhook "secret_files" .secret_files }}
 {{- $_ := set $cfg "webhook" $webhook }}
+{{- end }}
+{{- end }}
+{{- if $api }}
+{{- $_ := set $cfg "api" $api }}
+{{- else }}
+{{- $_ := unset $cfg "api" }}
 {{- end }}
 {{- toYaml $cfg }}
 {{- end }}

@@ -116,7 +116,8 @@ func TestChartValues(t *testing.T) {
 				}
 				checkRestricted(t, pod.SecurityContext, c)
 			}
-			checkVolumes(t, objs, pod, existingConfigMaps(t, file))
+			checkVolumes(t, objs, pod, existingObjects(t, file))
+			checkConfigFilesMounted(t, configFile(t, objs), pod.Containers[0].VolumeMounts)
 			for _, sm := range objs.serviceMonitors {
 				selected := 0
 				for _, svc := range objs.services {
@@ -246,9 +247,13 @@ func checkRestricted(t *testing.T, pod *corev1.PodSecurityContext, c corev1.Cont
 	}
 }
 
-// existingConfigMaps are the ConfigMaps a values file names as existing:
-// acknowledgements.existingConfigMap and those of extraVolumes.
-func existingConfigMaps(t *testing.T, file string) []string {
+// existingObjects are the ConfigMaps and Secrets a values file names as
+// existing, as "ConfigMap <name>" and "Secret <name>": the ConfigMaps of
+// acknowledgements.existingConfigMap, of the address lists (addressFiles
+// and each account's) and of extraVolumes, and each account's
+// existingSecret (a values file may mix those with Secrets the chart
+// makes).
+func existingObjects(t *testing.T, file string) []string {
 	t.Helper()
 	if file == "" {
 		return nil
@@ -261,27 +266,71 @@ func existingConfigMaps(t *testing.T, file string) []string {
 		Acknowledgements struct {
 			ExistingConfigMap string `json:"existingConfigMap"`
 		} `json:"acknowledgements"`
+		AddressFiles addressFiles `json:"addressFiles"`
+		Accounts     []struct {
+			ExistingSecret string       `json:"existingSecret"`
+			AddressFiles   addressFiles `json:"addressFiles"`
+		} `json:"accounts"`
 		ExtraVolumes []corev1.Volume `json:"extraVolumes"`
 	}
 	if err := yaml.Unmarshal(data, &values); err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	names := []string{values.Acknowledgements.ExistingConfigMap}
+	names := []string{"ConfigMap " + values.Acknowledgements.ExistingConfigMap, "ConfigMap " + values.AddressFiles.ExistingConfigMap}
+	for _, a := range values.Accounts {
+		names = append(names, "ConfigMap "+a.AddressFiles.ExistingConfigMap, "Secret "+a.ExistingSecret)
+	}
 	for _, v := range values.ExtraVolumes {
 		if v.ConfigMap != nil {
-			names = append(names, v.ConfigMap.Name)
+			names = append(names, "ConfigMap "+v.ConfigMap.Name)
 		}
 	}
 	return names
 }
 
+// fileKeys are the config's keys that name files the exporter reads (the
+// state folder aside): each is a path or a list of paths (globs).
+var fileKeys = map[string]bool{"token_file": true, "secret_files": true, "addresses_files": true, "acknowledgements_file": true, "address_key_file": true}
+
+// checkConfigFilesMounted: every file the config names, at the top level or
+// in an account, lies under a directory the container mounts.
+func checkConfigFilesMounted(t *testing.T, cfg any, mounts []corev1.VolumeMount) {
+	t.Helper()
+	var walk func(key string, v any)
+	walk = func(key string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				walk(k, e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(key, e)
+			}
+		case string:
+			if !fileKeys[key] {
+				return
+			}
+			if !slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool { return strings.HasPrefix(v, m.MountPath+"/") }) {
+				t.Errorf("config %s: %s is in no mounted directory", key, v)
+			}
+		}
+	}
+	walk("", cfg)
+}
+
+// addressFiles is what the tests read of the chart's addressFiles values.
+type addressFiles struct {
+	ExistingConfigMap string `json:"existingConfigMap"`
+}
+
 // checkVolumes: every ConfigMap, Secret and claim the pod mounts is the
 // chart's, or one the values name as existing.
-func checkVolumes(t *testing.T, objs objects, pod corev1.PodSpec, existingConfigMaps []string) {
+func checkVolumes(t *testing.T, objs objects, pod corev1.PodSpec, existing []string) {
 	t.Helper()
 	names := map[string]bool{}
-	for _, name := range existingConfigMaps {
-		names["ConfigMap "+name] = true
+	for _, name := range existing {
+		names[name] = true
 	}
 	for _, cm := range objs.configMaps {
 		names["ConfigMap "+cm.Name] = true
