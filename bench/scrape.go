@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -275,7 +276,11 @@ func checkBaseline(n int) error {
 	if err != nil {
 		return err
 	}
-	if !bytes.Equal(ours, baseline) {
+	same, err := sameExposition(ours, baseline)
+	if err != nil {
+		return err
+	}
+	if !same {
 		return fmt.Errorf("the %s baseline serves another exposition than the collector for %d addresses", ImplGaugeVec, n)
 	}
 	samples := 0
@@ -288,6 +293,41 @@ func checkBaseline(n int) error {
 		return fmt.Errorf("%d addresses serve %d samples, want %d", n, samples, want)
 	}
 	return nil
+}
+
+// sameExposition tells whether a and b hold the same families and series
+// with the same values. The order of a series' labels is not compared:
+// client_golang writes them sorted by name, the collector writes address
+// first, and Prometheus reads both alike.
+func sameExposition(a, b []byte) (bool, error) {
+	canonical := func(text []byte) ([]byte, error) {
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
+		if err != nil {
+			return nil, err
+		}
+		names := slices.Sorted(maps.Keys(families))
+		var out bytes.Buffer
+		for _, name := range names {
+			mf := families[name]
+			for _, m := range mf.GetMetric() {
+				slices.SortFunc(m.Label, func(x, y *dto.LabelPair) int { return strings.Compare(x.GetName(), y.GetName()) })
+			}
+			if _, err := expfmt.MetricFamilyToText(&out, mf); err != nil {
+				return nil, err
+			}
+		}
+		return out.Bytes(), nil
+	}
+	ca, err := canonical(a)
+	if err != nil {
+		return false, err
+	}
+	cb, err := canonical(b)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(ca, cb), nil
 }
 
 // MeasureScrape builds n addresses the impl way in this process and times
