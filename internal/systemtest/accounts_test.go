@@ -20,8 +20,8 @@ const (
 	labsToken  = "svc_ak_labs_account"
 	corpSecret = "corp-webhook-secret-0123456789"
 	labsSecret = "labs-webhook-secret-0123456789"
-	// A low budget, so that the keys spend whole windows within seconds:
-	// the stand-in's windows are real-time minutes.
+	// A low budget, which is also the stand-in's limit per key: a request
+	// over it in any of the stand-in's windows (real-time minutes) is a 429.
 	accountsBudget = 5
 )
 
@@ -43,6 +43,7 @@ func TestTwoAccounts(t *testing.T) {
 	}
 	api := testkit.NewStandIn(t, nil, func(o *sim.Options) {
 		o.MoreAccounts = []sim.Account{{Token: labsToken, Plan: "pro", Addresses: labs}}
+		o.RateLimit = accountsBudget
 	})
 	for _, a := range accountAddresses["corp"] {
 		api.Answer(a, testkit.Verified())
@@ -61,7 +62,7 @@ func TestTwoAccounts(t *testing.T) {
 			name, api.BaseURL(), name, accountsBudget, name, strings.Join(accountAddresses[name], ", "))
 	}
 	// A one-second round: both keys always have an address to read, so
-	// each spends its whole budget in every window.
+	// each sends at its budget's pace (one request every 12 s).
 	testkit.WriteFile(t, cfg, "refresh: {interval: 1s, me_interval: 1h}\naccounts:\n"+account("corp")+account("labs"))
 
 	webAddr, hookAddr := testkit.FreeAddress(t), testkit.FreeAddress(t)
@@ -107,9 +108,9 @@ func TestTwoAccounts(t *testing.T) {
 		}
 	}
 
-	// Run until both keys have spent windows on both sides of a minute
-	// boundary and every address has been read. The stand-in's minutes are
-	// real ones: that takes at most a minute and a few seconds.
+	// Run until both keys have spent one whole window of the stand-in (the
+	// second of three) and every address has been read. The stand-in's
+	// minutes are real ones: that takes one to two minutes.
 	read := func() bool {
 		seen := map[string]bool{}
 		for _, r := range api.Requests() {
@@ -128,7 +129,7 @@ func TestTwoAccounts(t *testing.T) {
 	for {
 		corp, _ := api.Windows(testkit.APIToken)
 		labs, _ := api.Windows(labsToken)
-		if len(corp) >= 2 && len(labs) >= 2 && read() {
+		if len(corp) >= 3 && len(labs) >= 3 && read() {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -148,10 +149,11 @@ func TestTwoAccounts(t *testing.T) {
 				t.Errorf("%s's window at %s: %d requests, %d answered 429; budget %d a minute", name, w.Start.Format(time.TimeOnly), w.Requests, w.RateLimited, accountsBudget)
 			}
 		}
-		// The first window may be part of a minute; a whole one in the
-		// middle shows the key spending its budget, not idling.
-		if len(windows) >= 3 && windows[1].Requests != accountsBudget {
-			t.Errorf("%s's first whole window: %d requests, want the budget %d", name, windows[1].Requests, accountsBudget)
+		// The first window may be part of a minute; the whole one after it
+		// shows the key sending at its pace, not idling (one fewer when
+		// timer delays push the fifth request past the minute's end).
+		if len(windows) < 3 || windows[1].Requests < accountsBudget-1 {
+			t.Errorf("%s's first whole window: %+v, want about the budget %d", name, windows, accountsBudget)
 		}
 	}
 	accountOf := map[string]int{}
