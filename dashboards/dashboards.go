@@ -18,7 +18,7 @@ import (
 var files embed.FS
 
 // Query is one target of one panel. Expr still holds Grafana's variables:
-// $job, $instance, $address, $source (multi-value ones are used with =~, so
+// $job, $instance, $account, $address, $source (multi-value ones are used with =~, so
 // ".+" selects all), $__rate_interval, $__range and $__range_s.
 type Query struct {
 	Dashboard string // file name, e.g. breach-overview.json

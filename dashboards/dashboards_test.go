@@ -21,8 +21,8 @@ var wantUIDs = map[string]string{
 }
 
 var wantVariables = map[string][]string{
-	"breach-overview.json": {"datasource", "job", "instance", "address", "source"},
-	"exporter-health.json": {"datasource", "job", "instance", "address"},
+	"breach-overview.json": {"datasource", "job", "instance", "account", "address", "source"},
+	"exporter-health.json": {"datasource", "job", "instance", "account", "address"},
 }
 
 // Grafana's own variables the queries may use.
@@ -251,6 +251,64 @@ func exprProblems(expr string, defined map[string]bool) []string {
 	return problems
 }
 
+// accountFilter is how a panel keeps the per-address series of the chosen
+// accounts: they carry no account, breach_address_state does. and never
+// adds a series, so nothing is counted twice.
+const accountFilter = `and on (job, instance, address) breach_address_state{job=~"$job", instance=~"$instance", account=~"$account"}`
+
+// accountProblems lists the selectors of expr that ignore the $account
+// variable: a series that carries account must select it, a per-address
+// one must be filtered through breach_address_state.
+func accountProblems(expr string) []string {
+	var problems []string
+	for _, m := range metricRef.FindAllStringSubmatch(expr, -1) {
+		switch {
+		case golden.CarriesLabel(m[1], "account"):
+			if !strings.Contains(m[2], `account=~"$account"`) {
+				problems = append(problems, fmt.Sprintf("%s does not select account=~\"$account\"", m[0]))
+			}
+		case golden.CarriesLabel(m[1], "address"):
+			if !strings.Contains(expr, m[0]+" "+accountFilter) && !strings.Contains(expr, m[0]+" offset $__range "+accountFilter) &&
+				!strings.Contains(expr, m[0]+"[$__rate_interval]) "+accountFilter) && !strings.Contains(expr, m[0]+"[$__range]) "+accountFilter) {
+				problems = append(problems, fmt.Sprintf("%s is not filtered by the account (%s)", m[0], accountFilter))
+			}
+		}
+	}
+	return problems
+}
+
+// Every panel follows the account variable; the fleet aggregates, which
+// carry no account, say so in their description.
+func TestPanelsFollowTheAccount(t *testing.T) {
+	if !golden.CarriesLabel("breach_api_up", "account") || !golden.CarriesLabel("breach_source_breaches", "address") || golden.CarriesLabel("breach_source_breaches", "account") {
+		t.Fatal("golden.CarriesLabel does not see the labels of the golden expositions")
+	}
+	queries, err := Expressions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range queries {
+		for _, problem := range accountProblems(q.Expr) {
+			t.Errorf("%s %q %s: %s", q.Dashboard, q.Panel, q.RefID, problem)
+		}
+		if strings.Contains(q.Expr, "breach_addresses") && !strings.Contains(q.Description, "account filters do not apply") {
+			t.Errorf("%s %q: reads a fleet aggregate without saying the account filter does not apply", q.Dashboard, q.Panel)
+		}
+	}
+}
+
+func TestAccountProblemsCatchesUnfilteredSeries(t *testing.T) {
+	for _, expr := range []string{
+		`sum(breach_api_up{job=~"$job", instance=~"$instance"})`,
+		`max by (address) (breach_source_breaches{job=~"$job", instance=~"$instance", address=~"$address"})`,
+		`max by (address) (breach_address_state{job=~"$job", instance=~"$instance", address=~"$address"})`,
+	} {
+		if len(accountProblems(expr)) == 0 {
+			t.Errorf("accountProblems(%s) found nothing", expr)
+		}
+	}
+}
+
 // The check itself must catch what the dashboard linter caught.
 func TestExprProblemsCatchesMissingSelectors(t *testing.T) {
 	defined := map[string]bool{"job": true, "instance": true}
@@ -438,7 +496,9 @@ func blankPanelProblems(p detailPanel) []string {
 	for _, tg := range p.Targets {
 		var detail []string
 		defaults := 0
-		for _, m := range metricRef.FindAllStringSubmatch(tg.Expr, -1) {
+		// The account filter only keeps series: it gives no row of its
+		// own, so it is not a default family's data.
+		for _, m := range metricRef.FindAllStringSubmatch(strings.ReplaceAll(tg.Expr, accountFilter, ""), -1) {
 			if golden.IsDetailFamily(m[1]) {
 				if !slices.Contains(detail, m[1]) {
 					detail = append(detail, m[1])

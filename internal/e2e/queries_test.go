@@ -35,6 +35,7 @@ var grafanaVariables = strings.NewReplacer(
 	"$__range", "5m",
 	"$job", jobName,
 	"$instance", ".+",
+	"$account", ".+",
 	"$address", ".+",
 	"$source", ".+",
 )

@@ -191,7 +191,7 @@ type selectorUse struct {
 // are dropped from the selectors anyway (they come from the scrape).
 var allVariables = strings.NewReplacer(
 	"$__rate_interval", "1m", "$__range_s", "3600", "$__range", "1h",
-	"$job", ".+", "$instance", ".+", "$address", ".+", "$source", ".+",
+	"$job", ".+", "$instance", ".+", "$account", ".+", "$address", ".+", "$source", ".+",
 )
 
 func rangeSelectorUses(t *testing.T) []selectorUse {

@@ -41,18 +41,30 @@ const detailFile = "detail.prom"
 
 var recordedRule = regexp.MustCompile(`(?m)^\s*-?\s*record:\s*(\S+)`)
 
-// names maps every series name the golden expositions serve to whether only
-// detail.prom serves it.
-var names = sync.OnceValues(func() (map[string]bool, error) {
+// served reads the golden expositions once.
+var served = sync.OnceValues(readContract)
+
+// contract is what the golden expositions serve: for every series name,
+// whether only detail.prom serves it, and the label names its series carry.
+type contract struct {
+	detailOnly map[string]bool
+	labels     map[string]map[string]bool
+}
+
+// labelName is a label's name in a line of the text exposition.
+var labelName = regexp.MustCompile(`[{,]([a-zA-Z_][a-zA-Z0-9_]*)="`)
+
+func readContract() (contract, error) {
 	files, err := Files()
 	if err != nil {
-		return nil, err
+		return contract{}, err
 	}
 	detailOnly := map[string]bool{}
+	labels := map[string]map[string]bool{}
 	for _, path := range files {
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, err
+			return contract{}, err
 		}
 		detail := filepath.Base(path) == detailFile
 		for _, line := range strings.Split(string(data), "\n") {
@@ -62,10 +74,17 @@ var names = sync.OnceValues(func() (map[string]bool, error) {
 			name := line[:strings.IndexAny(line, "{ ")]
 			only, seen := detailOnly[name]
 			detailOnly[name] = detail && (only || !seen)
+			if labels[name] == nil {
+				labels[name] = map[string]bool{}
+			}
+			// No value in the golden files holds `,name="`.
+			for _, m := range labelName.FindAllStringSubmatch(line[len(name):strings.LastIndexByte(line, ' ')], -1) {
+				labels[name][m[1]] = true
+			}
 		}
 	}
-	return detailOnly, nil
-})
+	return contract{detailOnly, labels}, nil
+}
 
 var recorded = sync.OnceValues(func() (map[string]bool, error) {
 	rules, err := os.ReadFile(filepath.Join(moduleRoot(), "alerts", "breach_exporter.rules.yml"))
@@ -84,7 +103,7 @@ var recorded = sync.OnceValues(func() (map[string]bool, error) {
 // _bucket, _sum and _count included), Prometheus's up, or a series the
 // rules record. It panics when those files cannot be read.
 func IsContractMetric(name string) bool {
-	served, err := names()
+	c, err := served()
 	if err != nil {
 		panic(err)
 	}
@@ -92,7 +111,7 @@ func IsContractMetric(name string) bool {
 	if err != nil {
 		panic(err)
 	}
-	_, ok := served[name]
+	_, ok := c.detailOnly[name]
 	return ok || name == "up" || rules[name]
 }
 
@@ -100,25 +119,36 @@ func IsContractMetric(name string) bool {
 // switched on (metrics.detail_families): only detail.prom serves it. It
 // panics when the golden files cannot be read.
 func IsDetailFamily(name string) bool {
-	served, err := names()
+	c, err := served()
 	if err != nil {
 		panic(err)
 	}
-	return served[name]
+	return c.detailOnly[name]
 }
 
 // DetailFamilies are the names IsDetailFamily reports, sorted.
 func DetailFamilies() []string {
-	served, err := names()
+	c, err := served()
 	if err != nil {
 		panic(err)
 	}
 	var out []string
-	for name, only := range served {
+	for name, only := range c.detailOnly {
 		if only {
 			out = append(out, name)
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// CarriesLabel reports whether the golden expositions serve name with the
+// label (account on the per-key series and breach_address_state, for
+// instance). It panics when the golden files cannot be read.
+func CarriesLabel(name, label string) bool {
+	c, err := served()
+	if err != nil {
+		panic(err)
+	}
+	return c.labels[name][label]
 }
