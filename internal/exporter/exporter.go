@@ -427,8 +427,24 @@ func (e *Exporter) watchAddresses(bundle *config.Bundle) {
 // rereadAddresses is the address watch's callback: it reads the address
 // files of the bundle in force again and syncs the watchlist when their
 // addresses changed. A file that fails keeps its last good content, so it
-// returns no error.
-func (e *Exporter) rereadAddresses(context.Context) error {
+// returns no error. The reading runs apart, as a reload does: a read that
+// hangs (a dead network mount) holds back only the next reread, never the
+// end of Run, and so never a clean shutdown.
+func (e *Exporter) rereadAddresses(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.syncAddresses()
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// syncAddresses is rereadAddresses's work.
+func (e *Exporter) syncAddresses() {
 	e.syncing.Lock()
 	defer e.syncing.Unlock()
 	bundle := e.config.Load()
@@ -437,7 +453,6 @@ func (e *Exporter) rereadAddresses(context.Context) error {
 		e.syncWatchlist(bundle)
 		level.Info(e.logger).Log("msg", "Address files changed", "addresses", e.watchlist.Len(), "duration", time.Since(start))
 	}
-	return nil
 }
 
 // syncWatchlist makes the watchlist watch what bundle configures: its
