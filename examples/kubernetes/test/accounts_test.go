@@ -48,6 +48,14 @@ func TestAccountsOverlay(t *testing.T) {
 		t.Errorf("want two accounts or more, each with its token in a directory of its own: %d accounts, token directories %v", len(accounts), slices.Sorted(maps.Keys(tokens)))
 	}
 
+	// What the overlay inherits from the base, unchanged by its patches.
+	for _, c := range pod.Containers {
+		checkImage(t, c.Name, c.Image)
+		checkRestricted(t, pod.SecurityContext, c)
+	}
+	if len(objs.policies) != 1 {
+		t.Errorf("want the base's NetworkPolicy, got %d", len(objs.policies))
+	}
 	checkVolumes(t, objs, pod, nil)
 	checkConfigFilesMounted(t, cfg, c.VolumeMounts)
 	for _, m := range c.VolumeMounts {
