@@ -237,12 +237,15 @@ systemd-test:
 	@systemd-analyze --version | head -1
 	$(GO) test -tags systemd -count=1 -v ./internal/deploytest/
 
-# Builds examples/kubernetes with kustomize's library and renders the Helm
-# chart with helm template (defaults and every ci/*-values.yaml), decodes
-# every object strictly into its k8s.io/api or Prometheus Operator type, then
-# checks the image reference, resources, security context, NetworkPolicy and
-# ServiceMonitor labels, and that the chart installs the kustomization's
-# image, config and rules. Its own module keeps those dependencies out of
+# Builds examples/kubernetes and its accounts overlay
+# (examples/kubernetes-accounts) with kustomize's library and renders the
+# Helm chart with helm template (defaults and every ci/*-values.yaml),
+# decodes every object strictly into its k8s.io/api or Prometheus Operator
+# type, then checks the image reference, resources, security context,
+# NetworkPolicy and ServiceMonitor labels, that the chart installs the
+# kustomization's image, config and rules, and that every file the overlay's
+# config names is mounted (its --config.check, on the built exporter, runs
+# against the pod's files). Its own module keeps those dependencies out of
 # go.mod. About 20 seconds once the modules and the tools are there.
 kubernetes-test: chart-tools
 	cd examples/kubernetes/test && HELM=$(HELM) $(GO) test -count=1 -v ./...

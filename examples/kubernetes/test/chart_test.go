@@ -292,10 +292,10 @@ func existingObjects(t *testing.T, file string) []string {
 // state folder aside): each is a path or a list of paths (globs).
 var fileKeys = map[string]bool{"token_file": true, "secret_files": true, "addresses_files": true, "acknowledgements_file": true, "address_key_file": true}
 
-// checkConfigFilesMounted: every file the config names, at the top level or
-// in an account, lies under a directory the container mounts.
-func checkConfigFilesMounted(t *testing.T, cfg any, mounts []corev1.VolumeMount) {
-	t.Helper()
+// configFilePaths are the files the config names, at the top level or in
+// an account, by key (fileKeys): paths and globs.
+func configFilePaths(cfg any) map[string][]string {
+	paths := map[string][]string{}
 	var walk func(key string, v any)
 	walk = func(key string, v any) {
 		switch v := v.(type) {
@@ -308,15 +308,26 @@ func checkConfigFilesMounted(t *testing.T, cfg any, mounts []corev1.VolumeMount)
 				walk(key, e)
 			}
 		case string:
-			if !fileKeys[key] {
-				return
-			}
-			if !slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool { return strings.HasPrefix(v, m.MountPath+"/") }) {
-				t.Errorf("config %s: %s is in no mounted directory", key, v)
+			if fileKeys[key] {
+				paths[key] = append(paths[key], v)
 			}
 		}
 	}
 	walk("", cfg)
+	return paths
+}
+
+// checkConfigFilesMounted: every file the config names, at the top level or
+// in an account, lies under a directory the container mounts.
+func checkConfigFilesMounted(t *testing.T, cfg any, mounts []corev1.VolumeMount) {
+	t.Helper()
+	for key, paths := range configFilePaths(cfg) {
+		for _, p := range paths {
+			if !slices.ContainsFunc(mounts, func(m corev1.VolumeMount) bool { return strings.HasPrefix(p, m.MountPath+"/") }) {
+				t.Errorf("config %s: %s is in no mounted directory", key, p)
+			}
+		}
+	}
 }
 
 // addressFiles is what the tests read of the chart's addressFiles values.
