@@ -14,6 +14,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 )
 
 // BenchmarkWebhook posts unique signed alerts through the real handler and
@@ -46,7 +48,7 @@ func BenchmarkWebhook(b *testing.B) {
 				b.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set(SignatureHeader, sign(testSecret, body))
+			req.Header.Set(SignatureHeader, sim.Sign(testSecret, body))
 			resp, err := ts.Client().Do(req)
 			if err != nil {
 				b.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 )
 
 // FuzzHandler: no request panics the handler, every request has exactly
@@ -19,11 +21,11 @@ import (
 // series and is answered before the parser (405, 413 or 401).
 func FuzzHandler(f *testing.F) {
 	valid := []byte(validAlert)
-	goodSig := sign(testSecret, valid)
+	goodSig := sim.Sign(testSecret, valid)
 	f.Add("POST", "application/json", "", valid, true)
 	f.Add("POST", "application/json", goodSig, valid, false)
 	f.Add("POST", "application/json", strings.ToUpper(goodSig), valid, false)
-	f.Add("POST", "application/json", sign([]byte("wrong"), valid), valid, false)
+	f.Add("POST", "application/json", sim.Sign([]byte("wrong"), valid), valid, false)
 	f.Add("POST", "application/json", "", []byte(`{"event":"alert.resolved"}`), true)
 	f.Add("POST", "application/json", "", []byte(`{"event":`), true)
 	f.Add("POST", "text/plain", "", valid, true)
@@ -36,7 +38,7 @@ func FuzzHandler(f *testing.F) {
 			Addresses:    []string{"alice@example.com"},
 		})
 		if signIt {
-			signature = sign(testSecret, body)
+			signature = sim.Sign(testSecret, body)
 		}
 		req := &http.Request{
 			Method:        method,
@@ -57,7 +59,7 @@ func FuzzHandler(f *testing.F) {
 		if got := fx.outcomeSum(); got != 1 {
 			t.Fatalf("outcomes sum to %v, want 1", got)
 		}
-		if signature == sign(testSecret, body) {
+		if signature == sim.Sign(testSecret, body) {
 			if rec.Code == http.StatusUnauthorized {
 				t.Fatal("correctly signed request answered 401")
 			}

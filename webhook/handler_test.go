@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
@@ -142,19 +143,19 @@ func TestOutcomes(t *testing.T) {
 		{"no signature", request{body: signed, signatures: []string{}}, 401, outcomeInvalidSignature},
 		{"empty signature", request{body: signed, signatures: []string{""}}, 401, outcomeInvalidSignature},
 		{"uppercase hex", request{body: signed, signatures: []string{
-			"sha256=" + strings.ToUpper(strings.TrimPrefix(sign(testSecret, signed), "sha256="))}}, 401, outcomeInvalidSignature},
+			"sha256=" + strings.ToUpper(strings.TrimPrefix(sim.Sign(testSecret, signed), "sha256="))}}, 401, outcomeInvalidSignature},
 		{"uppercase prefix", request{body: signed, signatures: []string{
-			"SHA256=" + strings.TrimPrefix(sign(testSecret, signed), "sha256=")}}, 401, outcomeInvalidSignature},
+			"SHA256=" + strings.TrimPrefix(sim.Sign(testSecret, signed), "sha256=")}}, 401, outcomeInvalidSignature},
 		{"bare hex", request{body: signed, signatures: []string{
-			strings.TrimPrefix(sign(testSecret, signed), "sha256=")}}, 401, outcomeInvalidSignature},
-		{"short hex", request{body: signed, signatures: []string{sign(testSecret, signed)[:len("sha256=")+63]}}, 401, outcomeInvalidSignature},
-		{"trailing space in header", request{body: signed, signatures: []string{sign(testSecret, signed) + " "}}, 401, outcomeInvalidSignature},
-		{"wrong secret", request{body: signed, signatures: []string{sign([]byte("wrong"), signed)}}, 401, outcomeInvalidSignature},
-		{"two signature headers", request{body: signed, signatures: []string{sign(testSecret, signed), sign(testSecret, signed)}}, 401, outcomeInvalidSignature},
+			strings.TrimPrefix(sim.Sign(testSecret, signed), "sha256=")}}, 401, outcomeInvalidSignature},
+		{"short hex", request{body: signed, signatures: []string{sim.Sign(testSecret, signed)[:len("sha256=")+63]}}, 401, outcomeInvalidSignature},
+		{"trailing space in header", request{body: signed, signatures: []string{sim.Sign(testSecret, signed) + " "}}, 401, outcomeInvalidSignature},
+		{"wrong secret", request{body: signed, signatures: []string{sim.Sign([]byte("wrong"), signed)}}, 401, outcomeInvalidSignature},
+		{"two signature headers", request{body: signed, signatures: []string{sim.Sign(testSecret, signed), sim.Sign(testSecret, signed)}}, 401, outcomeInvalidSignature},
 		{"trailing whitespace added after signing", request{body: append(append([]byte(nil), signed...), '\n'),
-			signatures: []string{sign(testSecret, signed)}}, 401, outcomeInvalidSignature},
+			signatures: []string{sim.Sign(testSecret, signed)}}, 401, outcomeInvalidSignature},
 		{"trailing whitespace removed after signing", request{body: signed,
-			signatures: []string{sign(testSecret, append(append([]byte(nil), signed...), '\n'))}}, 401, outcomeInvalidSignature},
+			signatures: []string{sim.Sign(testSecret, append(append([]byte(nil), signed...), '\n'))}}, 401, outcomeInvalidSignature},
 		{"unsigned with a wrong content type", request{body: signed, signatures: []string{}, contentType: "text/plain"}, 401, outcomeInvalidSignature},
 		{"text/plain", request{body: signed, contentType: "text/plain"}, 415, outcomeUnsupportedMediaType},
 		{"no content type", request{body: signed, contentType: "-"}, 415, outcomeUnsupportedMediaType},
@@ -205,7 +206,7 @@ func TestOutcomes(t *testing.T) {
 				req.Header.Set("Content-Type", tc.req.contentType)
 			}
 			if tc.req.signatures == nil {
-				req.Header.Set(SignatureHeader, sign(testSecret, tc.req.body))
+				req.Header.Set(SignatureHeader, sim.Sign(testSecret, tc.req.body))
 			}
 			for _, s := range tc.req.signatures {
 				req.Header.Add(SignatureHeader, s)

@@ -36,10 +36,6 @@ var (
 	testStart   = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 )
 
-// sign is the service's signature header (the project's one signer, in
-// the simulator), independent of the code under test.
-func sign(secret, body []byte) string { return sim.Sign(secret, body) }
-
 const validAlert = `{"event":"alert.created","severity":"critical","address":"alice@example.com",` +
 	`"source":"combolist","summary":"2 new databases","delta":{"previous_count":3,"new_count":5,` +
 	`"new_source_dbs":["db-one","db-two"],"newly_exposed_fields":["password","phone"],` +
@@ -228,7 +224,7 @@ func (f *fixture) post(body []byte, secret []byte) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if secret != nil {
-		req.Header.Set(SignatureHeader, sign(secret, body))
+		req.Header.Set(SignatureHeader, sim.Sign(secret, body))
 	}
 	return f.serve(req)
 }

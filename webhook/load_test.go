@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -234,7 +235,7 @@ func post(ctx context.Context, client *http.Client, url string, r loadRequest) (
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if r.secret != nil {
-		req.Header.Set(SignatureHeader, sign(r.secret, r.body))
+		req.Header.Set(SignatureHeader, sim.Sign(r.secret, r.body))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -327,7 +328,7 @@ func TestSlowSendersAreCutOff(t *testing.T) {
 		{
 			name: "slow body", deadline: readTimeout,
 			head: fmt.Sprintf("POST /webhook HTTP/1.1\r\nHost: hook\r\nContent-Type: application/json\r\n%s: %s\r\nContent-Length: %d\r\n\r\n",
-				SignatureHeader, sign(testSecret, body), len(body)),
+				SignatureHeader, sim.Sign(testSecret, body), len(body)),
 			trickle: string(body),
 			// The handler answers 400 when its read fails, but writeTimeout
 			// runs from the end of the headers and expires at the same

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/listen"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -132,7 +133,7 @@ func TestServerServesOnlyWebhookAndHealthy(t *testing.T) {
 		}
 		req.Header.Set("Content-Type", "application/json")
 		if tc.signed {
-			req.Header.Set(SignatureHeader, sign(testSecret, body))
+			req.Header.Set(SignatureHeader, sim.Sign(testSecret, body))
 		}
 		resp, err := ts.Client().Do(req)
 		if err != nil {
@@ -239,7 +240,7 @@ func TestServeWithBasicAuthWebConfig(t *testing.T) {
 		return func() *http.Request {
 			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/hook", bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set(SignatureHeader, sign(testSecret, body))
+			req.Header.Set(SignatureHeader, sim.Sign(testSecret, body))
 			if user != "" {
 				req.SetBasicAuth(user, pass)
 			}

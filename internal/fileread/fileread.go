@@ -3,7 +3,8 @@
 // Package fileread is the one way breach_exporter reads a file a person
 // points it at: the configuration, the API token, the webhook secrets, the
 // label key, the acknowledgements, the address lists, the web configs and
-// the TLS files they name. Such a path can be wrong in ways a plain
+// the TLS files they name; and, through ReadIn, the state snapshot that
+// internal/persist finds in --storage.path. Such a path can be wrong in ways a plain
 // os.ReadFile does not survive: a named pipe blocks the reader until
 // someone writes (a reload then never ends), a device such as /dev/zero
 // never ends at all, and a huge file costs many times its size once
@@ -20,6 +21,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -55,6 +57,12 @@ const (
 	// its size, as the acknowledgements do; 4 MiB still holds about
 	// 150,000 addresses ("- " and a 25-byte address a line).
 	MaxAddressYAMLBytes = 4 << 20
+	// MaxSnapshotBytes bounds the state snapshot internal/persist writes
+	// and reads back: about 1.9 KB an address (docs/sizing.md), so 1 GiB
+	// holds more than half a million addresses, more than the process
+	// could serve. A snapshot over it is not written, and one found over
+	// it is damaged.
+	MaxSnapshotBytes = 1 << 30
 )
 
 // ErrNotRegular is the reason a path that is not a regular file (after
@@ -78,10 +86,43 @@ func (e *TooLargeError) Error() string {
 // checked again on the open file, which is what is read. A file that grows
 // while it is read stops at limit+1 bytes and is refused.
 func Read(path string, limit int64) ([]byte, error) {
-	if err := check(path, "stat", os.Stat, limit); err != nil {
+	return read(path, os.Stat, func() (*os.File, error) {
+		return os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	}, limit)
+}
+
+// ReadIn is Read for the file name inside root (symlinks followed only
+// within it): internal/persist reads its snapshot this way, through the
+// folder it holds open rather than the path, which may name another folder
+// by now. Errors name root's path joined with name.
+func ReadIn(root *os.Root, name string, limit int64) ([]byte, error) {
+	path := filepath.Join(root.Name(), name)
+	stat := func(string) (fs.FileInfo, error) {
+		info, err := root.Stat(name)
+		if err != nil {
+			return nil, renamed(err, path)
+		}
+		return info, nil
+	}
+	return read(path, stat, func() (*os.File, error) {
+		f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+		return f, renamed(err, path)
+	}, limit)
+}
+
+// renamed makes a *fs.PathError from os.Root name the whole path.
+func renamed(err error, path string) error {
+	if pe, ok := err.(*fs.PathError); ok {
+		return &fs.PathError{Op: pe.Op, Path: path, Err: pe.Err}
+	}
+	return err
+}
+
+func read(path string, stat func(string) (fs.FileInfo, error), open func() (*os.File, error), limit int64) ([]byte, error) {
+	if err := check(path, "stat", stat, limit); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := open()
 	if err != nil {
 		return nil, err
 	}

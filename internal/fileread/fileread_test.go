@@ -100,3 +100,43 @@ func TestReadBoundsWhatIsRead(t *testing.T) {
 		t.Fatalf("Read(%s, 16) = %v, want TooLargeError", path, err)
 	}
 }
+
+// ReadIn refuses the same shapes inside a folder held open, and its errors
+// name the whole path.
+func TestReadInRefuses(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "big"), make([]byte, 11), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ok"), []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	done := make(chan error, 1)
+	go func() { _, err := ReadIn(root, "fifo", 10); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), filepath.Join(dir, "fifo")) {
+			t.Errorf("a named pipe: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ReadIn blocked on a named pipe")
+	}
+	var tooLarge *TooLargeError
+	if _, err := ReadIn(root, "big", 10); !errors.As(err, &tooLarge) || !strings.Contains(err.Error(), filepath.Join(dir, "big")) {
+		t.Errorf("a file over the limit: %v", err)
+	}
+	if _, err := ReadIn(root, "missing", 10); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: %v, want ErrNotExist", err)
+	}
+	if data, err := ReadIn(root, "ok", 10); err != nil || string(data) != "0123456789" {
+		t.Errorf("a file at the limit: %q, %v", data, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,9 +20,11 @@ import (
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sys/unix"
 
 	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/fileread"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
@@ -302,4 +305,55 @@ func TestSnapshotRefusedInAMovedFolder(t *testing.T) {
 	}
 	second, _ := newStore(t, dir)
 	second.Close()
+}
+
+// What is not a regular file of bounded size in the snapshot's place is a
+// damaged snapshot: read without blocking and without reading it whole,
+// moved aside and counted, and the start goes on empty. A named pipe
+// would block a plain read until someone writes; a sparse file over the
+// limit costs nothing to make.
+func TestOddFilesInTheSnapshotsPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(path string) error
+	}{
+		{"a named pipe", func(path string) error { return unix.Mkfifo(path, 0o600) }},
+		{"a file over the limit", func(path string) error {
+			f, err := os.Create(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return f.Truncate(fileread.MaxSnapshotBytes + 1)
+		}},
+		{"a symlink to a device", func(path string) error { return os.Symlink("/dev/zero", path) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			s, _ := newStore(t, dir)
+			path := filepath.Join(dir, FileName)
+			if err := tc.make(path); err != nil {
+				t.Fatal(err)
+			}
+			loaded := make(chan bool, 1)
+			go func() { _, ok := s.Load(); loaded <- ok }()
+			select {
+			case ok := <-loaded:
+				if ok {
+					t.Fatal("it was loaded as a snapshot")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Load blocked")
+			}
+			if got := testutil.ToFloat64(s.loadFailures); got != 1 {
+				t.Errorf("load failures = %v, want 1", got)
+			}
+			if _, err := os.Lstat(path + ".corrupt"); err != nil {
+				t.Errorf("not moved aside: %v", err)
+			}
+			if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("still in the snapshot's place: %v", err)
+			}
+		})
+	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breach-exporter/breach_exporter/internal/fileread"
 )
 
 // Store is the snapshot file in one folder, with its metrics. It holds
@@ -100,7 +102,10 @@ func counter(name, help string) prometheus.Counter {
 // for a human to look at) so the next start does not trip on it again; the
 // exporter then starts empty.
 func (s *Store) Load() (State, bool) {
-	data, err := s.folder.root.ReadFile(FileName)
+	// A named pipe or a device in its place would block or never end the
+	// read, and a huge file would cost the process: both are damaged
+	// snapshots.
+	data, err := fileread.ReadIn(s.folder.root, FileName, fileread.MaxSnapshotBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return State{}, false
 	}
@@ -129,6 +134,10 @@ func (s *Store) Restored(n int) { s.restored.Set(float64(n)) }
 func (s *Store) Save(st State, now time.Time) error {
 	start := time.Now()
 	data, err := Encode(st, now)
+	if err == nil && len(data) > fileread.MaxSnapshotBytes {
+		// Written, it would be refused at the next start.
+		err = &fileread.TooLargeError{Limit: fileread.MaxSnapshotBytes}
+	}
 	if err == nil {
 		err = write(s.folder.root, data)
 	}
