@@ -48,7 +48,7 @@ func TestTwoAccounts(t *testing.T) {
 		o.RateLimit = accountsBudget
 	})
 	for _, a := range accountAddresses["corp"] {
-		api.Answer(a, testkit.Verified())
+		api.Answer(a, sim.Verified())
 	}
 
 	dir := t.TempDir()

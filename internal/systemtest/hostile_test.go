@@ -299,7 +299,7 @@ func TestHostileAgainstTheBinary(t *testing.T) {
 	// peak resident set of the restarted process grows by far less than
 	// holding the extra records would take.
 	t.Run("3 journal replay bounded", func(t *testing.T) {
-		const n = 20_000
+		const n = 40_000
 		replay := func(t *testing.T, count int) (hwmKB int) {
 			x := newExporterOnFolder(t, bin)
 			p := x.start(t)
@@ -325,10 +325,12 @@ func TestHostileAgainstTheBinary(t *testing.T) {
 		}
 		small, large := replay(t, n/4), replay(t, n)
 		// Holding every record would take about 1.4 KB each (issue 24: 1.4
-		// GB for 1,000,000): the extra 15,000 records, about 21 MB. What
+		// GB for 1,000,000): the extra 30,000 records, about 42 MB. What
 		// may grow with n is the state the records make (the duplicate
-		// memory's digests; 4.2 to 5.7 MB measured): allow under half of that.
-		if grew := large - small; grew > 10_000 {
+		// memory's digests: 4.2 to 5.7 MB measured for 15,000 more): allow
+		// under half of what holding them would take, which leaves that
+		// state room on a loaded machine.
+		if grew := large - small; grew > 20_000 {
 			t.Errorf("peak RSS grew by %d kB from %d to %d records (%d to %d kB): the replay holds records", grew, n/4, n, small, large)
 		}
 		if large > 150_000 {
