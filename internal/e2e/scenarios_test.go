@@ -36,10 +36,13 @@ const (
 	testLookBack = "40s"
 )
 
+// A duration may be compound (59m59s999ms: the rules' hour windows are 1ms
+// short of an hour, so that Prometheus 2 and 3 agree at the boundary); ms
+// before m, or 999ms would read as 999m and a stray s.
 var (
 	forLine    = regexp.MustCompile(`(?m)^(\s+for:\s*)(\S+)\s*$`)
-	rangeWin   = regexp.MustCompile(`\[(\d+[smhdwy])\]`)
-	offsetWord = regexp.MustCompile(`\boffset\s+(\d+[smhdwy])`)
+	rangeWin   = regexp.MustCompile(`\[((?:\d+(?:ms|[smhdwy]))+)\]`)
+	offsetWord = regexp.MustCompile(`\boffset\s+((?:\d+(?:ms|[smhdwy]))+)`)
 )
 
 func writeTestRules(t *testing.T, src, out string) {
