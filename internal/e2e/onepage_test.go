@@ -54,21 +54,10 @@ func (s *stack) onePagePerExposure(t *testing.T, source string) scenario {
 			}
 			paged := time.Since(start)
 
-			// (b) One acknowledgement resolves all of it.
-			notified, _ := s.receiver.notifications()
-			mark = len(notified)
-			if err := s.acknowledge(ctx, w, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
-				return fmt.Errorf("acknowledged: %v", err)
-			}
-			if err := s.poll(ctx, resolveTimeout, s.notActive(w)); err != nil {
-				return fmt.Errorf("acknowledged: %v", err)
-			}
-			// The webhook still counts in the look-back: the
+			// (b) One acknowledgement resolves all of it: the webhook
+			// still counts in the look-back when it resolves, so the
 			// acknowledgement closed it, not the window's end.
-			if err := s.webhookInLookBack(ctx, w); err != nil {
-				return fmt.Errorf("acknowledged: resolved only when %v", err)
-			}
-			if err := s.poll(ctx, deliveryTimeout, s.notifiedSince(mark, w, "resolved")); err != nil {
+			if err := s.acknowledgeResolves(ctx, w, time.Now().UTC().Format(time.RFC3339Nano), s.webhookInLookBack); err != nil {
 				return fmt.Errorf("acknowledged: %v", err)
 			}
 			if err := s.poll(ctx, deliveryTimeout, s.noCriticalHeld(w)); err != nil {
@@ -77,13 +66,7 @@ func (s *stack) onePagePerExposure(t *testing.T, source string) scenario {
 			resolved := time.Since(start)
 
 			// (c) A change after the acknowledgement pages once.
-			notified, _ = s.receiver.notifications()
-			mark = len(notified)
-			feed["databases"] = append(slices.Clone(feed["databases"].([]string)), "e2e-onepage-after-ack")
-			if err := s.adminPost(ctx, "/admin/feed", feed, http.StatusOK); err != nil {
-				return err
-			}
-			if err := s.onePage(ctx, w, mark); err != nil {
+			if err := s.changePagesOnce(ctx, w, feed, "e2e-onepage-after-ack"); err != nil {
 				return fmt.Errorf("a change after the acknowledgement: %v", err)
 			}
 			repaged := time.Since(start)
@@ -91,24 +74,10 @@ func (s *stack) onePagePerExposure(t *testing.T, source string) scenario {
 			// (d) handled_at 4 minutes ahead (5 are accepted): it counts
 			// from the reload, so it resolves the alert, and the next
 			// change, which the service stamps before handled_at, pages.
-			notified, _ = s.receiver.notifications()
-			mark = len(notified)
-			if err := s.acknowledge(ctx, w, time.Now().Add(4*time.Minute).UTC().Format(time.RFC3339)); err != nil {
+			if err := s.acknowledgeResolves(ctx, w, time.Now().Add(4*time.Minute).UTC().Format(time.RFC3339), nil); err != nil {
 				return fmt.Errorf("acknowledged ahead: %v", err)
 			}
-			if err := s.poll(ctx, resolveTimeout, s.notActive(w)); err != nil {
-				return fmt.Errorf("acknowledged ahead: %v", err)
-			}
-			if err := s.poll(ctx, deliveryTimeout, s.notifiedSince(mark, w, "resolved")); err != nil {
-				return fmt.Errorf("acknowledged ahead: %v", err)
-			}
-			notified, _ = s.receiver.notifications()
-			mark = len(notified)
-			feed["databases"] = append(slices.Clone(feed["databases"].([]string)), "e2e-onepage-before-handled-at")
-			if err := s.adminPost(ctx, "/admin/feed", feed, http.StatusOK); err != nil {
-				return err
-			}
-			if err := s.onePage(ctx, w, mark); err != nil {
+			if err := s.changePagesOnce(ctx, w, feed, "e2e-onepage-before-handled-at"); err != nil {
 				return fmt.Errorf("a change after an acknowledgement with handled_at ahead: %v", err)
 			}
 			t.Logf("one page per exposure: paged once in %.1fs; one acknowledgement resolved it (webhook included) at %.1fs; "+
@@ -125,15 +94,42 @@ func (s *stack) onePagePerExposure(t *testing.T, source string) scenario {
 	}
 }
 
-// acknowledge writes one acknowledgement for w's address and feed, and
-// reloads the exporter.
-func (s *stack) acknowledge(ctx context.Context, w wantAlert, handledAt string) error {
+// acknowledgeResolves writes one acknowledgement for w's address and
+// feed, reloads the exporter, and waits until w resolves and the
+// resolution is notified. When resolved is not nil, it must hold at the
+// moment w is seen resolved.
+func (s *stack) acknowledgeResolves(ctx context.Context, w wantAlert, handledAt string, resolved func(context.Context, wantAlert) error) error {
+	notified, _ := s.receiver.notifications()
+	mark := len(notified)
 	entry := fmt.Sprintf("acknowledgements:\n  - address: %s\n    source: %s\n    handled_at: %s\n    by: e2e-onepage\n",
 		w.labels["address"], w.labels["source"], handledAt)
 	if err := os.WriteFile(s.exporter.ackFile, []byte(entry), 0o600); err != nil {
 		return err
 	}
-	return s.reloadExporter(ctx, http.StatusOK)
+	if err := s.reloadExporter(ctx, http.StatusOK); err != nil {
+		return err
+	}
+	if err := s.poll(ctx, resolveTimeout, s.notActive(w)); err != nil {
+		return err
+	}
+	if resolved != nil {
+		if err := resolved(ctx, w); err != nil {
+			return fmt.Errorf("resolved only when %v", err)
+		}
+	}
+	return s.poll(ctx, deliveryTimeout, s.notifiedSince(mark, w, "resolved"))
+}
+
+// changePagesOnce adds a database to the feed (which keeps its plaintext
+// password): a change, which must page for w once.
+func (s *stack) changePagesOnce(ctx context.Context, w wantAlert, feed map[string]any, database string) error {
+	notified, _ := s.receiver.notifications()
+	mark := len(notified)
+	feed["databases"] = append(slices.Clone(feed["databases"].([]string)), database)
+	if err := s.adminPost(ctx, "/admin/feed", feed, http.StatusOK); err != nil {
+		return err
+	}
+	return s.onePage(ctx, w, mark)
 }
 
 // bothSignals fails until Prometheus holds both signals of w's exposure:
