@@ -136,15 +136,24 @@ func (s *stack) changePagesOnce(ctx context.Context, w wantAlert, feed map[strin
 // the plaintext password and a critical webhook in the look-back.
 func (s *stack) bothSignals(w wantAlert) func(context.Context) error {
 	return func(ctx context.Context) error {
-		sel := fmt.Sprintf(`{job=%q, instance=%q, address=%q, source=%q}`, jobName, s.webAddr, w.labels["address"], w.labels["source"])
-		got, err := s.prom.query(ctx, `breach_source_plaintext_password`+sel+` == 1`)
-		if err == nil && len(got) == 0 {
-			err = fmt.Errorf("no plaintext password yet")
-		}
-		if err != nil {
+		if err := s.plaintextRead(w)(ctx); err != nil {
 			return err
 		}
 		return s.webhookInLookBack(ctx, w)
+	}
+}
+
+// plaintextRead fails until Prometheus has scraped the plaintext password
+// of w's address and feed: the exporter has read it from the API (the
+// alert fires on the critical webhook alone before that).
+func (s *stack) plaintextRead(w wantAlert) func(context.Context) error {
+	return func(ctx context.Context) error {
+		got, err := s.prom.query(ctx, fmt.Sprintf(`breach_source_plaintext_password{job=%q, instance=%q, address=%q, source=%q} == 1`,
+			jobName, s.webAddr, w.labels["address"], w.labels["source"]))
+		if err == nil && len(got) == 0 {
+			err = fmt.Errorf("no plaintext password read for %s yet", w)
+		}
+		return err
 	}
 }
 

@@ -663,6 +663,12 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 			return s.adminPost(ctx, "/admin/feed", subjectFeed(source, true), http.StatusOK)
 		},
 		during: func(ctx context.Context) error {
+			// The alert fires on the critical webhook alone: the state
+			// must hold the plaintext password read from the API before
+			// the restart, which then lets the API fail for the address.
+			if err := s.poll(ctx, deliveryTimeout, s.plaintextRead(plaintext)); err != nil {
+				return err
+			}
 			if err := s.restartKeepsAlert(ctx, t, plaintext); err != nil {
 				return err
 			}
