@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -300,22 +301,34 @@ func (s *stack) demoCritical(ctx context.Context) (map[demoPair]int, error) {
 		}
 	}
 	if len(twice) > 0 {
-		return nil, permanent{fmt.Errorf("Alertmanager holds more than one active critical alert for %v: %v", twice, held)}
+		var alerts []string
+		for _, a := range held {
+			if slices.Contains(twice, demoPair{a.Labels["address"], a.Labels["source"]}.String()) {
+				alerts = append(alerts, fmt.Sprintf("%s %v", a.Status.State, a.Labels))
+			}
+		}
+		return nil, permanent{fmt.Errorf("Alertmanager holds more than one active critical alert for %v: %v", twice, alerts)}
 	}
 	return active, nil
 }
 
-// demoPages counts the on-call pages per address and feed. Alertmanager
-// sends a group (an address) again whenever it changes, with every alert
-// still firing in it; a page for a feed is a notification that carries its
-// critical alert firing when the group's notification before did not (the
-// first, or one after it resolved). A feed paged twice, or under two
-// alerts, is a permanent error.
+// demoPages counts the receiver's on-call pages per address and feed.
 func (s *stack) demoPages() (map[demoPair]int, error) {
 	got, malformed := s.receiver.notifications()
 	if len(malformed) > 0 {
 		return nil, permanent{fmt.Errorf("undecodable notifications: %v", malformed)}
 	}
+	return countPages(got)
+}
+
+// countPages counts the pages per address and feed in notifications, in
+// the order received. Alertmanager sends a group (an address) again
+// whenever it changes, with every alert still firing in it; a page for a
+// feed is a notification that carries its critical alert firing when the
+// group's notification before did not (the first, or one after it
+// resolved). A feed paged twice, or under two alert names, is a permanent
+// error.
+func countPages(got []notification) (map[demoPair]int, error) {
 	before := map[string]map[demoPair]bool{} // group: feeds firing in its last notification
 	pages := map[demoPair]int{}
 	names := map[demoPair]string{}
@@ -367,4 +380,48 @@ func (s *stack) demoExposures(ctx context.Context) (map[demoPair]bool, error) {
 		}
 	}
 	return exposed, nil
+}
+
+// countPages tells a page from a notification that repeats a firing alert,
+// and finds a feed paged again after it resolved or under a second alert.
+func TestCountPages(t *testing.T) {
+	alert := func(status, name, source string) string {
+		return fmt.Sprintf(`{"status": %q, "labels": {"alertname": %q, "severity": "critical", "address": "a@example.com", "source": %q}}`,
+			status, name, source)
+	}
+	parse := func(alerts ...string) notification {
+		var n notification
+		body := `{"receiver": "security-oncall", "groupLabels": {"address": "a@example.com"}, "alerts": [` + strings.Join(alerts, ",") + `]}`
+		if err := json.Unmarshal([]byte(body), &n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	const name = "BreachCredentialsExposed"
+	index, archive := demoPair{"a@example.com", "index"}, demoPair{"a@example.com", "archive"}
+	// A second feed joins the group: the first is carried again, not paged.
+	pages, err := countPages([]notification{
+		parse(alert("firing", name, "index")),
+		parse(alert("firing", name, "index"), alert("firing", name, "archive")),
+	})
+	if err != nil || pages[index] != 1 || pages[archive] != 1 {
+		t.Errorf("a feed joining the group: pages %v, %v; want one each", pages, err)
+	}
+	for _, c := range []struct {
+		what, want string
+		got        []notification
+	}{
+		{"paged again after it resolved", "a@example.com/index paged twice", []notification{
+			parse(alert("firing", name, "index")),
+			parse(alert("resolved", name, "index")),
+			parse(alert("firing", name, "index")),
+		}},
+		{"paged under a second alert", "paged as " + name + " and BreachCriticalAlertReceived", []notification{
+			parse(alert("firing", name, "index"), alert("firing", "BreachCriticalAlertReceived", "index")),
+		}},
+	} {
+		if pages, err := countPages(c.got); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: pages %v, error %v; want an error saying %q", c.what, pages, err, c.want)
+		}
+	}
 }
