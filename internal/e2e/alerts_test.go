@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/breach-exporter/breach_exporter/alerts"
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 )
 
 // criticalAlertsDelivered waits for the critical exposure alert at the
@@ -184,36 +185,43 @@ func checkAnnotations(annotations map[string]string) error {
 // simulatorPlaintext asks the simulator's API, independently of the
 // exporter, whether the feed shows a plaintext password for the address.
 func (s *stack) simulatorPlaintext(ctx context.Context, address, source string) (bool, error) {
-	token, err := os.ReadFile(s.exporter.tokenFile)
+	states, err := s.simulatorFeeds(ctx, address)
 	if err != nil {
 		return false, err
 	}
+	for _, src := range states {
+		if src.Source == source {
+			return src.HasPlaintextPassword, nil
+		}
+	}
+	return false, nil
+}
+
+// simulatorFeeds reads the address's feeds from the simulator's API, as
+// the service reports them, independently of the exporter.
+func (s *stack) simulatorFeeds(ctx context.Context, address string) ([]sim.BreachSourceState, error) {
+	token, err := os.ReadFile(s.exporter.tokenFile)
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.exporter.apiBase+"/breaches?"+url.Values{"email": {address}}.Encode(), nil)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	resp, err := httpClient.Do(req)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("simulator GET /breaches for %s: %s", address, resp.Status)
+		return nil, fmt.Errorf("simulator GET /breaches for %s: %s", address, resp.Status)
 	}
 	var body struct {
-		Sources []struct {
-			Source    string `json:"source"`
-			Plaintext bool   `json:"has_plaintext_password"`
-		} `json:"sources"`
+		Sources []sim.BreachSourceState `json:"sources"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return false, err
+		return nil, err
 	}
-	for _, src := range body.Sources {
-		if src.Source == source {
-			return src.Plaintext, nil
-		}
-	}
-	return false, nil
+	return body.Sources, nil
 }
