@@ -63,16 +63,7 @@ func TestDemoPaceOnePagePerExposure(t *testing.T) {
 	demoFlags, demoSweep := demoSimulatorFlags(t, filepath.Join(examples, "demo.sh"))
 	sweeps := int(demoRun / demoSweep)
 
-	prometheusBin := os.Getenv("BREACH_E2E_PROMETHEUS") // as TestEndToEnd
-	if prometheusBin == "" {
-		prometheusBin = lookPath(t, "prometheus")
-	}
-	alertmanagerBin := lookPath(t, "prometheus-alertmanager", "alertmanager")
-	exporterBin := filepath.Join(dir, "breach_exporter")
-	simulatorBin := filepath.Join(dir, "breach_simulator")
-	buildCtx := testContext(t, buildTimeout)
-	goBuild(buildCtx, t, root, exporterBin, ".")
-	goBuild(buildCtx, t, root, simulatorBin, "./examples/simulator")
+	prometheusBin, alertmanagerBin, exporterBin, simulatorBin := programs(t, root, dir)
 	ctx := testContext(t, runTimeout)
 
 	addrs := freeAddrs(t, 7)

@@ -7,7 +7,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -70,18 +69,7 @@ func TestEndToEnd(t *testing.T) {
 	examples := filepath.Join(root, "examples")
 	dir := t.TempDir()
 
-	// BREACH_E2E_PROMETHEUS names another Prometheus binary: make e2e
-	// runs the test with Debian's (2.x) and with Prometheus 3.
-	prometheusBin := os.Getenv("BREACH_E2E_PROMETHEUS")
-	if prometheusBin == "" {
-		prometheusBin = lookPath(t, "prometheus")
-	}
-	alertmanagerBin := lookPath(t, "prometheus-alertmanager", "alertmanager")
-	exporterBin := filepath.Join(dir, "breach_exporter")
-	simulatorBin := filepath.Join(dir, "breach_simulator")
-	buildCtx := testContext(t, buildTimeout)
-	goBuild(buildCtx, t, root, exporterBin, ".")
-	goBuild(buildCtx, t, root, simulatorBin, "./examples/simulator")
+	prometheusBin, alertmanagerBin, exporterBin, simulatorBin := programs(t, root, dir)
 
 	ctx := testContext(t, runTimeout)
 

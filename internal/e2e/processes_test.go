@@ -208,3 +208,22 @@ func (p *process) printLog(t *testing.T) {
 	}
 	t.Logf("----- %s log (%s) -----\n%s", p.name, p.logPath, data)
 }
+
+// programs finds Prometheus and Alertmanager and builds the exporter and
+// the simulator of the repository at root into dir. BREACH_E2E_PROMETHEUS
+// names another Prometheus binary: make e2e runs the tests with Debian's
+// (2.x) and with Prometheus 3.
+func programs(t *testing.T, root, dir string) (prometheus, alertmanager, exporter, simulator string) {
+	t.Helper()
+	prometheus = os.Getenv("BREACH_E2E_PROMETHEUS")
+	if prometheus == "" {
+		prometheus = lookPath(t, "prometheus")
+	}
+	alertmanager = lookPath(t, "prometheus-alertmanager", "alertmanager")
+	exporter = filepath.Join(dir, "breach_exporter")
+	simulator = filepath.Join(dir, "breach_simulator")
+	buildCtx := testContext(t, buildTimeout)
+	goBuild(buildCtx, t, root, exporter, ".")
+	goBuild(buildCtx, t, root, simulator, "./examples/simulator")
+	return prometheus, alertmanager, exporter, simulator
+}
