@@ -65,6 +65,7 @@ type fileState struct {
 	// are not parsed again, so a change to one file of many parses that
 	// one alone.
 	sum        [sha256.Size]byte
+	badSum     [sha256.Size]byte // the last content that failed to parse
 	addresses  []breach.Address
 	invalid    int
 	duplicates int // set by Merge
@@ -123,6 +124,12 @@ func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 		case err != nil:
 			st.errors++
 			r.Failed = append(r.Failed, err)
+			// A file with no valid line at all: its lines say why, once
+			// per content, as for a good file.
+			if len(invalid) > 0 && sum != st.badSum {
+				st.badSum = sum
+				r.Invalid = append(r.Invalid, invalid[:min(len(invalid), MaxLoggedLines)]...)
+			}
 		case addrs == nil: // unchanged
 		default:
 			st.sum = sum
@@ -176,18 +183,21 @@ func (s *Source) match(globs []string, overLimit *int) []string {
 // file's duplicates are counted for its metrics. Linear in the number of
 // addresses.
 func (s *Source) Merge(configured []breach.Address) []breach.Address {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	total := len(configured)
-	for _, path := range s.order {
-		total += len(s.files[path].addresses)
-	}
-	out := make([]breach.Address, 0, total)
-	seen := make(map[string]struct{}, total)
+	seen := make(map[string]struct{}, len(configured))
 	for _, a := range configured {
 		seen[a.Key()] = struct{}{}
-		out = append(out, a)
 	}
+	return s.MergeInto(seen, slices.Clone(configured))
+}
+
+// MergeInto appends to out the addresses of the last Read's files whose
+// key is not in seen yet, and adds their keys to it: several Sources (one
+// per account) merge into one list in linear time, each address going to
+// the first source that has it. Each file's duplicates are counted for its
+// metrics.
+func (s *Source) MergeInto(seen map[string]struct{}, out []breach.Address) []breach.Address {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, path := range s.order {
 		st := s.files[path]
 		st.duplicates = 0

@@ -186,7 +186,7 @@ func validateGlobs(path string, globs []string, fail func(string, ...any)) {
 	firstIndex := map[string]int{}
 	for i, g := range globs {
 		if j, seen := firstIndex[g]; seen {
-			fail("%saddresses_files[%d]: %q duplicates addresses_files[%d]", path, i, g, j)
+			fail("%saddresses_files[%d]: %q duplicates %saddresses_files[%d]", path, i, g, path, j)
 			continue
 		}
 		firstIndex[g] = i

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -371,14 +372,25 @@ func (e *Exporter) readAddresses(bundle *config.Bundle) bool {
 	cfg := bundle.Config
 	changed := false
 	inForce := map[string]bool{}
+	claimed := map[string]string{} // file: the first account whose globs match it
 	for _, a := range cfg.AccountsInForce() {
 		inForce[a.Name] = true
-		changed = e.readAccountFiles(e.source(a.Name), a.AddressesFiles, cfg) || changed
+		r := e.readAccountFiles(e.source(a.Name), a.AddressesFiles, cfg)
+		changed = r.Changed || changed
+		for _, f := range r.Files {
+			if first, dup := claimed[f.Path]; dup {
+				// Its addresses belong to the first account (watched's
+				// merge), and its metrics show it once.
+				level.Warn(e.logger).Log("msg", "An address file is matched by two accounts' globs; its addresses belong to the first", "file", f.Path, "account", first, "also", a.Name)
+				continue
+			}
+			claimed[f.Path] = a.Name
+		}
 	}
 	// A removed account's files are read as none: their series go.
 	for name, src := range e.addresses {
 		if !inForce[name] {
-			changed = e.readAccountFiles(src, nil, cfg) || changed
+			changed = e.readAccountFiles(src, nil, cfg).Changed || changed
 		}
 	}
 	return changed
@@ -397,7 +409,7 @@ func (e *Exporter) source(account string) *addrfile.Source {
 
 // readAccountFiles reads one account's globs into its Source and logs
 // what is wrong with them.
-func (e *Exporter) readAccountFiles(src *addrfile.Source, globs []string, cfg *config.Config) bool {
+func (e *Exporter) readAccountFiles(src *addrfile.Source, globs []string, cfg *config.Config) addrfile.Read {
 	r := src.Read(globs, e.clock.Now(), cfg.Labels.ShowsAddresses())
 	for _, err := range r.Failed {
 		level.Warn(e.logger).Log("msg", "Address file not usable; its last good content stays", "err", err)
@@ -409,7 +421,7 @@ func (e *Exporter) readAccountFiles(src *addrfile.Source, globs []string, cfg *c
 	if r.OverLimit > 0 {
 		level.Warn(e.logger).Log("msg", "Address files past the limit of a glob are not read", "files", r.OverLimit, "limit", addrfile.MaxFilesPerGlob)
 	}
-	return r.Changed
+	return r
 }
 
 // watchAddresses points the address watch at bundle's globs and interval.
@@ -483,10 +495,14 @@ func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 // of its files that no earlier source has (the first wins, counted in the
 // file's metrics): a file's addresses are its account's.
 func (e *Exporter) watched(cfg *config.Config) []breach.Address {
-	all := cfg.Watched()
+	all := slices.Clone(cfg.Watched()) // appended to: never the config's own
+	seen := make(map[string]struct{}, len(all))
+	for _, a := range all {
+		seen[a.Key()] = struct{}{}
+	}
 	for _, a := range cfg.AccountsInForce() {
 		n := len(all)
-		all = e.source(a.Name).Merge(all)
+		all = e.source(a.Name).MergeInto(seen, all)
 		for i := n; i < len(all); i++ {
 			all[i].Account = a.Name
 		}

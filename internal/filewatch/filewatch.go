@@ -145,10 +145,13 @@ func (w *Watcher) Watch(paths ...string) {
 			set = append(set, p)
 		}
 	}
+	// Read before the lock: a read that hangs (a dead network mount) must
+	// not hold the lock Run takes.
+	seen := w.digests(set)
 	w.mu.Lock()
 	w.paths = set
 	w.rewatch()
-	w.seen = w.digests(set)
+	w.seen = seen
 	w.mu.Unlock()
 	w.wake()
 }
@@ -219,13 +222,33 @@ func (w *Watcher) Run(ctx context.Context) {
 			level.Warn(w.opts.Logger).Log("msg", "File watch error; the timer still re-reads the files", "err", err)
 		case <-debounce:
 			debounce = nil
-			seen = w.check(ctx, paths, seen)
+			var done bool
+			if seen, done = w.checkApart(ctx, paths, seen); done {
+				return
+			}
 		case <-ticker.Chan():
 			w.mu.Lock()
 			w.rewatch()
 			w.mu.Unlock()
-			seen = w.check(ctx, paths, seen)
+			var done bool
+			if seen, done = w.checkApart(ctx, paths, seen); done {
+				return
+			}
 		}
+	}
+}
+
+// checkApart is check in a goroutine of its own, waited for until ctx
+// ends: a read that hangs (a dead network mount) then holds back only the
+// next check, never the end of Run. done tells that ctx ended first.
+func (w *Watcher) checkApart(ctx context.Context, paths []string, seen map[string]digest) (_ map[string]digest, done bool) {
+	result := make(chan map[string]digest, 1)
+	go func() { result <- w.check(ctx, paths, seen) }()
+	select {
+	case now := <-result:
+		return now, false
+	case <-ctx.Done():
+		return seen, true
 	}
 }
 

@@ -352,6 +352,13 @@ func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.
 		}
 	}
 	r.entries = next
+	// A removed account's scheduler is woken too: it then finds its
+	// account gone and returns, so a name added back gets a new one.
+	for name, a := range r.accounts {
+		if kept[name] == nil {
+			signal(a)
+		}
+	}
 	r.accounts = kept
 	for _, a := range kept {
 		signal(a)

@@ -205,3 +205,23 @@ func TestSnapshotIsNotModifiedLater(t *testing.T) {
 		t.Errorf("a snapshot's count changed to %v after a later alert", got)
 	}
 }
+
+// A reload that removes an account wakes its scheduler, which then finds
+// the account gone and returns: it must not sleep on until its next timer.
+func TestSyncWakesARemovedAccount(t *testing.T) {
+	r := New()
+	r.Sync([]string{"a", "b"}, nil, breach.LabelEmail, 0)
+	changed := r.Changed("a")
+	for len(changed) > 0 {
+		<-changed
+	}
+	r.Sync([]string{"b"}, nil, breach.LabelEmail, 0)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("the removed account's channel was not signalled")
+	}
+	if r.Changed("a") != nil {
+		t.Error("a removed account still has a channel")
+	}
+}
