@@ -593,8 +593,9 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 			if goodPrometheus, err = os.ReadFile(s.prometheusFile); err != nil {
 				return err
 			}
-			target := []byte("\n    - " + s.webAddr + "\n")
-			lost := bytes.Replace(goodPrometheus, []byte("- targets:"+string(target)), []byte("- targets: []\n"), 1)
+			// The target's list, however the YAML encoder indents it.
+			target := regexp.MustCompile(`(?m)^(\s*-?\s*)targets:\n\s*- ` + regexp.QuoteMeta(s.webAddr) + `\n`)
+			lost := target.ReplaceAll(goodPrometheus, []byte("${1}targets: []\n"))
 			if bytes.Equal(lost, goodPrometheus) {
 				return fmt.Errorf("no target %s in %s", s.webAddr, s.prometheusFile)
 			}
