@@ -575,7 +575,7 @@ func sumSamples(exposition []byte, name, match string) float64 {
 func checkRestored(exposition []byte, emails []string, refreshed time.Time) error {
 	for _, i := range []int{0, len(emails) / 2, len(emails) - 1} {
 		e := emails[i]
-		want := []string{fmt.Sprintf(`breach_address_state{address=%q,state="verified"} 1`, e),
+		want := []string{fmt.Sprintf(`breach_address_state{address=%q,account="default",state="verified"} 1`, e),
 			fmt.Sprintf(`breach_address_last_refresh_timestamp_seconds{address=%q} %s`, e,
 				strconv.FormatFloat(float64(refreshed.Add(time.Duration(i)*time.Millisecond).UnixMilli())/1000, 'g', -1, 64))}
 		for _, s := range sourcesFor(i) {
