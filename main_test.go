@@ -129,7 +129,8 @@ func TestLandingPageHasNoProfilingLinks(t *testing.T) {
 
 // --config.check and a start end at once with an error naming the field
 // or file on a named pipe, a web config naming one, or hmac labels without
-// their key (issue 24, cases 5 and 10).
+// their key: a file that can block or a mode that cannot work must never
+// hang or crash the check or the start.
 func TestConfigCheckOddFiles(t *testing.T) {
 	dir := t.TempDir()
 	testkit.WriteFile(t, filepath.Join(dir, "token"), "svc_ak_test\n")

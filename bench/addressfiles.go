@@ -14,7 +14,7 @@ import (
 )
 
 // AddressFilesResult is the built binary with its addresses in address
-// files (issue 26): start, memory, and how soon a changed file is served.
+// files: start, memory, and how soon a changed file is served.
 type AddressFilesResult struct {
 	Addresses int `json:"addresses"`
 	Files     int `json:"files"`

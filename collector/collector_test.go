@@ -187,7 +187,7 @@ func TestDatabaseInfoIsCapped(t *testing.T) {
 	}
 }
 
-// Issue 24, case 8: under hmac labels no series carries an address, even
+// Under hmac labels no series carries an address, even
 // one the API or an alert put into a source, field, severity, plan or
 // database name; the feed is still exported, under the redacted name.
 func TestNoAddressInAnyLabelUnderHMAC(t *testing.T) {

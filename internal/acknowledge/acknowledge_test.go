@@ -138,7 +138,7 @@ func TestUnwatchedWarnsPerEntry(t *testing.T) {
 }
 
 // No error shows an address, or a value that may be one, wherever it was
-// written: the entry's line names it (issue 24, case 6).
+// written: the entry's line names it, so hmac labels stay private.
 func TestErrorsNeverShowAnAddress(t *testing.T) {
 	const secret = "alice secret@example.com"
 	data := "acknowledgements:\n" +

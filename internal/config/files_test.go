@@ -16,7 +16,7 @@ import (
 )
 
 // loadWithin is LoadBundle that fails the test when it does not return
-// promptly: a named pipe must never block it (issue 24, case 5).
+// promptly: a named pipe must never block it.
 func loadWithin(t *testing.T, path string, o LoadOptions) (*Bundle, error) {
 	t.Helper()
 	type result struct {
@@ -121,7 +121,7 @@ func TestLoadBundleChecksWebConfigs(t *testing.T) {
 }
 
 // labels.address hmac without address_key_file is a problem naming the
-// field, never a panic (issue 24, case 10).
+// field, never a panic (it once killed a running exporter on reload).
 func TestLoadBundleHMACWithoutKey(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(TokenEnv, "svc_ak_test")
@@ -156,7 +156,7 @@ func TestLoadBundleCapsProblems(t *testing.T) {
 }
 
 // In hmac mode no error of the load shows an address, from the config or
-// from the acknowledgements (issue 24, case 6).
+// from the acknowledgements: the label mode's privacy holds in errors too.
 func TestLoadBundleErrorsHideAddresses(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(TokenEnv, "svc_ak_test")
@@ -176,7 +176,7 @@ func TestLoadBundleErrorsHideAddresses(t *testing.T) {
 }
 
 // An acknowledgements file over its limit fails the load with an error
-// naming the file and the limit (issue 24, case 4).
+// naming the file and the limit, before a byte of it is parsed.
 func TestLoadBundleRefusesHugeAcknowledgements(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(TokenEnv, "svc_ak_test")

@@ -56,7 +56,7 @@ func FuzzLoadBundle(f *testing.F) {
 	}
 	const base = "api: {base_url: 'https://x.org/api/v1', token_file: token}\n"
 	configs = append(configs,
-		// Issue 24, case 10, and its neighbours.
+		// hmac labels without their key once panicked; it and its neighbours.
 		base+"labels: {address: hmac}\naddresses: [a@example.com, b@example.com]\n",
 		base+"labels: {address: hmac, address_key_file: key}\naddresses: [a@example.com, b@example.com]\nacknowledgements_file: acks.yml\n",
 		base+"labels: {address: alias, address_key_file: key}\naddresses: [{email: a@example.com, alias: a}, b@example.com]\n",

@@ -21,7 +21,8 @@ import (
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 )
 
-// The demo's pace at Alertmanager (issue 25): 15 minutes of `make demo`,
+// The demo's pace at Alertmanager, so that an acknowledgement rehearsed in
+// the demo stays closed: 15 minutes of `make demo`,
 // scaled. The simulator sweeps every demoTestSweep where demo.sh sweeps
 // every SWEEP (15s), so demoRun of demo time is a fixed number of sweeps
 // (60) in about a minute. The rules are the shipped file itself, not the

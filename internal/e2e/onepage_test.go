@@ -19,8 +19,9 @@ import (
 // of the address (a webhook makes it re-read at once).
 const onePageHold = 8 * time.Second
 
-// onePagePerExposure is issue 25's "Done when" on the shipped rules and
-// Alertmanager configuration. The subject's feed (without a plaintext
+// onePagePerExposure proves one page per exposure on the shipped rules and
+// Alertmanager configuration: every page wakes a person, so one fact must
+// be one page. The subject's feed (without a plaintext
 // password since the restart scenario) reports one again: the simulator
 // sends a critical webhook for it, so both signals of one exposure are
 // there at once. Then:

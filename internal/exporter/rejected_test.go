@@ -17,7 +17,8 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
-// Each shape of file a reload must refuse (issue 24, cases 4, 5, 6 and 10)
+// Each shape of file a reload must refuse (too large, a named pipe, an
+// address in an error, hmac without its key)
 // fails that reload promptly with a clear error, keeps the config in force
 // and the exporter running: the next good reload goes through.
 func TestReloadRefusesBadFilesAndKeepsRunning(t *testing.T) {

@@ -17,7 +17,8 @@ import (
 )
 
 // followWithin is how soon the watched set must follow a change of the
-// address files (issue 26).
+// address files: a ConfigMap update must reach the exporter before anyone
+// wonders whether it did.
 const followWithin = 5 * time.Second
 
 // watchedAddresses are the address labels of breach_address_state, one

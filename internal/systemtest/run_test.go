@@ -82,7 +82,7 @@ func TestRun(t *testing.T) {
 	}
 
 	// A named pipe where the config was: 500 at once naming it, and the old
-	// config keeps serving (issue 24, case 5).
+	// config keeps serving: a reload that blocked would hold every later one.
 	if err := os.Remove(cfgFile); err != nil {
 		t.Fatal(err)
 	}

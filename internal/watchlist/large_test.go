@@ -10,7 +10,7 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
-// Issue 24, case 2: one reply listing 300,000 database names is recorded,
+// One reply listing 300,000 database names is recorded,
 // its news counted right, and the bounding and counting are done while
 // another reader holds the watchlist's lock: only the swap needs it
 // exclusively, so a scrape or an alert never waits for a large answer.

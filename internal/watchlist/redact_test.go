@@ -35,7 +35,7 @@ func TestLooksLikeAddress(t *testing.T) {
 	}
 }
 
-// Issue 24, case 8: under hmac labels, a value from the API or an alert
+// Under hmac labels, a value from the API or an alert
 // that looks like an address becomes Redacted in every label (counted as
 // dropped), and the feed, field, database or alert it named still counts.
 func TestAddressLikeValuesAreRedacted(t *testing.T) {
