@@ -192,10 +192,11 @@ func exporterConfig(t *testing.T, examples, out, simAddr string) exporterSetup {
 }
 
 // prometheusConfig derives Prometheus's configuration: 1s scrape and rule
-// evaluation, the exporter at exporterAddr for the job the rules select,
-// Alertmanager at amAddr and absolute rule paths. It returns the rule files
-// of the example; the written file loads ruleCopy in their place.
-func prometheusConfig(t *testing.T, examples, out, exporterAddr, amAddr, ruleCopy string) []string {
+// evaluation, the exporter at exporterAddrs (one target per replica) for
+// the job the rules select, Alertmanager at amAddr and absolute rule paths.
+// It returns the rule files of the example; the written file loads
+// ruleCopy in their place.
+func prometheusConfig(t *testing.T, examples, out string, exporterAddrs []string, amAddr, ruleCopy string) []string {
 	t.Helper()
 	file := filepath.Join(examples, "prometheus.yml")
 	cfg := readYAML(t, file)
@@ -221,12 +222,12 @@ func prometheusConfig(t *testing.T, examples, out, exporterAddr, amAddr, ruleCop
 	if len(alertmanagers) != 1 {
 		t.Fatalf("%s: want one alertmanagers entry, got %d", file, len(alertmanagers))
 	}
-	setOnlyTarget(t, file, alertmanagers[0], amAddr)
+	setTargets(t, file, alertmanagers[0], amAddr)
 
 	found := false
 	for _, sc := range mapsAt(t, file, cfg, "scrape_configs") {
 		if sc["job_name"] == jobName {
-			setOnlyTarget(t, file, sc, exporterAddr)
+			setTargets(t, file, sc, exporterAddrs...)
 			found = true
 		}
 	}
@@ -237,8 +238,9 @@ func prometheusConfig(t *testing.T, examples, out, exporterAddr, amAddr, ruleCop
 	return rules
 }
 
-// setOnlyTarget replaces the single target of a single static config.
-func setOnlyTarget(t *testing.T, file string, m yamlMap, addr string) {
+// setTargets replaces the single target of a single static config with
+// addrs.
+func setTargets(t *testing.T, file string, m yamlMap, addrs ...string) {
 	t.Helper()
 	statics := mapsAt(t, file, m, "static_configs")
 	if len(statics) != 1 {
@@ -248,7 +250,11 @@ func setOnlyTarget(t *testing.T, file string, m yamlMap, addr string) {
 	if !ok || len(targets) != 1 {
 		t.Fatalf("%s: want one target in static_configs, got %v", file, statics[0]["targets"])
 	}
-	targets[0] = addr
+	list := make([]any, len(addrs))
+	for i, a := range addrs {
+		list[i] = a
+	}
+	statics[0]["targets"] = list
 }
 
 // alertmanagerConfig derives Alertmanager's configuration: every webhook

@@ -77,7 +77,7 @@ func TestDemoPaceOnePagePerExposure(t *testing.T) {
 	s.exporter = exporterConfig(t, examples, s.exporterFile, simAddr)
 	s.prometheusFile = filepath.Join(dir, "prometheus.yml")
 	shipped := filepath.Join(root, "alerts", "breach_exporter.rules.yml")
-	prometheusConfig(t, examples, s.prometheusFile, webAddr, amAddr, shipped)
+	prometheusConfig(t, examples, s.prometheusFile, []string{webAddr}, amAddr, shipped)
 	alertmanagerFile := filepath.Join(dir, "alertmanager.yml")
 	alertmanagerConfig(t, examples, alertmanagerFile, s.receiver.server.Listener.Addr().String(), smtpAddr)
 

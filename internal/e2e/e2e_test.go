@@ -88,7 +88,7 @@ func TestEndToEnd(t *testing.T) {
 	writeTestRules(t, filepath.Join(root, "alerts", "breach_exporter.rules.yml"), ruleCopy)
 	prometheusFile := filepath.Join(dir, "prometheus.yml")
 	s.prometheusFile = prometheusFile
-	ruleFiles := prometheusConfig(t, examples, prometheusFile, webAddr, amAddr, ruleCopy)
+	ruleFiles := prometheusConfig(t, examples, prometheusFile, []string{webAddr}, amAddr, ruleCopy)
 	if want := filepath.Join(root, "alerts", "breach_exporter.rules.yml"); !slices.Equal(ruleFiles, []string{want}) {
 		t.Fatalf("examples/prometheus.yml loads rule files %v, want only %s", ruleFiles, want)
 	}

@@ -197,6 +197,20 @@ func (p *process) stopNow() error {
 	}
 }
 
+// kill ends the process with SIGKILL, as a crash would, and waits for it;
+// exited and stop then leave it alone.
+func (p *process) kill() error {
+	if err := p.exited(); err != nil {
+		return err
+	}
+	p.stopped.Store(true)
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill %s: %v", p.name, err)
+	}
+	<-p.done
+	return nil
+}
+
 func (p *process) printLog(t *testing.T) {
 	data, err := os.ReadFile(p.logPath)
 	if err != nil {
