@@ -41,6 +41,8 @@ type Handler struct {
 	metrics   *metrics
 	dedup     *dedup
 	journal   Journal // nil: persistence off
+	forward   func(watchlist.AcceptedAlert)
+	full      func() bool
 }
 
 // Options are the handler's collaborators.
@@ -56,6 +58,13 @@ type Options struct {
 	// Journal makes an accepted alert durable before it is answered; nil
 	// with persistence off.
 	Journal Journal
+	// Forward, with replicas, takes an alert once it is durable, to pass
+	// it to the store: every replica counts it when it comes back from
+	// there (ApplyShared), this one too. nil alone.
+	Forward func(watchlist.AcceptedAlert)
+	// Full reports, with replicas, that the alerts not yet passed to the
+	// store reached their bound: the next one is answered 503.
+	Full func() bool
 }
 
 // Journal is where accepted alerts become durable (internal/persist's
@@ -81,6 +90,8 @@ func NewHandler(reg prometheus.Registerer, o Options) (*Handler, error) {
 		metrics:   m,
 		dedup:     newDedup(),
 		journal:   o.Journal,
+		forward:   o.Forward,
+		full:      o.Full,
 	}, nil
 }
 
@@ -171,7 +182,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	// endpoint's busiest path. 204 means durable: a failed commit is 503,
 	// which the sender retries.
 	a := h.accepted(key, account.Name, alert, now)
-	if err := h.commit(a, s.DedupMaxEntries); err != nil {
+	err = errForwardBacklog
+	if h.full == nil || !h.full() {
+		err = h.commit(a, s.DedupMaxEntries)
+	}
+	if err != nil {
 		h.dedup.release(key)
 		w.Header().Set("Retry-After", "1")
 		return h.reject(w, r, http.StatusServiceUnavailable, outcomeUnavailable, err.Error())
@@ -183,6 +198,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 // commit makes a durable when the journal is on, then applies it.
 func (h *Handler) commit(a watchlist.AcceptedAlert, maxEntries int) error {
 	apply := func() { h.apply(a, maxEntries) }
+	if h.forward != nil {
+		apply = func() {
+			h.dedup.remember(a.Digest, a.At, maxEntries)
+			h.forward(a)
+		}
+	}
 	if h.journal == nil {
 		apply()
 		return nil
@@ -205,6 +226,38 @@ func (h *Handler) apply(a watchlist.AcceptedAlert, maxEntries int) {
 	a.Delta.AcceptedAt = a.At
 	h.record(a.Account, a.Address, a.Delta)
 	h.metrics.requests[outcomeAccepted].Inc()
+}
+
+// errForwardBacklog is the 503 while the store is down and this replica
+// holds as many alerts for it as it may.
+var errForwardBacklog = errors.New("the alerts waiting for the store reached their bound")
+
+// Remember remembers a replayed alert that the store counts (with
+// replicas), so that a copy of its body sent again is a duplicate here.
+func (h *Handler) Remember(a watchlist.AcceptedAlert) {
+	h.dedup.remember(a.Digest, a.At, h.config.Load().Config.Webhook.DedupMaxEntries)
+}
+
+// ApplyShared applies an alert from the store, in the store's order, on
+// every replica: the one that accepted it (mine, which re-reads its
+// address) and the others, which remember it too, so that a copy of the
+// body sent to them is a duplicate.
+func (h *Handler) ApplyShared(a watchlist.AcceptedAlert, mine bool) {
+	h.dedup.remember(a.Digest, a.At, h.config.Load().Config.Webhook.DedupMaxEntries)
+	a.Delta.AcceptedAt = a.At
+	h.recordShared(a.Account, a.Address, a.Delta, mine)
+}
+
+// Forwarded counts the outcome of an alert this replica passed to the
+// store: accepted when the store took it, a duplicate when another
+// replica had passed the same body first. So each body is counted
+// accepted once across the replicas.
+func (h *Handler) Forwarded(added bool) {
+	if added {
+		h.metrics.requests[outcomeAccepted].Inc()
+	} else {
+		h.metrics.requests[outcomeDuplicate].Inc()
+	}
 }
 
 // accepted is the record of an accepted alert.
@@ -230,7 +283,13 @@ func (h *Handler) accepted(key [sha256.Size]byte, account string, a Alert, now t
 // address label when the address is not watched and may not be discovered,
 // or is another account's.
 func (h *Handler) record(account, address string, d watchlist.AlertDelta) {
-	switch h.watchlist.RecordAlert(account, address, d) {
+	h.recordShared(account, address, d, true)
+}
+
+// recordShared is record; refresh false leaves the address's re-read to
+// the replica that accepted the alert.
+func (h *Handler) recordShared(account, address string, d watchlist.AlertDelta, refresh bool) {
+	switch h.watchlist.RecordSharedAlert(account, address, d, refresh) {
 	case watchlist.AlertDiscovered:
 		level.Info(h.logger).Log("msg", "Alert for an address not in the config; polling it from now on (webhook.discover_addresses)",
 			"address", h.watchlist.Label(breach.Key(address)))

@@ -42,6 +42,9 @@ type Bundle struct {
 	Warnings []string
 	// Acknowledgements are those of acknowledgements_file; nil without one.
 	Acknowledgements *acknowledge.Set
+	// StorePassword is the content of store.password_file; empty without
+	// one. Never logged, never in an error.
+	StorePassword string
 }
 
 // AccountBundle is what one load produced for one account.
@@ -140,6 +143,11 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 		for _, p := range acknowledge.Problems(err) {
 			l.add(fmt.Errorf("acknowledgements_file: %w", p))
 		}
+	}
+	b.StorePassword, err = cfg.Store.readStorePassword()
+	l.add(err)
+	if cfg.Store != nil && cfg.Store.hasPassword() {
+		b.Warnings = append(b.Warnings, l.placed(errors.New(StorePasswordWarning)).Error())
 	}
 	if o.AddressFiles {
 		l.problems = append(l.problems, addressFileProblems(cfg)...)

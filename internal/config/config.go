@@ -9,8 +9,8 @@
 // ReadSecrets, never by Load).
 //
 // Relative file paths (api.token_file, labels.address_key_file,
-// webhook.secret_files, acknowledgements_file, addresses_files and the files of
-// api.tls_config) are relative to the directory of the configuration file,
+// webhook.secret_files, acknowledgements_file, addresses_files,
+// store.password_file and the files of api.tls_config) are relative to the directory of the configuration file,
 // as in Prometheus, so a config keeps working whatever the working directory
 // of the process is. Load resolves them; Parse, which has no file, leaves
 // them relative to the working directory.
@@ -53,6 +53,9 @@ type Config struct {
 	// AcknowledgementsFile names the acknowledgements (internal/acknowledge):
 	// the exposures people have handled. Empty means none.
 	AcknowledgementsFile string `yaml:"acknowledgements_file"`
+	// Store is the Redis or Valkey the replicas share (store.go); nil
+	// when the file has no store section: one exporter, alone.
+	Store *StoreConfig `yaml:"store"`
 }
 
 // APIConfig says how to reach the breach monitoring service's API.
@@ -205,6 +208,7 @@ func parse(data []byte) (*Config, lineIndex, Problems) {
 		return nil, nil, problems // not YAML at all
 	}
 	problems = append(problems, c.completeAccounts(lines)...)
+	c.completeStore(lines)
 	return c, lines, append(problems, problemsOf(c.Validate())...)
 }
 
@@ -221,6 +225,9 @@ func (c *Config) setDirectory(dir string) {
 	}
 	for i := range c.Accounts {
 		c.Accounts[i].setDirectory(dir)
+	}
+	if c.Store != nil {
+		c.Store.PasswordFile = config.JoinDir(dir, c.Store.PasswordFile)
 	}
 }
 

@@ -58,6 +58,7 @@ func (c *Config) Validate() error {
 
 	c.Webhook.validate(fail)
 	c.Metrics.validate(fail)
+	c.Store.validate(fail)
 
 	return errors.Join(errs...)
 }

@@ -68,6 +68,14 @@ type Exporter struct {
 	hook      *webhook.Handler // nil when the receiver is off
 	store     *persist.Store   // nil when persistence is off
 	journal   *persist.Journal // nil when either is off
+	// replicas is the shared store's side, nil without a store section;
+	// storeAtStart is that section as the process started with it, the
+	// one in force until a restart.
+	replicas     *replicas
+	storeAtStart string
+	// savedMark is the journal's point the last snapshot holds, kept when
+	// a later snapshot may not drop records the store does not hold yet.
+	savedMark persist.Mark
 	// files reloads when the acknowledgements file changes, so that an
 	// update (a ConfigMap's, say) is in force without a SIGHUP.
 	files *filewatch.Watcher
@@ -144,15 +152,26 @@ func New(o Options) (_ *Exporter, err error) {
 			Help: "When the config was last loaded successfully (Unix seconds).",
 		}),
 	}
+	e.storeAtStart = storeSection(bundle)
+	if bundle.Config.Store != nil {
+		if o.Webhook && o.StoragePath == "" {
+			// 204 promises the alert is durable: with replicas, in this
+			// replica's journal until the store holds it.
+			return nil, fmt.Errorf("store: --storage.path is required with a store and the webhook receiver: each replica keeps the alerts it accepted in its own journal until the store holds them")
+		}
+		if e.replicas, err = newReplicas(bundle, o.Registerer, log.With(e.logger, "component", "store"), e.watchlist, e.config); err != nil {
+			return nil, err
+		}
+	}
 	var saved *persist.State
 	persistLogger := log.With(e.logger, "component", "persist")
 	if o.StoragePath != "" {
 		if e.store, err = persist.Open(o.StoragePath, o.Registerer, persistLogger); err != nil {
+			e.release()
 			return nil, fmt.Errorf("--storage.path %q: %w", o.StoragePath, err)
 		}
 		if st, ok := e.store.Load(); ok {
 			saved = &st
-			e.watchlist.Restore(st.Watchlist, e.clock.Now())
 		}
 	}
 	// From here on a failed start releases the folder.
@@ -161,6 +180,13 @@ func New(o Options) (_ *Exporter, err error) {
 			e.release()
 		}
 	}()
+	if e.replicas != nil {
+		saved = e.replicas.start(saved)
+	}
+	if saved != nil {
+		e.watchlist.Restore(saved.Watchlist, e.clock.Now())
+		e.savedMark = persist.Mark{Position: saved.Journal}
+	}
 	// The first sync drops what the snapshot holds and the config no
 	// longer allows. The address files are read first: their addresses
 	// are watched from the first scrape on.
@@ -183,7 +209,9 @@ func New(o Options) (_ *Exporter, err error) {
 				restored++
 			}
 		}
-		e.store.Restored(restored)
+		if e.store != nil {
+			e.store.Restored(restored)
+		}
 		level.Info(e.logger).Log("msg", "Restored the state snapshot", "addresses", restored, "remembered_webhooks", len(saved.Seen))
 	}
 	for _, a := range bundle.Accounts {
@@ -195,6 +223,13 @@ func New(o Options) (_ *Exporter, err error) {
 		if replayed, err = e.startReceiver(saved); err != nil {
 			return nil, err
 		}
+	}
+	if e.replicas != nil {
+		var after string
+		if saved != nil {
+			after = saved.Stream
+		}
+		e.replicas.catchUp(after)
 	}
 	e.savedGeneration, e.savedSeen = e.changes()
 	if replayed > 0 {
@@ -245,15 +280,29 @@ func (e *Exporter) startReceiver(saved *persist.State) (int, error) {
 		}
 	}
 	var err error
-	e.hook, err = webhook.NewHandler(e.opts.Registerer, webhook.Options{
+	o := webhook.Options{
 		Config:    e.config,
 		Watchlist: e.watchlist,
 		Clock:     e.clock,
 		Logger:    log.With(e.logger, "component", "webhook"),
 		Journal:   e.journalOrNil(),
-	})
-	if err != nil {
+	}
+	replay := func(a watchlist.AcceptedAlert) { e.hook.Replay(a) }
+	if r := e.replicas; r != nil {
+		o.Forward = func(a watchlist.AcceptedAlert) { r.queue(a, false) }
+		o.Full = r.full
+		// Replayed, an alert goes to the store again: the store counts
+		// the ones it did not get before the restart, once.
+		replay = func(a watchlist.AcceptedAlert) {
+			e.hook.Remember(a)
+			r.queue(a, true)
+		}
+	}
+	if e.hook, err = webhook.NewHandler(e.opts.Registerer, o); err != nil {
 		return 0, err
+	}
+	if e.replicas != nil {
+		e.replicas.hook = e.hook
 	}
 	if saved != nil {
 		e.hook.Restore(saved.Seen)
@@ -268,7 +317,7 @@ func (e *Exporter) startReceiver(saved *persist.State) (int, error) {
 	}
 	// Each record is applied as it is read: the journal is never held
 	// whole in memory.
-	replayed, err := e.journal.Replay(position, e.hook.Replay)
+	replayed, err := e.journal.Replay(position, replay)
 	if err != nil {
 		return 0, fmt.Errorf("--storage.path %q: journal: %w", e.opts.StoragePath, err)
 	}
@@ -331,7 +380,14 @@ func (e *Exporter) startSchedulers(bundle *config.Bundle) {
 		}
 		done = make(chan struct{})
 		e.schedulers[a.Name] = done
+		var shared scheduler.Shared
+		var outcomes scheduler.Outcomes
+		if e.replicas != nil {
+			shared, outcomes = e.replicas.store, e.replicas
+		}
 		s := scheduler.New(scheduler.Options{
+			Shared:    shared,
+			Outcomes:  outcomes,
 			Watchlist: e.watchlist,
 			Config:    e.config,
 			Account:   a.Name,
@@ -537,8 +593,11 @@ func (e *Exporter) Run(ctx context.Context) {
 		defer e.running.Done()
 		e.addressWatch.Run(ctx)
 	}()
+	if e.replicas != nil {
+		e.replicas.run(ctx, &e.running)
+	}
 	var tick <-chan time.Time
-	if e.store != nil {
+	if e.store != nil || e.replicas != nil {
 		t := e.clock.NewTicker(e.opts.SnapshotInterval)
 		defer t.Stop()
 		tick = t.Chan()
@@ -569,7 +628,7 @@ func (e *Exporter) changes() (generation, seen uint64) {
 // Save writes the state snapshot when anything changed since the last one;
 // without persistence it does nothing.
 func (e *Exporter) Save() error {
-	if e.store == nil {
+	if e.store == nil && e.replicas == nil {
 		return nil
 	}
 	// Checked before anything is copied: most ticks find nothing new.
@@ -578,27 +637,53 @@ func (e *Exporter) Save() error {
 	}
 	st := persist.State{}
 	var generation, seen uint64
-	take := func() {
+	grab := func() {
 		st.Watchlist, generation = e.watchlist.Save()
 		if e.hook != nil {
 			st.Seen, seen = e.hook.Remembered()
 			st.Webhook = e.hook.Counts()
 		}
 	}
-	var mark persist.Mark
+	take := grab
+	if e.replicas != nil {
+		// After a whole event of the stream, with its ID.
+		take = func() { st.Stream = e.replicas.take(grab) }
+	}
+	mark, keep := e.savedMark, false
 	if e.journal != nil {
 		// Between two journal writes, so that the state and the journal
-		// position agree.
-		mark = e.journal.Cut(take)
+		// position agree. With replicas, the records of alerts the store
+		// does not hold yet stay: the snapshot then holds the journal
+		// from where the last one did.
+		cut := e.journal.Cut(func() {
+			take()
+			keep = e.replicas != nil && e.replicas.pending()
+		})
+		if !keep {
+			mark = cut
+		}
 		st.Journal = mark.Position
 	} else {
 		take()
+	}
+	if e.replicas != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		err := e.replicas.checkpoint(ctx, st, e.clock.Now())
+		cancel()
+		if err != nil {
+			level.Warn(e.logger).Log("msg", "Could not write the checkpoint to the store; another replica's, or the next one, serves a start", "err", err)
+		}
+	}
+	if e.store == nil {
+		e.savedGeneration, e.savedSeen = generation, seen
+		return nil
 	}
 	if err := e.store.Save(st, e.clock.Now()); err != nil {
 		return err
 	}
 	e.savedGeneration, e.savedSeen = generation, seen
-	if e.journal != nil {
+	if e.journal != nil && !keep {
+		e.savedMark = mark
 		if err := e.journal.Drop(mark); err != nil {
 			level.Warn(e.logger).Log("msg", "Could not remove journal files the snapshot holds; the next start skips their records", "err", err)
 		}
@@ -628,6 +713,9 @@ func (e *Exporter) release() {
 	}
 	if e.store != nil {
 		e.store.Close()
+	}
+	if e.replicas != nil {
+		e.replicas.store.Close()
 	}
 }
 
@@ -667,6 +755,9 @@ func (e *Exporter) reload() error {
 		return err
 	}
 	e.config.Store(bundle)
+	if section := storeSection(bundle); section != e.storeAtStart {
+		level.Warn(e.logger).Log("msg", "The store section changed; the change takes effect at the next restart, the store in use stays")
+	}
 	e.files.Watch(watchedFiles(bundle)...)
 	e.syncing.Lock()
 	e.watchAddresses(bundle)
@@ -701,3 +792,12 @@ func (e *Exporter) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
 
 // WebhookHandler is the receiver's handler, nil when it is off.
 func (e *Exporter) WebhookHandler() *webhook.Handler { return e.hook }
+
+// storeSection is what of the store section a reload cannot change: the
+// store and its keys (the password file is read at each start).
+func storeSection(bundle *config.Bundle) string {
+	if sc := bundle.Config.Store; sc != nil {
+		return sc.URL + "\x00" + sc.KeyPrefix
+	}
+	return ""
+}

@@ -51,6 +51,9 @@ type State struct {
 	// Journal is the sequence number of the last journal record the state
 	// holds: a replay skips it and those before.
 	Journal uint64
+	// Stream is, with replicas, the ID of the last event of the shared
+	// stream the state holds; empty alone.
+	Stream string
 }
 
 // The wire form. Field names are the file's, stable across versions of
@@ -65,6 +68,7 @@ type (
 		Seen      []seenV1    `json:"seen"`
 		Webhook   webhookV2   `json:"webhook"`
 		Journal   uint64      `json:"journal,omitempty"`
+		Stream    string      `json:"stream,omitempty"`
 	}
 	// An account's last /me answer's plan.
 	accountV4 struct {
@@ -137,7 +141,7 @@ var alertFamilies = map[watchlist.AlertFamily]string{
 func Encode(st State, now time.Time) ([]byte, error) {
 	f := fileV1{Version: version, WrittenAt: now.UTC(),
 		Addresses: make([]addressV1, len(st.Watchlist.Entries)), Seen: make([]seenV1, len(st.Seen)),
-		Webhook: webhookV2(st.Webhook), Journal: st.Journal}
+		Webhook: webhookV2(st.Webhook), Journal: st.Journal, Stream: st.Stream}
 	for _, a := range st.Watchlist.Accounts {
 		f.Accounts = append(f.Accounts, accountV4(a))
 	}
@@ -210,7 +214,7 @@ func Decode(data []byte) (State, error) {
 }
 
 func (f *fileV1) state() (State, error) {
-	st := State{Journal: f.Journal}
+	st := State{Journal: f.Journal, Stream: f.Stream}
 	switch {
 	case f.Version < 4 && len(f.Accounts) > 0, f.Version >= 4 && f.Plan != "":
 		return State{}, fmt.Errorf("version %d has the plan of one account or of each, not the other", f.Version)

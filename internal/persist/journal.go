@@ -422,6 +422,19 @@ func decodeRecord(line []byte) (watchlist.AcceptedAlert, uint64, error) {
 	return a, r.Seq, nil
 }
 
+// EncodeAlert and DecodeAlert are a journal record's form of one accepted
+// alert, which replicas also pass to each other through the store: one
+// form, checked the same way wherever it is read.
+func EncodeAlert(a watchlist.AcceptedAlert) []byte {
+	return appendRecord(nil, 1, a)
+}
+
+// DecodeAlert reads what EncodeAlert wrote.
+func DecodeAlert(data []byte) (watchlist.AcceptedAlert, error) {
+	a, _, err := decodeRecord(bytes.TrimSuffix(data, []byte("\n")))
+	return a, err
+}
+
 // Commit writes a to the journal, syncs it, and calls apply: in the
 // writer goroutine, in the journal's order, so that Cut sees every record
 // it counts applied. It returns once all of that happened, or with the

@@ -41,6 +41,12 @@ func (s *Scheduler) Run(ctx context.Context) {
 			// a reload may have changed what should go next.
 			continue
 		}
+		if s.shared != nil {
+			var ok bool
+			if j, ok = s.takeShared(ctx, acct, st); !ok {
+				continue
+			}
+		}
 		s.send(ctx, bundle, acct, j)
 	}
 }
@@ -112,7 +118,8 @@ func (s *Scheduler) tokenChanged() bool {
 // spacing since the last one, and after any pause.
 func (s *Scheduler) earliest(now time.Time, st settings) time.Time {
 	earliest := later(later(now, s.pauseUntil), s.authUntil)
-	if !s.lastSend.IsZero() {
+	// With replicas the store's budget spaces the requests of all of them.
+	if !s.lastSend.IsZero() && s.shared == nil {
 		earliest = later(earliest, s.lastSend.Add(spacing(st.rpm)))
 	}
 	return earliest
@@ -148,6 +155,9 @@ func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
 			return
 		}
 		at := later(earliest, readyAt(sch, st.interval))
+		if len(s.deferred) > 0 {
+			at = later(at, s.deferredUntil(k, now))
+		}
 		if oldestKey == "" || at.Before(oldestAt) || at.Equal(oldestAt) && readBefore(sch, oldest) {
 			oldest, oldestKey, oldestAt = sch, k, at
 		}
@@ -199,6 +209,16 @@ func (s *Scheduler) send(ctx context.Context, bundle *config.Bundle, acct *confi
 		}
 	}
 	sent := s.clock.Now()
+	if s.shared != nil {
+		// Ready again after the interval unless the outcome says sooner.
+		readyIn := settingsOf(bundle, acct).interval
+		if j.me {
+			readyIn = meEvery(settingsOf(bundle, acct))
+		}
+		defer func() { s.releaseShared(j, readyIn) }()
+		s.readyIn = &readyIn
+		defer func() { s.readyIn = nil }()
+	}
 	s.lastSend = sent
 	s.lastUrgent = j.urgent
 	s.retry = nil
@@ -223,12 +243,13 @@ func (s *Scheduler) send(ctx context.Context, bundle *config.Bundle, acct *confi
 		breaches, rl, err = client.Breaches(ctx, email)
 	}
 	if ctx.Err() != nil {
-		return // shutting down: the outcome says nothing about the API
+		s.setReadyIn(0) // another replica reads it at once
+		return          // shutting down: the outcome says nothing about the API
 	}
 	done := s.clock.Now()
 	level.Debug(logger).Log("msg", "API request", "outcome", outcome(err), "duration", done.Sub(sent))
 
-	s.followRateLimit(rl, done, logger)
+	s.followRateLimit(acct, rl, done, logger)
 	if s.pauseAll(acct, j, err, done, logger) {
 		return
 	}
@@ -252,11 +273,11 @@ func outcome(err error) string {
 // followRateLimit records the rate-limit headers and, when the window's
 // budget is used up (by us or anyone else sharing the key), pauses until the
 // window resets.
-func (s *Scheduler) followRateLimit(rl breach.RateLimit, now time.Time, logger log.Logger) {
+func (s *Scheduler) followRateLimit(acct *config.AccountBundle, rl breach.RateLimit, now time.Time, logger log.Logger) {
 	if !rl.HasLimit && !rl.HasRemaining && rl.Reset.IsZero() {
 		return
 	}
-	s.watchlist.SetRateLimit(s.account, rl)
+	s.out.SetRateLimit(s.account, rl)
 	if !rl.HasRemaining || rl.Remaining > 0 {
 		return
 	}
@@ -270,6 +291,7 @@ func (s *Scheduler) followRateLimit(rl breach.RateLimit, now time.Time, logger l
 	}
 	until = earlier(until, now.Add(maxPause)).Add(s.jitter(resetJitter))
 	s.pauseUntil = later(s.pauseUntil, until)
+	s.pauseShared(acct, now, until)
 	level.Debug(logger).Log("msg", "No requests left in this rate-limit window; waiting for its reset", "until", until)
 }
 
@@ -295,6 +317,7 @@ func (s *Scheduler) pauseAll(acct *config.AccountBundle, j job, err error, now t
 		// whether the API works, and the retry goes first once the window
 		// resets.
 		s.pauseUntil = later(s.pauseUntil, until)
+		s.pauseShared(acct, now, until)
 	case api.KindUnauthorized:
 		// The backoff keeps a revoked token from spending the budget; a
 		// token rotated in the file ends it (now, or by tokenChanged
@@ -309,11 +332,12 @@ func (s *Scheduler) pauseAll(acct *config.AccountBundle, j job, err error, now t
 		}
 		// A rejected token makes the whole API unusable, whichever endpoint
 		// said so; /me may not be sent again until the token works.
-		s.watchlist.SetAccount(s.account, "", false)
+		s.out.SetAccount(s.account, "", false)
 	default:
 		return false
 	}
 	s.retry = &j
+	s.setReadyIn(0) // whichever replica sends it next
 	return true
 }
 
@@ -334,12 +358,12 @@ func (s *Scheduler) rereadToken(acct *config.AccountBundle, logger log.Logger) b
 
 func (s *Scheduler) recordMe(me api.Me, err error, logger log.Logger) {
 	if err != nil {
-		s.watchlist.SetAccount(s.account, "", false)
+		s.out.SetAccount(s.account, "", false)
 		level.Warn(logger).Log("msg", "API identity check failed", "err", err)
 		return
 	}
 	s.authBackoff = 0
-	s.watchlist.SetAccount(s.account, me.Plan, true)
+	s.out.SetAccount(s.account, me.Plan, true)
 	// Once per change of plan: the service delivers webhooks to some plans
 	// only, and a receiver waiting for none is worth knowing about.
 	if s.webhook && me.Plan != s.warnedPlan && breach.PlanWithoutWebhooks(me.Plan) {
@@ -355,15 +379,15 @@ func (s *Scheduler) recordBreaches(st settings, j job, b api.Breaches, err error
 	var failedBefore int
 	switch {
 	case err == nil:
-		failedBefore = s.watchlist.Answered(j.key, breach.Verified, b.Sources, now)
+		failedBefore = s.out.Answered(s.account, j.key, breach.Verified, b.Sources, s.lastSend, now)
 	case kind == api.KindUnverified:
-		failedBefore = s.watchlist.Answered(j.key, breach.Unverified, nil, now)
-	case kind == api.KindNotMonitored && s.watchlist.Drop(j.key):
+		failedBefore = s.out.Answered(s.account, j.key, breach.Unverified, nil, s.lastSend, now)
+	case kind == api.KindNotMonitored && s.out.Drop(s.account, j.key):
 		// A discovered address the account does not monitor was never one
 		// of its addresses: an alert made it up, so it goes at once.
 		level.Info(logger).Log("msg", "The API does not monitor this discovered address; no longer watching it")
 	case kind == api.KindNotMonitored:
-		failedBefore = s.watchlist.Answered(j.key, breach.NotMonitored, nil, now)
+		failedBefore = s.out.Answered(s.account, j.key, breach.NotMonitored, nil, s.lastSend, now)
 	default:
 		s.addressFailed(st, j, err, logger)
 		return
@@ -377,11 +401,12 @@ func (s *Scheduler) recordBreaches(st settings, j job, b api.Breaches, err error
 // addressFailed backs off one address. It warns when the address starts
 // failing, not on every retry: with the API down, every address fails.
 func (s *Scheduler) addressFailed(st settings, j job, err error, logger log.Logger) {
-	sch, ok := s.watchlist.Failed(j.key)
+	sch, ok := s.out.Failed(s.account, j.key, s.lastSend)
 	if !ok {
 		return // a reload removed it while the request was in flight
 	}
 	retryIn := readyAt(sch, st.interval).Sub(sch.LastAttempt)
+	s.setReadyIn(retryIn)
 	lvl := level.Debug
 	if sch.Failures == 1 {
 		lvl = level.Warn

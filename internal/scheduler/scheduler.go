@@ -51,6 +51,11 @@ type Options struct {
 	// Webhook is true when the receiver is on: a plan the service delivers
 	// no webhooks to is then worth a warning.
 	Webhook bool
+	// Shared is the store the replicas share; nil alone. With it, the
+	// key's budget and the claims on each request are the store's.
+	Shared Shared
+	// Outcomes receives what the requests taught; nil: the watchlist.
+	Outcomes Outcomes
 }
 
 const (
@@ -108,6 +113,8 @@ type Scheduler struct {
 	logger    log.Logger
 	jitter    func(time.Duration) time.Duration
 	webhook   bool
+	shared    Shared
+	out       Outcomes
 
 	// Owned by Run: no other goroutine touches these.
 	client      Client
@@ -123,6 +130,12 @@ type Scheduler struct {
 	warnedPlan  string // the plan last checked for webhook delivery
 	cycleFor    cycleInputs
 	overBudget  bool // the addresses did not fit in the interval when last computed
+	// deferred are addresses another replica held when this one tried to
+	// claim them, and until when they wait (replicas only).
+	deferred map[string]time.Time
+	// readyIn is, during a claimed request, when it is ready again for
+	// any replica; its outcome may shorten it (replicas only).
+	readyIn *time.Duration
 }
 
 // New returns a scheduler; call Run to start polling.
@@ -136,6 +149,12 @@ func New(o Options) *Scheduler {
 		logger:    o.Logger,
 		jitter:    o.Jitter,
 		webhook:   o.Webhook,
+		shared:    o.Shared,
+		out:       o.Outcomes,
+		deferred:  map[string]time.Time{},
+	}
+	if s.out == nil {
+		s.out = local{o.Watchlist}
 	}
 	if s.clock == nil {
 		s.clock = clockwork.NewRealClock()

@@ -110,6 +110,17 @@ const (
 // another's counts. Values past their bounds are counted as dropped and
 // left out of the address's counts.
 func (r *List) RecordAlert(account, email string, d AlertDelta) AlertOutcome {
+	return r.recordAlert(account, email, d, true)
+}
+
+// RecordSharedAlert is RecordAlert for an alert another replica accepted
+// (refresh false): it is counted here as there, but the re-read is the
+// accepting replica's, so that it happens once.
+func (r *List) RecordSharedAlert(account, email string, d AlertDelta, refresh bool) AlertOutcome {
+	return r.recordAlert(account, email, d, refresh)
+}
+
+func (r *List) recordAlert(account, email string, d AlertDelta, refresh bool) AlertOutcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	account = breach.Address{Account: account}.AccountName()
@@ -150,13 +161,23 @@ func (r *List) RecordAlert(account, email string, d AlertDelta) AlertOutcome {
 		}
 		r.touch(e)
 	}
-	r.markUrgent(e)
+	if refresh {
+		r.markUrgent(e)
+	}
 	return outcome
 }
 
 // Drop stops watching a discovered address, with all its data: the service
 // says (404) it does not monitor it, so it was never a real address of the
 // account. A configured address is kept: the config asks for it.
+// Discovered reports whether key is a watched address an alert added.
+func (r *List) Discovered(key string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.entries[key]
+	return ok && e.Address.Discovered
+}
+
 func (r *List) Drop(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

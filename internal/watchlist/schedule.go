@@ -69,6 +69,29 @@ func (r *List) Started(key string, at time.Time) {
 	}
 }
 
+// Attempted records that a replica sent a request for the address at at
+// (a later one than this replica knew of). Unlike Started, it leaves a
+// pending Refresh: that one is this replica's to send.
+func (r *List) Attempted(key string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.entries[key]; ok && at.After(e.Schedule.LastAttempt) {
+		e.Schedule.LastAttempt = at
+		r.generation++
+	}
+}
+
+// ScheduleOf returns a watched address's place in the schedule.
+func (r *List) ScheduleOf(key string) (Schedule, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.entries[key]
+	if !ok {
+		return Schedule{}, false
+	}
+	return e.Schedule, true
+}
+
 // Answered records a 200 (Verified, with its sources, bounded as in
 // bounds.go) or a 403/404 (Unverified/NotMonitored: the feed series go,
 // since the service no longer vouches for them) and ends any backoff. It

@@ -88,6 +88,29 @@ token on a reload or a 401, the web config files on every connection.
 {{- define "breach-exporter.configDir" -}}/etc/breach_exporter/config{{- end }}
 {{- define "breach-exporter.secretDir" -}}/etc/breach_exporter/secrets{{- end }}
 {{- define "breach-exporter.storageDir" -}}/var/lib/breach_exporter{{- end }}
+{{- define "breach-exporter.storeDir" -}}/etc/breach_exporter/store{{- end }}
+
+{{/*
+"true" when the release runs several replicas. They need the store that
+shares the key's budget, the work and the alerts between them, and each
+its own storage folder (the exporter locks it): the values.schema.json
+says so too, this is for a chart rendered without it.
+*/}}
+{{- define "breach-exporter.replicated" -}}
+{{- $n := int .Values.replicaCount }}
+{{- if lt $n 1 }}
+{{- fail (printf "replicaCount: %d, at least 1" $n) }}
+{{- end }}
+{{- if gt $n 1 }}
+{{- if not .Values.store.url }}
+{{- fail (printf "replicaCount: %d replicas need store.url: without the shared store each would spend the API key's whole budget and see only the alerts the Service sends it" $n) }}
+{{- end }}
+{{- if .Values.persistence.enabled }}
+{{- fail (printf "persistence.enabled: not with replicaCount %d: each replica needs its own storage folder, so the pods use an emptyDir each (see the chart's README)" $n) }}
+{{- end }}
+{{- end }}
+{{- gt $n 1 }}
+{{- end }}
 
 {{/*
 The accounts the chart mounts files for, as {"accounts": [...]} in YAML
@@ -169,10 +192,11 @@ addressFiles.globs; none without address files.
 {{/*
 The config file: .Values.config with api.token_file and
 webhook.secret_files pointing at the mounted Secret's files, and
-acknowledgements_file and labels.address_key_file at theirs when set.
-With accounts, the chart writes config.accounts from them instead: each
-with its token and secret files, and config.api's base_url and
-requests_per_minute as the default of its baseURL and requestsPerMinute.
+acknowledgements_file and labels.address_key_file at theirs when set,
+and the store section from .Values.store. With accounts, the chart
+writes config.accounts from them instead: each with its token and
+secret files, and config.api's base_url and requests_per_minute as the
+default of its baseURL and requestsPerMinute.
 Address files (addressFiles, accounts[].addressFiles) add their mounted
 globs to the account's addresses_files.
 */}}
@@ -194,6 +218,19 @@ globs to the account's addresses_files.
 {{- end }}
 {{- if hasKey $cfg "accounts" }}
 {{- fail "config.accounts: the chart writes it from accounts (with each account's Secret); move the entries there" }}
+{{- end }}
+{{- if hasKey $cfg "store" }}
+{{- fail "config.store: the chart writes it from store (with the password's Secret); move the settings there" }}
+{{- end }}
+{{- with .Values.store.url }}
+{{- $store := dict "url" . }}
+{{- if $.Values.store.existingSecret }}
+{{- $_ := set $store "password_file" (printf "%s/%s" (include "breach-exporter.storeDir" $) $.Values.store.passwordKey) }}
+{{- end }}
+{{- with $.Values.store.keyPrefix }}
+{{- $_ := set $store "key_prefix" . }}
+{{- end }}
+{{- $_ := set $cfg "store" $store }}
 {{- end }}
 {{- if .Values.acknowledgements.enabled }}
 {{- $_ := set $cfg "acknowledgements_file" (printf "%s/%s" (include "breach-exporter.acknowledgementsDir" .) .Values.acknowledgements.key) }}

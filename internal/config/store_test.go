@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package config
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestStoreAbsentByDefault(t *testing.T) {
+	// A store: with its keys commented out is no store either.
+	for _, yml := range []string{minimalYAML, minimalYAML + "store:\n"} {
+		if c := mustParse(t, yml); c.Store != nil {
+			t.Errorf("%q: store = %+v, want none", yml, c.Store)
+		}
+	}
+}
+
+func TestStoreParse(t *testing.T) {
+	c := mustParse(t, minimalYAML+"store:\n  url: rediss://valkey.example.com:6380/2\n  password_file: secrets/redis\n")
+	want := StoreConfig{URL: "rediss://valkey.example.com:6380/2", PasswordFile: "secrets/redis", KeyPrefix: DefaultKeyPrefix}
+	if c.Store == nil || *c.Store != want {
+		t.Fatalf("store = %+v, want %+v", c.Store, want)
+	}
+	c = mustParse(t, minimalYAML+"store: {url: 'redis://127.0.0.1', key_prefix: 'team-a:breach'}\n")
+	if c.Store.KeyPrefix != "team-a:breach" {
+		t.Errorf("key_prefix = %q, want it as written", c.Store.KeyPrefix)
+	}
+}
+
+func TestStoreValidationErrors(t *testing.T) {
+	const store = minimalYAML + "store:\n"
+	for _, tc := range []struct {
+		name  string
+		yml   string
+		wants []string
+	}{
+		{"url missing", store + "  key_prefix: x\n", []string{"line 3: store.url", "required"}},
+		{"url not redis", store + "  url: http://127.0.0.1:6379\n", []string{"line 4: store.url", `"http://127.0.0.1:6379"`, "redis://"}},
+		{"url without scheme", store + "  url: 127.0.0.1:6379\n", []string{"store.url"}},
+		{"url no host", store + "  url: 'redis:///0'\n", []string{"store.url", "no host"}},
+		{"url db not a number", store + "  url: redis://r:6379/zero\n", []string{"store.url", "database number"}},
+		{"url db with a path", store + "  url: redis://r:6379/0/1\n", []string{"store.url", "database number"}},
+		{"url unparsable", store + "  url: 'redis://[::1'\n", []string{"store.url", "not a valid URL"}},
+		{"unknown key", store + "  url: redis://r\n  passwd_file: x\n", []string{"line 5: store:", `unknown key "passwd_file"`}},
+		{"key_prefix empty", store + "  url: redis://r\n  key_prefix: ''\n", []string{"line 5: store.key_prefix", "empty"}},
+		{"key_prefix too long", store + "  url: redis://r\n  key_prefix: " + strings.Repeat("p", 65) + "\n", []string{"store.key_prefix", "65 bytes, at most 64"}},
+		{"key_prefix space", store + "  url: redis://r\n  key_prefix: 'a b'\n", []string{"store.key_prefix", `"a b"`, "whitespace or braces"}},
+		{"key_prefix braces", store + "  url: redis://r\n  key_prefix: '{a}'\n", []string{"store.key_prefix", "braces"}},
+		{"not a mapping", minimalYAML + "store: redis://r\n", []string{"store", "mapping"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { assertParseFails(t, tc.yml, tc.wants...) })
+	}
+}
+
+// A store URL's password may be in the config file (it works), but no
+// problem shows it.
+func TestStoreURLPasswordNeverShown(t *testing.T) {
+	_, err := Parse([]byte(minimalYAML + "store: {url: 'ftp://u:hunter2@r:6379'}\n"))
+	if err == nil || !strings.Contains(err.Error(), "store.url") || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error %v must name store.url and hide the password", err)
+	}
+	_, err = Parse([]byte(minimalYAML + "store: {url: 'redis://u:hunter2@[::1'}\n"))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("error %v must hide the password", err)
+	}
+}
+
+func TestLoadBundleStore(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "token", "svc_ak_test\n")
+	const base = "api: {base_url: 'https://x.org/api/v1', token_file: token}\n"
+
+	t.Run("password file, relative to the config", func(t *testing.T) {
+		writeFile(t, dir, "redis-password", "s3cret-store-password\n")
+		path := writeFile(t, dir, "config.yml", base+"store:\n  url: redis://127.0.0.1:6379/0\n  password_file: redis-password\n")
+		b, err := LoadBundle(path, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.StorePassword != "s3cret-store-password" || len(b.Warnings) != 0 {
+			t.Errorf("password %q, warnings %q; want the file's content and none", b.StorePassword, b.Warnings)
+		}
+		if want := filepath.Join(dir, "redis-password"); b.Config.Store.PasswordFile != want {
+			t.Errorf("store.password_file = %q, want %q", b.Config.Store.PasswordFile, want)
+		}
+	})
+	t.Run("password file missing", func(t *testing.T) {
+		path := writeFile(t, dir, "config.yml", base+"store:\n  url: redis://127.0.0.1:6379/0\n  password_file: absent\n")
+		_, err := LoadBundle(path, LoadOptions{})
+		if err == nil || !strings.Contains(err.Error(), path+":4: store.password_file") {
+			t.Errorf("LoadBundle error = %v, want one naming %s:4 and store.password_file", err, path)
+		}
+	})
+	t.Run("password file empty", func(t *testing.T) {
+		writeFile(t, dir, "empty", "\n")
+		path := writeFile(t, dir, "config.yml", base+"store:\n  url: redis://127.0.0.1:6379/0\n  password_file: empty\n")
+		if _, err := LoadBundle(path, LoadOptions{}); err == nil || !strings.Contains(err.Error(), "store.password_file") {
+			t.Errorf("LoadBundle error = %v, want one naming store.password_file", err)
+		}
+	})
+	t.Run("password in the URL is a warning", func(t *testing.T) {
+		path := writeFile(t, dir, "config.yml", base+"store:\n  url: redis://:hunter2@127.0.0.1:6379\n")
+		b, err := LoadBundle(path, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Warnings) != 1 || !strings.Contains(b.Warnings[0], path+":3: store.url") ||
+			!strings.Contains(b.Warnings[0], "store.password_file") || strings.Contains(b.Warnings[0], "hunter2") {
+			t.Errorf("warnings = %q, want one naming %s:3 and store.password_file, without the password", b.Warnings, path)
+		}
+	})
+	t.Run("no store", func(t *testing.T) {
+		path := writeFile(t, dir, "config.yml", base)
+		b, err := LoadBundle(path, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Config.Store != nil || b.StorePassword != "" {
+			t.Errorf("store %+v, password %q; want neither", b.Config.Store, b.StorePassword)
+		}
+	})
+}

@@ -1,0 +1,447 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package exporter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/cluster"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
+	"github.com/breach-exporter/breach_exporter/webhook"
+)
+
+// With a store, the replicas share one state through one ordered stream of
+// events: every change a request or an alert makes is published there
+// first, and every replica, the publisher too, applies the stream in its
+// order. Applying the same events in the same order to the same start
+// gives the same state, so every replica serves the same values and
+// counts. A replica that starts takes the newest checkpoint (a state
+// snapshot in the store, written by any replica) and the events after it.
+
+// The kinds of events.
+const (
+	eventAnswered  = "answered"
+	eventFailed    = "failed"
+	eventDropped   = "dropped"
+	eventAccount   = "account"
+	eventRateLimit = "rate_limit"
+	eventAlert     = "alert"
+)
+
+const (
+	// startTimeout bounds what a start waits for the store: the
+	// checkpoint and the events after it. A store that does not answer
+	// leaves the replica to start from its own snapshot and catch up
+	// once the store is back.
+	startTimeout = 10 * time.Second
+	// maxForwardBacklog bounds the alerts accepted while the store is
+	// down and not yet passed to it (about 500 bytes each); past it the
+	// receiver answers 503 and the service retries later.
+	maxForwardBacklog = 100_000
+	// The retry after a failed forward, doubled up to its cap.
+	forwardRetryMin = 100 * time.Millisecond
+	forwardRetryMax = 5 * time.Second
+)
+
+// outcomeEvent is the data of every event but an alert's (whose form is
+// the journal record's, persist.EncodeAlert).
+type outcomeEvent struct {
+	Account   string               `json:"account"`
+	Key       string               `json:"key,omitempty"`
+	Sent      time.Time            `json:"sent,omitzero"`
+	At        time.Time            `json:"at,omitzero"`
+	State     string               `json:"state,omitempty"`
+	Sources   []breach.SourceState `json:"sources,omitempty"`
+	Plan      string               `json:"plan,omitempty"`
+	Up        bool                 `json:"up,omitempty"`
+	RateLimit *breach.RateLimit    `json:"rate_limit,omitempty"`
+}
+
+// replicas is the exporter's side of the store: it publishes outcomes
+// (scheduler.Outcomes), forwards accepted alerts, applies the stream and
+// writes checkpoints.
+type replicas struct {
+	store     *cluster.Store
+	name      string
+	logger    log.Logger
+	watchlist *watchlist.List
+	hook      *webhook.Handler // nil when the receiver is off
+	dedupTTL  func() time.Duration
+
+	// applying is held while an event is applied, so that a checkpoint
+	// or a snapshot sees the state after a whole event, and the ID of it.
+	applying sync.Mutex
+	last     string // the last event applied; "" before the first
+
+	// The alerts accepted and durable here, not yet in the store, oldest
+	// first. replayed marks those the journal replayed at start: one the
+	// store already holds was counted before the restart.
+	forwardMu sync.Mutex
+	backlog   []forwarded
+	wake      chan struct{}
+	waiting   prometheus.Gauge
+	dropped   prometheus.Counter // events that could not be applied
+	published prometheus.Counter // outcomes applied locally only: the store did not take them
+}
+
+type forwarded struct {
+	alert    watchlist.AcceptedAlert
+	replayed bool
+}
+
+// replicaName names this process in the store: the host, the pid and a
+// random part, so that a restarted process never takes a dead one's claims
+// for its own.
+func replicaName() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Logger, w *watchlist.List, cur *config.Current) (*replicas, error) {
+	sc := bundle.Config.Store
+	r := &replicas{
+		name:      replicaName(),
+		logger:    logger,
+		watchlist: w,
+		wake:      make(chan struct{}, 1),
+		dedupTTL:  func() time.Duration { return time.Duration(cur.Load().Config.Webhook.DedupWindow) },
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "breach_exporter_store_forward_backlog",
+			Help: "Alerts accepted by this replica and durable in its journal, not yet passed to the store.",
+		}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "breach_exporter_store_events_invalid_total",
+			Help: "Events from the store that could not be applied (not in a form this version writes).",
+		}),
+		published: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "breach_exporter_store_publish_failures_total",
+			Help: "API outcomes the store did not take: applied on this replica only.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{r.waiting, r.dropped, r.published} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	r.store, err = cluster.Open(cluster.Options{
+		URL:        sc.URL,
+		Password:   bundle.StorePassword,
+		KeyPrefix:  sc.KeyPrefix,
+		Replica:    r.name,
+		Registerer: reg,
+		Logger:     logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return r, nil
+}
+
+// start picks the state to start from: the store's checkpoint when it is
+// newer than the local snapshot (local may be nil), else the local one.
+func (r *replicas) start(local *persist.State) *persist.State {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	data, id, ok, err := r.store.Checkpoint(ctx)
+	switch {
+	case err != nil:
+		level.Warn(r.logger).Log("msg", "The store did not answer at start; starting from this replica's own snapshot and catching up once it is back", "err", err)
+	case ok && (local == nil || streamAfter(id, local.Stream)):
+		st, err := persist.Decode(data)
+		if err != nil {
+			level.Warn(r.logger).Log("msg", "The store's checkpoint cannot be read; starting from this replica's own snapshot", "err", err)
+			break
+		}
+		st.Stream = id
+		if local != nil {
+			// The per-replica parts stay this replica's.
+			st.Webhook, st.Journal = local.Webhook, local.Journal
+		} else {
+			st.Webhook, st.Journal = breach.WebhookCounts{}, 0
+		}
+		level.Info(r.logger).Log("msg", "Starting from the store's checkpoint", "addresses", len(st.Watchlist.Entries))
+		return &st
+	}
+	return local
+}
+
+// catchUp applies the events after the start state's, up to the newest,
+// before anything serves; a store that does not answer leaves them to
+// Follow.
+func (r *replicas) catchUp(after string) {
+	r.last = after
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	until, err := r.store.Last(ctx)
+	if err != nil {
+		return
+	}
+	n := 0
+	if _, err := r.store.Read(ctx, r.last, until, func(ev cluster.Event) { r.apply(ev); n++ }); err != nil {
+		level.Warn(r.logger).Log("msg", "Could not read all events after the start state; the rest follow once the store answers", "err", err)
+	}
+	level.Info(r.logger).Log("msg", "Caught up with the store", "events", n)
+}
+
+// run follows the stream and forwards alerts until ctx ends.
+func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
+	r.applying.Lock()
+	after := r.last
+	r.applying.Unlock()
+	if after == "" {
+		after = "0-0"
+	}
+	wg.Add(3)
+	go func() { defer wg.Done(); r.store.Run(ctx) }()
+	go func() { defer wg.Done(); r.store.Follow(ctx, after, r.apply) }()
+	go func() { defer wg.Done(); r.forward(ctx) }()
+}
+
+// apply applies one event of the stream.
+func (r *replicas) apply(ev cluster.Event) {
+	r.applying.Lock()
+	defer r.applying.Unlock()
+	if streamAfter(r.last, ev.ID) || r.last == ev.ID {
+		return // already applied (catch-up and Follow may overlap)
+	}
+	r.last = ev.ID
+	if ev.Kind == eventAlert {
+		a, err := persist.DecodeAlert(ev.Data)
+		if err != nil {
+			r.invalid(ev, err)
+			return
+		}
+		if r.hook != nil {
+			r.hook.ApplyShared(a, ev.Origin == r.name)
+		}
+		return
+	}
+	var o outcomeEvent
+	if err := json.Unmarshal(ev.Data, &o); err != nil {
+		r.invalid(ev, err)
+		return
+	}
+	r.applyOutcome(ev.Kind, o)
+}
+
+func (r *replicas) applyOutcome(kind string, o outcomeEvent) {
+	w := r.watchlist
+	switch kind {
+	case eventAnswered:
+		w.Attempted(o.Key, o.Sent)
+		w.Answered(o.Key, o.State, o.Sources, o.At)
+	case eventFailed:
+		w.Attempted(o.Key, o.Sent)
+		w.Failed(o.Key)
+	case eventDropped:
+		w.Drop(o.Key)
+	case eventAccount:
+		w.SetAccount(o.Account, o.Plan, o.Up)
+	case eventRateLimit:
+		if o.RateLimit != nil {
+			w.SetRateLimit(o.Account, *o.RateLimit)
+		}
+	}
+	// An unknown kind is a newer replica's, during a rolling upgrade: it
+	// is skipped, and the state it carried comes with the next read.
+}
+
+func (r *replicas) invalid(ev cluster.Event, err error) {
+	r.dropped.Inc()
+	level.Warn(r.logger).Log("msg", "Skipped an event from the store that this version cannot apply", "kind", ev.Kind, "id", ev.ID, "err", err)
+}
+
+// publish passes an outcome to the store; when the store does not take
+// it, this replica applies it alone, so it serves no less than it knows.
+func (r *replicas) publish(kind string, o outcomeEvent) {
+	data, err := json.Marshal(o)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err = r.store.Publish(ctx, kind, data)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	r.published.Inc()
+	level.Debug(r.logger).Log("msg", "The store did not take an API outcome; applied on this replica only", "err", err)
+	r.applying.Lock()
+	r.applyOutcome(kind, o)
+	r.applying.Unlock()
+}
+
+// The scheduler's Outcomes.
+
+func (r *replicas) Answered(account, key, state string, sources []breach.SourceState, sent, at time.Time) int {
+	sch, _ := r.watchlist.ScheduleOf(key)
+	r.publish(eventAnswered, outcomeEvent{Account: account, Key: key, Sent: sent, At: at, State: state, Sources: sources})
+	return sch.Failures
+}
+
+func (r *replicas) Failed(account, key string, sent time.Time) (watchlist.Schedule, bool) {
+	sch, ok := r.watchlist.ScheduleOf(key)
+	if !ok {
+		return sch, false
+	}
+	r.publish(eventFailed, outcomeEvent{Account: account, Key: key, Sent: sent})
+	sch.Failures++
+	sch.LastAttempt = sent
+	return sch, true
+}
+
+func (r *replicas) Drop(account, key string) bool {
+	if !r.watchlist.Discovered(key) {
+		return false
+	}
+	r.publish(eventDropped, outcomeEvent{Account: account, Key: key})
+	return true
+}
+
+func (r *replicas) SetAccount(account, plan string, up bool) {
+	r.publish(eventAccount, outcomeEvent{Account: account, Plan: plan, Up: up})
+}
+
+func (r *replicas) SetRateLimit(account string, rl breach.RateLimit) {
+	r.publish(eventRateLimit, outcomeEvent{Account: account, RateLimit: &rl})
+}
+
+// Forwarding alerts.
+
+// queue takes an alert that is durable in this replica's journal (or
+// replayed from it) to pass to the store.
+func (r *replicas) queue(a watchlist.AcceptedAlert, replayed bool) {
+	r.forwardMu.Lock()
+	r.backlog = append(r.backlog, forwarded{alert: a, replayed: replayed})
+	r.waiting.Set(float64(len(r.backlog)))
+	r.forwardMu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// full reports whether the backlog reached its bound: the receiver then
+// answers 503 rather than hold more in memory.
+func (r *replicas) full() bool {
+	r.forwardMu.Lock()
+	defer r.forwardMu.Unlock()
+	return len(r.backlog) >= maxForwardBacklog
+}
+
+// pending reports whether alerts wait to be forwarded: the journal records
+// that hold them must stay until they are in the store.
+func (r *replicas) pending() bool {
+	r.forwardMu.Lock()
+	defer r.forwardMu.Unlock()
+	return len(r.backlog) > 0
+}
+
+// forward passes the backlog to the store, oldest first, retrying with
+// backoff while the store is down, until ctx ends.
+func (r *replicas) forward(ctx context.Context) {
+	retry := forwardRetryMin
+	for {
+		r.forwardMu.Lock()
+		var next *forwarded
+		if len(r.backlog) > 0 {
+			next = &r.backlog[0]
+		}
+		r.forwardMu.Unlock()
+		if next == nil {
+			select {
+			case <-r.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		a := next.alert
+		opCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		added, err := r.store.PublishOnce(opCtx, hex.EncodeToString(a.Digest[:]), r.dedupTTL(), eventAlert, persist.EncodeAlert(a))
+		cancel()
+		if err != nil {
+			t := time.NewTimer(retry)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			retry = min(2*retry, forwardRetryMax)
+			continue
+		}
+		retry = forwardRetryMin
+		if r.hook != nil && (added || !next.replayed) {
+			r.hook.Forwarded(added)
+		}
+		r.forwardMu.Lock()
+		r.backlog[0] = forwarded{}
+		r.backlog = r.backlog[1:]
+		if len(r.backlog) == 0 {
+			r.backlog = nil // let the array go after an outage's backlog
+		}
+		r.waiting.Set(float64(len(r.backlog)))
+		r.forwardMu.Unlock()
+	}
+}
+
+// Checkpoints.
+
+// take calls f with the state after a whole event, and returns the ID of
+// that event.
+func (r *replicas) take(f func()) string {
+	r.applying.Lock()
+	defer r.applying.Unlock()
+	f()
+	return r.last
+}
+
+// checkpoint writes st, the state after event st.Stream, as the store's
+// checkpoint unless it holds a later one.
+func (r *replicas) checkpoint(ctx context.Context, st persist.State, now time.Time) error {
+	if st.Stream == "" {
+		return nil
+	}
+	// The per-replica parts are not the cluster's.
+	st.Webhook, st.Journal = breach.WebhookCounts{}, 0
+	data, err := persist.Encode(st, now)
+	if err != nil {
+		return err
+	}
+	_, err = r.store.SaveCheckpoint(ctx, data, st.Stream)
+	return err
+}
+
+// streamAfter reports whether stream ID a comes after b ("ms-seq"; an
+// empty or malformed ID comes before every other).
+func streamAfter(a, b string) bool {
+	am, as := splitID(a)
+	bm, bs := splitID(b)
+	return am > bm || am == bm && as > bs
+}
+
+func splitID(id string) (ms, seq uint64) {
+	m, s, _ := strings.Cut(id, "-")
+	ms, _ = strconv.ParseUint(m, 10, 64)
+	seq, _ = strconv.ParseUint(s, 10, 64)
+	return ms, seq
+}

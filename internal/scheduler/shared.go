@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package scheduler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"github.com/go-kit/log/level"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
+)
+
+// Shared is the store replicas share (internal/cluster): one request
+// budget per API key and claims on the work. nil when the exporter runs
+// alone.
+type Shared interface {
+	Reserve(ctx context.Context, key string, spacing time.Duration) (time.Duration, error)
+	Pause(ctx context.Context, key string, d time.Duration) error
+	Claim(ctx context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error)
+	Release(ctx context.Context, scope, item string, readyIn time.Duration) error
+}
+
+// Outcomes is where the scheduler writes what its requests taught it: the
+// watchlist when alone; with replicas, the shared stream every replica's
+// watchlist follows, so that all of them serve the same state.
+type Outcomes interface {
+	Answered(account, key, state string, sources []breach.SourceState, sent, at time.Time) (failedBefore int)
+	// Failed returns the address's schedule after the failure, for its
+	// backoff.
+	Failed(account, key string, sent time.Time) (watchlist.Schedule, bool)
+	Drop(account, key string) bool
+	SetAccount(account, plan string, up bool)
+	SetRateLimit(account string, rl breach.RateLimit)
+}
+
+// local writes outcomes straight into the watchlist.
+type local struct{ w *watchlist.List }
+
+func (l local) Answered(_, key, state string, sources []breach.SourceState, _, at time.Time) int {
+	return l.w.Answered(key, state, sources, at)
+}
+func (l local) Failed(_, key string, _ time.Time) (watchlist.Schedule, bool) { return l.w.Failed(key) }
+func (l local) Drop(_, key string) bool                                      { return l.w.Drop(key) }
+func (l local) SetAccount(account, plan string, up bool)                     { l.w.SetAccount(account, plan, up) }
+func (l local) SetRateLimit(account string, rl breach.RateLimit)             { l.w.SetRateLimit(account, rl) }
+
+const (
+	// claimLease is how long a claim on an address or on /me holds: a
+	// replica that dies has its work taken over within it. It outlasts a
+	// request (api.timeout is at most 30 s, and the budget's wait comes
+	// before the claim).
+	claimLease = 30 * time.Second
+	// claimTries bounds the claims one budget slot tries: another replica
+	// may hold the address this one planned, before its answer arrives.
+	claimTries = 8
+	// storeRetry is the pause after the store failed to answer: without
+	// the shared budget no request may go out, so polling waits for the
+	// store (the replicas keep serving the values they have).
+	storeRetry = 2 * time.Second
+	meItem     = "me"
+)
+
+// sharedSpacing is the least time between two requests of all replicas on
+// one key. One request less than the budget a minute: the replicas' sends
+// reach the service with different delays, and one slot of margin keeps
+// any fixed minute of the service within the budget (59 of 60 is 98%).
+func sharedSpacing(rpm int) time.Duration {
+	return (time.Minute + time.Duration(max(rpm-1, 1)) - 1) / time.Duration(max(rpm-1, 1))
+}
+
+// budgetKey names a key's budget in the store: a digest, never the token.
+// A rotated token is a new key with a budget of its own, as at the service.
+func budgetKey(acct *config.AccountBundle) string {
+	sum := sha256.Sum256([]byte(acct.Token.Get()))
+	return hex.EncodeToString(sum[:12])
+}
+
+// itemOf names an address in the store's claims: a digest, so that a
+// listing of the store's keys shows no address.
+func itemOf(j job) string {
+	if j.me {
+		return meItem
+	}
+	sum := sha256.Sum256([]byte(j.key))
+	return hex.EncodeToString(sum[:12])
+}
+
+// takeShared takes a slot of the key's shared budget, waits for it, and
+// claims the request to send in it: the first one planned that no other
+// replica holds. It reports false when there is none, or the store did
+// not answer (then requests pause for storeRetry).
+func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, st settings) (job, bool) {
+	wait, err := s.shared.Reserve(ctx, budgetKey(acct), sharedSpacing(st.rpm))
+	if err != nil {
+		s.storeFailed(err)
+		return job{}, false
+	}
+	if wait > 0 {
+		t := s.clock.NewTimer(wait)
+		select {
+		case <-t.Chan():
+		case <-ctx.Done():
+			t.Stop()
+			return job{}, false
+		}
+	}
+	for range claimTries {
+		now := s.clock.Now()
+		j, at := s.next(now, st)
+		if at.After(now) {
+			return job{}, false // nothing due: the slot goes unused
+		}
+		ok, err := s.shared.Claim(ctx, s.account, itemOf(j), claimLease, j.urgent || s.retry != nil)
+		if err != nil {
+			s.storeFailed(err)
+			return job{}, false
+		}
+		if ok {
+			s.pruneDeferred(now)
+			return j, true
+		}
+		// Another replica reads it, or read it and its answer is on the
+		// way: look again once the claim would have run out.
+		if j.me {
+			s.lastMe = now
+		} else {
+			s.deferred[j.key] = now.Add(claimLease)
+		}
+		if s.retry != nil && s.retry.me == j.me && s.retry.key == j.key {
+			s.retry = nil
+		}
+	}
+	return job{}, false
+}
+
+// releaseShared gives the claim back after a request: the item is ready
+// again after readyIn (its interval, or its backoff; 0 when a 429 or 401
+// left it to retry).
+func (s *Scheduler) releaseShared(j job, readyIn time.Duration) {
+	// Not the request's context: at shutdown the claim still goes back.
+	ctx, cancel := context.WithTimeout(context.Background(), storeRetry)
+	defer cancel()
+	if err := s.shared.Release(ctx, s.account, itemOf(j), max(readyIn, 0)); err != nil {
+		level.Debug(s.logger).Log("msg", "Could not release a claim in the store; it runs out by itself", "err", err)
+	}
+}
+
+// pauseShared holds every replica's requests on the key until until.
+func (s *Scheduler) pauseShared(acct *config.AccountBundle, now, until time.Time) {
+	if s.shared == nil || !until.After(now) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeRetry)
+	defer cancel()
+	if err := s.shared.Pause(ctx, budgetKey(acct), until.Sub(now)); err != nil {
+		s.storeFailed(err)
+	}
+}
+
+// storeFailed pauses this replica's requests for storeRetry.
+func (s *Scheduler) storeFailed(err error) {
+	level.Debug(s.logger).Log("msg", "The store did not answer; requests wait for it", "err", err)
+	s.pauseUntil = later(s.pauseUntil, s.clock.Now().Add(storeRetry))
+}
+
+// setReadyIn says when the claimed request is ready again, once its
+// outcome is known (replicas only).
+func (s *Scheduler) setReadyIn(d time.Duration) {
+	if s.readyIn != nil {
+		*s.readyIn = d
+	}
+}
+
+// deferredUntil is when a planned address may be claimed again after a
+// claim failed; it forgets the deferrals that ran out.
+func (s *Scheduler) deferredUntil(key string, now time.Time) time.Time {
+	until, ok := s.deferred[key]
+	if ok && !until.After(now) {
+		delete(s.deferred, key)
+		return time.Time{}
+	}
+	return until
+}
+
+// pruneDeferred forgets the deferrals that ran out once they outnumber the
+// account's addresses, so addresses a reload removed do not pile up.
+func (s *Scheduler) pruneDeferred(now time.Time) {
+	if len(s.deferred) <= s.watchlist.AccountLen(s.account) {
+		return
+	}
+	for k, until := range s.deferred {
+		if !until.After(now) {
+			delete(s.deferred, k)
+		}
+	}
+}
