@@ -18,7 +18,7 @@ LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
 .PHONY: all build test fmt-check tidy-check vet staticcheck unit cross-build rules-check promtool promtool3 prometheus3 demo e2e e2e-deps soak bench prometheusrule clean \
-        container container-deps container-test systemd-test kubernetes-test deploy-test \
+        container container-deps container-test systemd-test kubernetes-test deploy-test redis-server replicas-test \
         release generate chart-generate chart-tools chart-test dashboards-check
 
 all: build
@@ -181,6 +181,24 @@ e2e-deps:
 e2e: e2e-deps prometheus3
 	$(GO) test -race -tags e2e -count=1 -v -timeout 10m ./internal/e2e/
 	BREACH_E2E_PROMETHEUS=$(PROMETHEUS3) $(GO) test -race -tags e2e -count=1 -v -timeout 10m ./internal/e2e/
+
+# redis-server comes from Debian's redis-server package; install it when
+# missing. The tests start their own on a loopback port (no system service
+# is used).
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo ">> redis-server not found: installing Debian's redis-server package (apt-get, needs root)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	@redis-server --version
+
+# The replicated mode on real parts: a redis-server, three replicas of the
+# built exporter, a stand-in API enforcing its fixed 60-second window, and
+# Debian's Prometheus and Alertmanager from the shipped examples and rules;
+# a rolling restart, a SIGKILL and 60 s without the store while 2,000
+# signed alerts are sent (internal/e2e/replicas_test.go). About 6 minutes,
+# without -race: the processes under test are built binaries.
+replicas-test: e2e-deps redis-server
+	BREACH_E2E_REPLICAS=1 $(GO) test -tags e2e -count=1 -v -timeout 15m -run '^TestReplicas$$' ./internal/e2e/
 
 # Benchmarks against baselines measured in the same run (about 5 minutes);
 # prints the table and writes bench/results.json. See bench/README.md. The
