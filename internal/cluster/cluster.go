@@ -140,9 +140,19 @@ func Open(o Options) (*Store, error) {
 			}
 		}
 	}
+	quietClient.Do(func() { redis.SetLogger(quiet{}) })
 	s.rdb = redis.NewClient(ro)
 	return s, nil
 }
+
+// go-redis logs its connection failures to stderr on its own; here they
+// are the errors the methods return, counted and logged once per outage
+// (setUp), in the exporter's log stream.
+var quietClient sync.Once
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // clientOptions turns the URL into the client's options without any
 // network I/O. Its errors never quote the URL: it may hold a password.
@@ -152,7 +162,7 @@ func clientOptions(o Options) (*redis.Options, error) {
 	}
 	u, err := url.Parse(o.URL)
 	if err != nil {
-		return nil, errors.New("store: the url does not parse as a URL")
+		return nil, errors.New("store: the url does not parse as a URL (redis://host:port or rediss://host:port)")
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return nil, fmt.Errorf("store: the url's scheme must be redis or rediss (TLS), not %q", u.Scheme)
@@ -177,6 +187,11 @@ func clientOptions(o Options) (*redis.Options, error) {
 	}
 	if ro.WriteTimeout == 0 {
 		ro.WriteTimeout = ioTimeout
+	}
+	if ro.DialerRetries == 0 {
+		// go-redis dials up to 5 times per command by default: each dial
+		// is bounded, their sum would not be.
+		ro.DialerRetries = 1
 	}
 	if ro.PoolTimeout == 0 {
 		ro.PoolTimeout = ioTimeout + time.Second
