@@ -134,8 +134,13 @@ func Open(o Options) (*Store, error) {
 		s.errs.WithLabelValues(op)
 	}
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.up, s.errs, s.missed} {
+		collectors := []prometheus.Collector{s.up, s.errs, s.missed}
+		for i, c := range collectors {
 			if err := o.Registerer.Register(c); err != nil {
+				// All or none: a second Open on the registry may then work.
+				for _, done := range collectors[:i] {
+					o.Registerer.Unregister(done)
+				}
 				return nil, fmt.Errorf("store: registering its metrics: %w", err)
 			}
 		}

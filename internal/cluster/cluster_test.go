@@ -113,6 +113,9 @@ func TestOpenChecksTheURLWithoutConnecting(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("metrics after Open:\n got %v\nwant %v", got, want)
 	}
+	if _, err := Open(Options{URL: "redis://127.0.0.1:1", Replica: "b", Registerer: reg}); err == nil || !strings.Contains(err.Error(), "registering") {
+		t.Errorf("a second Open on one registry: %v", err)
+	}
 }
 
 func TestReserveHandsOutEverySlotOnce(t *testing.T) {
