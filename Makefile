@@ -17,8 +17,8 @@ LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
              -X $(PKG).Branch=$(BRANCH) -X $(PKG).BuildUser=$(shell id -un)@$(shell hostname) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
-.PHONY: all build test fmt-check tidy-check vet staticcheck unit cross-build rules-check promtool promtool3 prometheus3 demo e2e e2e-deps soak bench prometheusrule clean \
-        container container-deps container-test systemd-test kubernetes-test deploy-test redis-server replicas-test \
+.PHONY: all build test fmt-check tidy-check vet staticcheck unit cross-build rules-check promtool redis-server promtool3 prometheus3 demo e2e e2e-deps soak bench prometheusrule clean \
+        container container-deps container-test systemd-test kubernetes-test deploy-test replicas-test \
         release generate chart-generate chart-tools chart-test dashboards-check
 
 all: build
@@ -53,6 +53,15 @@ promtool:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
 	@$(PROMTOOL) --version | head -1
 
+# The shared store's tests (internal/cluster, and the replicated mode's)
+# run a real redis-server: Debian's redis-server package; install it when
+# missing.
+redis-server:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo ">> redis-server not found: installing Debian's redis-server package (apt-get, needs root)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	@redis-server --version
+
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -78,7 +87,7 @@ staticcheck:
 # internal/systemtest, which runs the built binary, takes 8 to 10 minutes
 # under -race on a busy 2-core machine (its worst-case memory test alone 8),
 # past go test's default of 10.
-unit:
+unit: redis-server
 	BREACH_REQUIRE_PROMTOOL=1 $(GO) test -race -count=1 -timeout 20m ./...
 	cd examples/simulator/openapitest && $(GO) test -race -count=1 ./...
 
@@ -181,15 +190,6 @@ e2e-deps:
 e2e: e2e-deps prometheus3
 	$(GO) test -race -tags e2e -count=1 -v -timeout 10m ./internal/e2e/
 	BREACH_E2E_PROMETHEUS=$(PROMETHEUS3) $(GO) test -race -tags e2e -count=1 -v -timeout 10m ./internal/e2e/
-
-# redis-server comes from Debian's redis-server package; install it when
-# missing. The tests start their own on a loopback port (no system service
-# is used).
-redis-server:
-	@command -v redis-server >/dev/null 2>&1 || { \
-	  echo ">> redis-server not found: installing Debian's redis-server package (apt-get, needs root)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
-	@redis-server --version
 
 # The replicated mode on real parts: a redis-server, three replicas of the
 # built exporter, a stand-in API enforcing its fixed 60-second window, and

@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/breach-exporter/breach_exporter/alerts"
+	"github.com/breach-exporter/breach_exporter/internal/config"
 )
 
 func readYAML(t *testing.T, name string, v interface{}) {
@@ -50,10 +51,26 @@ type exporterConfig struct {
 	Webhook struct {
 		SecretFiles []string `yaml:"secret_files"`
 	} `yaml:"webhook"`
+	Store *struct {
+		PasswordFile string `yaml:"password_file"`
+	} `yaml:"store"`
 }
 
 func (c exporterConfig) secretFiles() []string {
-	return append([]string{c.API.TokenFile}, c.Webhook.SecretFiles...)
+	files := append([]string{c.API.TokenFile}, c.Webhook.SecretFiles...)
+	if c.Store != nil && c.Store.PasswordFile != "" {
+		files = append(files, c.Store.PasswordFile)
+	}
+	return files
+}
+
+// The compose files and the exporter config each mounts.
+var composeFiles = []struct {
+	file, config string
+	services     []string
+}{
+	{"compose.yaml", "breach_exporter.yml", []string{"simulator", "breach_exporter", "prometheus", "alertmanager", "grafana"}},
+	{"compose-replicas.yaml", "breach_exporter_replicas.yml", []string{"simulator", "valkey", "breach_exporter_1", "breach_exporter_2", "breach_exporter_3"}},
 }
 
 type composeFile struct {
@@ -75,8 +92,27 @@ type composeFile struct {
 }
 
 func TestDemoConfigUsesTheDemoSecrets(t *testing.T) {
+	for _, c := range composeFiles {
+		t.Run(c.config, func(t *testing.T) { checkDemoConfig(t, c.config) })
+	}
+}
+
+// The demo configs pass what --config.check runs (the secret files read,
+// the store section checked), without a warning.
+func TestDemoConfigsLoad(t *testing.T) {
+	for _, c := range composeFiles {
+		b, err := config.LoadBundle(c.config, config.LoadOptions{Webhook: true})
+		if err != nil {
+			t.Errorf("%s: %v", c.config, err)
+		} else if len(b.Warnings) > 0 {
+			t.Errorf("%s warns: %q", c.config, b.Warnings)
+		}
+	}
+}
+
+func checkDemoConfig(t *testing.T, file string) {
 	var cfg exporterConfig
-	readYAML(t, "breach_exporter.yml", &cfg)
+	readYAML(t, file, &cfg)
 	if !strings.HasPrefix(cfg.API.BaseURL, "http://127.0.0.1:") {
 		t.Errorf("api.base_url %q: the demo talks to the simulator on loopback", cfg.API.BaseURL)
 	}
@@ -84,7 +120,7 @@ func TestDemoConfigUsesTheDemoSecrets(t *testing.T) {
 		if !strings.HasPrefix(f, "demo-secrets/DEMO_ONLY_") {
 			t.Errorf("%s: the demo must use the demo-only files", f)
 		}
-		mustExist(t, "breach_exporter.yml", f)
+		mustExist(t, file, f)
 	}
 	token, err := os.ReadFile(cfg.API.TokenFile)
 	if err != nil {
@@ -96,15 +132,24 @@ func TestDemoConfigUsesTheDemoSecrets(t *testing.T) {
 }
 
 func TestCompose(t *testing.T) {
+	for _, f := range composeFiles {
+		t.Run(f.file, func(t *testing.T) { checkCompose(t, f.file, f.config, f.services) })
+	}
+}
+
+// checkCompose checks that the services of file are built or pinned, that
+// what they mount exists, and that the exporter config it mounts finds its
+// secret files (and Prometheus and Grafana theirs, where file has them).
+func checkCompose(t *testing.T, file, config string, services []string) {
 	var c composeFile
-	readYAML(t, "compose.yaml", &c)
+	readYAML(t, file, &c)
 	var cfg exporterConfig
-	readYAML(t, "breach_exporter.yml", &cfg)
+	readYAML(t, config, &cfg)
 	stages := dockerfileStages(t)
 
-	for _, name := range []string{"simulator", "breach_exporter", "prometheus", "alertmanager", "grafana"} {
+	for _, name := range services {
 		if _, ok := c.Services[name]; !ok {
-			t.Errorf("compose.yaml: no service %s", name)
+			t.Errorf("%s: no service %s", file, name)
 		}
 	}
 	mounts := map[string]string{} // container path -> host path, across services
@@ -145,17 +190,20 @@ func TestCompose(t *testing.T) {
 	// mounted file; each must be a mounted secret.
 	cfgDir := ""
 	for target, host := range mounts {
-		if host == "./breach_exporter.yml" {
+		if host == "./"+config {
 			cfgDir = path.Dir(target)
 		}
 	}
 	if cfgDir == "" {
-		t.Fatal("compose.yaml does not mount breach_exporter.yml")
+		t.Fatalf("%s does not mount %s", file, config)
 	}
 	for _, f := range cfg.secretFiles() {
 		if _, ok := mounts[path.Join(cfgDir, f)]; !ok {
-			t.Errorf("breach_exporter.yml names %s, which compose.yaml does not mount at %s", f, path.Join(cfgDir, f))
+			t.Errorf("%s names %s, which %s does not mount at %s", config, f, file, path.Join(cfgDir, f))
 		}
+	}
+	if _, ok := c.Services["grafana"]; !ok {
+		return
 	}
 	// prometheus.yml's relative rule_files must resolve in the container too.
 	var prom struct {
@@ -169,7 +217,7 @@ func TestCompose(t *testing.T) {
 		for _, rf := range prom.RuleFiles {
 			mustExist(t, "prometheus.yml rule_files", rf)
 			if _, ok := mounts[path.Join(path.Dir(target), rf)]; !ok {
-				t.Errorf("prometheus.yml loads %s, which compose.yaml does not mount", rf)
+				t.Errorf("prometheus.yml loads %s, which %s does not mount", rf, file)
 			}
 		}
 	}
@@ -423,13 +471,15 @@ func hasPort(svc k8sObject, name string) bool {
 // Debian 12's docker-compose 1.29 rejects top-level keys newer than its
 // schema (name:, include:): compose.yaml keeps to the ones it knows.
 func TestComposeTopLevelKeysSuitDockerCompose1(t *testing.T) {
-	var top map[string]interface{}
-	readYAML(t, "compose.yaml", &top)
-	for key := range top {
-		switch key {
-		case "services", "secrets", "volumes", "networks", "configs":
-		default:
-			t.Errorf("compose.yaml: top-level key %q is unknown to docker-compose 1.29", key)
+	for _, f := range composeFiles {
+		var top map[string]interface{}
+		readYAML(t, f.file, &top)
+		for key := range top {
+			switch key {
+			case "services", "secrets", "volumes", "networks", "configs":
+			default:
+				t.Errorf("%s: top-level key %q is unknown to docker-compose 1.29", f.file, key)
+			}
 		}
 	}
 }

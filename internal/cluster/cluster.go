@@ -134,15 +134,30 @@ func Open(o Options) (*Store, error) {
 		s.errs.WithLabelValues(op)
 	}
 	if o.Registerer != nil {
-		for _, c := range []prometheus.Collector{s.up, s.errs, s.missed} {
+		collectors := []prometheus.Collector{s.up, s.errs, s.missed}
+		for i, c := range collectors {
 			if err := o.Registerer.Register(c); err != nil {
+				// All or none: a second Open on the registry may then work.
+				for _, done := range collectors[:i] {
+					o.Registerer.Unregister(done)
+				}
 				return nil, fmt.Errorf("store: registering its metrics: %w", err)
 			}
 		}
 	}
+	quietClient.Do(func() { redis.SetLogger(quiet{}) })
 	s.rdb = redis.NewClient(ro)
 	return s, nil
 }
+
+// go-redis logs its connection failures to stderr on its own; here they
+// are the errors the methods return, counted and logged once per outage
+// (setUp), in the exporter's log stream.
+var quietClient sync.Once
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 // clientOptions turns the URL into the client's options without any
 // network I/O. Its errors never quote the URL: it may hold a password.
@@ -152,7 +167,7 @@ func clientOptions(o Options) (*redis.Options, error) {
 	}
 	u, err := url.Parse(o.URL)
 	if err != nil {
-		return nil, errors.New("store: the url does not parse as a URL")
+		return nil, errors.New("store: the url does not parse as a URL (redis://host:port or rediss://host:port)")
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
 		return nil, fmt.Errorf("store: the url's scheme must be redis or rediss (TLS), not %q", u.Scheme)
@@ -177,6 +192,11 @@ func clientOptions(o Options) (*redis.Options, error) {
 	}
 	if ro.WriteTimeout == 0 {
 		ro.WriteTimeout = ioTimeout
+	}
+	if ro.DialerRetries == 0 {
+		// go-redis dials up to 5 times per command by default: each dial
+		// is bounded, their sum would not be.
+		ro.DialerRetries = 1
 	}
 	if ro.PoolTimeout == 0 {
 		ro.PoolTimeout = ioTimeout + time.Second

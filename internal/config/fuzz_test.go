@@ -22,6 +22,7 @@ var localFiles = []struct {
 	{regexp.MustCompile(`address_key_file: .*`), "address_key_file: key"},
 	{regexp.MustCompile(`acknowledgements_file: .*`), "acknowledgements_file: acks.yml"},
 	{regexp.MustCompile(`secret_files: .*`), "secret_files: [secret]"},
+	{regexp.MustCompile(`password_file: .*`), "password_file: secret"},
 }
 
 // FuzzLoadBundle loads any config, acknowledgements and label key: the
@@ -64,6 +65,8 @@ func FuzzLoadBundle(f *testing.F) {
 		base+"acknowledgements_file: acks.yml\nwebhook: {secret_files: [secret, secret]}\n",
 		base+"acknowledgements_file: /dev/zero\n",
 		base+"acknowledgements_file: .\n",
+		base+"store: {url: 'redis://:pw@127.0.0.1:6379/0', password_file: secret, key_prefix: p}\n",
+		base+"store: {url: 'rediss://[::1]:6380/x', key_prefix: '{p}'}\n",
 	)
 	acks = append(acks, "", "acknowledgements:\n  - address: a.secret@@example.com\n    handled_at: 2026-01-01T00:00:00Z\n    by: ops\n",
 		"acknowledgements: {}\n", "a@example.com: []\n", "acknowledgements:\n  - [x]\n  - address: a@example.com\n    handled_at: 2099-01-01T00:00:00Z\n")
@@ -94,6 +97,9 @@ func FuzzLoadBundle(f *testing.F) {
 		}
 		if b.Config == nil || len(b.Accounts) == 0 || b.HTTPClient == nil || b.Labels == nil {
 			t.Fatalf("a bundle with a part missing: %+v", b)
+		}
+		if s := b.Config.Store; s != nil && (s.KeyPrefix == "" || (s.PasswordFile != "") != (b.StorePassword != "")) {
+			t.Fatalf("a store without its prefix or password: %+v", s)
 		}
 		for _, a := range b.Accounts {
 			if a.BaseURL == nil || a.Token == nil {

@@ -73,9 +73,7 @@ type Exporter struct {
 	// one in force until a restart.
 	replicas     *replicas
 	storeAtStart string
-	// savedMark is the journal's point the last snapshot holds, kept when
-	// a later snapshot may not drop records the store does not hold yet.
-	savedMark persist.Mark
+
 	// files reloads when the acknowledgements file changes, so that an
 	// update (a ConfigMap's, say) is in force without a SIGHUP.
 	files *filewatch.Watcher
@@ -185,7 +183,6 @@ func New(o Options) (_ *Exporter, err error) {
 	}
 	if saved != nil {
 		e.watchlist.Restore(saved.Watchlist, e.clock.Now())
-		e.savedMark = persist.Mark{Position: saved.Journal}
 	}
 	// The first sync drops what the snapshot holds and the config no
 	// longer allows. The address files are read first: their addresses
@@ -649,19 +646,16 @@ func (e *Exporter) Save() error {
 		// After a whole event of the stream, with its ID.
 		take = func() { st.Stream = e.replicas.take(grab) }
 	}
-	mark, keep := e.savedMark, false
+	var mark persist.Mark
+	keep := false
 	if e.journal != nil {
 		// Between two journal writes, so that the state and the journal
 		// position agree. With replicas, the records of alerts the store
-		// does not hold yet stay: the snapshot then holds the journal
-		// from where the last one did.
-		cut := e.journal.Cut(func() {
+		// does not hold yet must stay: no snapshot is written then.
+		mark = e.journal.Cut(func() {
 			take()
 			keep = e.replicas != nil && e.replicas.pending()
 		})
-		if !keep {
-			mark = cut
-		}
 		st.Journal = mark.Position
 	} else {
 		take()
@@ -678,12 +672,16 @@ func (e *Exporter) Save() error {
 		e.savedGeneration, e.savedSeen = generation, seen
 		return nil
 	}
+	if keep {
+		// The snapshot, its journal point and the receiver's counts go
+		// together: written once the store holds every alert again.
+		return nil
+	}
 	if err := e.store.Save(st, e.clock.Now()); err != nil {
 		return err
 	}
 	e.savedGeneration, e.savedSeen = generation, seen
-	if e.journal != nil && !keep {
-		e.savedMark = mark
+	if e.journal != nil {
 		if err := e.journal.Drop(mark); err != nil {
 			level.Warn(e.logger).Log("msg", "Could not remove journal files the snapshot holds; the next start skips their records", "err", err)
 		}

@@ -52,6 +52,7 @@ var goldenVariants = []struct {
 	{name: "alias", state: fixedState},
 	{name: "hash", state: fixedState},
 	{name: "files", state: fixedState},
+	{name: "store", state: fixedState},
 }
 
 var (
@@ -124,12 +125,19 @@ func fixedState(t *testing.T, e *Exporter) {
 // and scrapes /metrics. Left out: the Go runtime and process families
 // (client_golang's, not ours). Normalised: what depends on the toolchain
 // and the real clock (build_info's Go labels, the snapshot's write time).
+// storeURL in a variant's config stands for a redis-server the test starts.
+const storeURL = "redis://STORE"
+
 func goldenExposition(t *testing.T, name string, webhook bool, state func(*testing.T, *Exporter)) string {
 	t.Helper()
 	dir := t.TempDir()
 	cfg, err := os.ReadFile(filepath.Join("testdata", "golden", name+".yml"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if strings.Contains(string(cfg), storeURL) {
+		// A variant with a store gets a real one on loopback.
+		cfg = []byte(strings.ReplaceAll(string(cfg), storeURL, testkit.StartRedis(t).URL()))
 	}
 	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), string(cfg))
 	// A variant's acknowledgements file, where it has one.

@@ -390,8 +390,13 @@ func (r *replicas) forward(ctx context.Context) {
 			continue
 		}
 		retry = forwardRetryMin
-		if r.hook != nil && (added || !next.replayed) {
-			r.hook.Forwarded(added)
+		if r.hook != nil {
+			// A replayed alert the store holds was most likely passed
+			// by this replica before it stopped, and counted then in
+			// counts the snapshot does not hold (it holds them up to
+			// the journal's point, and stays unwritten while alerts
+			// wait for the store): it is counted accepted again.
+			r.hook.Forwarded(added || next.replayed)
 		}
 		r.forwardMu.Lock()
 		r.backlog[0] = forwarded{}

@@ -107,8 +107,11 @@ func TestChartValues(t *testing.T) {
 			}
 			dep := objs.deployments[0]
 			pod := dep.Spec.Template.Spec
-			if *dep.Spec.Replicas != 1 {
-				t.Errorf("%d replicas: the API key's budget is for one exporter", *dep.Spec.Replicas)
+			cfg := configFile(t, objs)
+			if _, shared := cfg["store"]; shared && *dep.Spec.Replicas > 1 {
+				checkReplicated(t, objs, dep)
+			} else if *dep.Spec.Replicas != 1 {
+				t.Errorf("%d replicas without a store: the API key's budget is for one exporter", *dep.Spec.Replicas)
 			}
 			for _, c := range pod.Containers {
 				if !strings.Contains(c.Image, "@sha256:") {
@@ -117,7 +120,7 @@ func TestChartValues(t *testing.T) {
 				checkRestricted(t, pod.SecurityContext, c)
 			}
 			checkVolumes(t, objs, pod, existingObjects(t, file))
-			checkConfigFilesMounted(t, configFile(t, objs), pod.Containers[0].VolumeMounts)
+			checkConfigFilesMounted(t, cfg, pod.Containers[0].VolumeMounts)
 			for _, sm := range objs.serviceMonitors {
 				selected := 0
 				for _, svc := range objs.services {
@@ -250,8 +253,8 @@ func checkRestricted(t *testing.T, pod *corev1.PodSecurityContext, c corev1.Cont
 // existingObjects are the ConfigMaps and Secrets a values file names as
 // existing, as "ConfigMap <name>" and "Secret <name>": the ConfigMaps of
 // acknowledgements.existingConfigMap, of the address lists (addressFiles
-// and each account's) and of extraVolumes, and each account's
-// existingSecret (a values file may mix those with Secrets the chart
+// and each account's) and of extraVolumes, and each account's and the
+// store's existingSecret (a values file may mix those with Secrets the chart
 // makes).
 func existingObjects(t *testing.T, file string) []string {
 	t.Helper()
@@ -272,11 +275,14 @@ func existingObjects(t *testing.T, file string) []string {
 			AddressFiles   addressFiles `json:"addressFiles"`
 		} `json:"accounts"`
 		ExtraVolumes []corev1.Volume `json:"extraVolumes"`
+		Store        struct {
+			ExistingSecret string `json:"existingSecret"`
+		} `json:"store"`
 	}
 	if err := yaml.Unmarshal(data, &values); err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	names := []string{"ConfigMap " + values.Acknowledgements.ExistingConfigMap, "ConfigMap " + values.AddressFiles.ExistingConfigMap}
+	names := []string{"ConfigMap " + values.Acknowledgements.ExistingConfigMap, "ConfigMap " + values.AddressFiles.ExistingConfigMap, "Secret " + values.Store.ExistingSecret}
 	for _, a := range values.Accounts {
 		names = append(names, "ConfigMap "+a.AddressFiles.ExistingConfigMap, "Secret "+a.ExistingSecret)
 	}
@@ -290,7 +296,7 @@ func existingObjects(t *testing.T, file string) []string {
 
 // fileKeys are the config's keys that name files the exporter reads (the
 // state folder aside): each is a path or a list of paths (globs).
-var fileKeys = map[string]bool{"token_file": true, "secret_files": true, "addresses_files": true, "acknowledgements_file": true, "address_key_file": true}
+var fileKeys = map[string]bool{"token_file": true, "secret_files": true, "addresses_files": true, "acknowledgements_file": true, "address_key_file": true, "password_file": true}
 
 // configFilePaths are the files the config names, at the top level or in
 // an account, by key (fileKeys): paths and globs.

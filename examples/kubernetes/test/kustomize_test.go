@@ -22,6 +22,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -57,6 +58,8 @@ func typed(apiVersion, kind string) (any, bool) {
 		return &monitoringv1.ServiceMonitor{}, true
 	case "monitoring.coreos.com/v1/PrometheusRule":
 		return &monitoringv1.PrometheusRule{}, true
+	case "policy/v1/PodDisruptionBudget":
+		return &policyv1.PodDisruptionBudget{}, true
 	}
 	return nil, false
 }
@@ -72,6 +75,7 @@ type objects struct {
 	policies        []*networkingv1.NetworkPolicy
 	serviceMonitors []*monitoringv1.ServiceMonitor
 	rules           []*monitoringv1.PrometheusRule
+	budgets         []*policyv1.PodDisruptionBudget
 	count           int
 }
 
@@ -108,6 +112,8 @@ func (objs *objects) add(t *testing.T, id, apiVersion, kind string, data []byte)
 		objs.serviceMonitors = append(objs.serviceMonitors, o)
 	case *monitoringv1.PrometheusRule:
 		objs.rules = append(objs.rules, o)
+	case *policyv1.PodDisruptionBudget:
+		objs.budgets = append(objs.budgets, o)
 	}
 }
 

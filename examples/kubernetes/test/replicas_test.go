@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package test
+
+// The replicas overlay (examples/kubernetes-replicas): the base run as three
+// replicas sharing a Valkey. Built and decoded as strictly as the base; the
+// replicas roll without dropping a ready pod and have a disruption budget;
+// only they reach the store, whose Service the config names; every
+// container is restricted; and the built exporter's --config.check passes
+// on the pod's files.
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+const replicasOverlay = "../../kubernetes-replicas"
+
+func TestReplicasOverlay(t *testing.T) {
+	objs := build(t, filesys.MakeFsOnDisk(), replicasOverlay)
+	var exporter, store *appsv1.Deployment
+	for _, d := range objs.deployments {
+		switch d.Name {
+		case "breach-exporter":
+			exporter = d
+		default:
+			store = d
+		}
+	}
+	if exporter == nil || store == nil || len(objs.deployments) != 2 {
+		t.Fatalf("want the exporter's Deployment and the store's among %d objects, got %d Deployments", objs.count, len(objs.deployments))
+	}
+	if *exporter.Spec.Replicas < 2 {
+		t.Errorf("%d replicas, want several", *exporter.Spec.Replicas)
+	}
+	checkReplicated(t, objs, exporter)
+
+	cfg := configFile(t, objs)
+	section, _ := cfg["store"].(map[string]any)
+	raw, _ := section["url"].(string)
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		t.Fatalf("config store.url %q: %v", raw, err)
+	}
+	port, _ := strconv.Atoi(u.Port())
+	if !servesPods(objs, u.Hostname(), int32(port), store.Spec.Template.Labels) {
+		t.Errorf("store.url %s: no Service of that name selects the store's pods on port %d", raw, port)
+	}
+
+	for _, d := range []*appsv1.Deployment{exporter, store} {
+		pod := d.Spec.Template.Spec
+		for _, c := range pod.Containers {
+			checkRestricted(t, pod.SecurityContext, c)
+			for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				if _, ok := c.Resources.Limits[r]; !ok {
+					t.Errorf("container %s: no %s limit", c.Name, r)
+				}
+				if _, ok := c.Resources.Requests[r]; !ok {
+					t.Errorf("container %s: no %s request", c.Name, r)
+				}
+			}
+		}
+	}
+	for _, c := range exporter.Spec.Template.Spec.Containers {
+		checkImage(t, c.Name, c.Image)
+	}
+
+	// The base's policy for the exporter, one for the store admitting the
+	// exporter's pods alone.
+	var guarded bool
+	for _, np := range objs.policies {
+		switch {
+		case subset(np.Spec.PodSelector.MatchLabels, exporter.Spec.Template.Labels):
+			checkNetworkPolicy(t, np, exporter.Spec.Template)
+		case subset(np.Spec.PodSelector.MatchLabels, store.Spec.Template.Labels):
+			guarded = true
+			for _, rule := range np.Spec.Ingress {
+				if len(rule.From) == 0 {
+					t.Errorf("NetworkPolicy %s admits anyone", np.Name)
+				}
+				for _, peer := range rule.From {
+					if peer.PodSelector == nil || peer.NamespaceSelector != nil || peer.IPBlock != nil ||
+						!subset(peer.PodSelector.MatchLabels, exporter.Spec.Template.Labels) ||
+						subset(peer.PodSelector.MatchLabels, store.Spec.Template.Labels) {
+						t.Errorf("NetworkPolicy %s admits %+v, want the exporter's pods alone", np.Name, peer)
+					}
+				}
+			}
+		}
+	}
+	if !guarded {
+		t.Error("no NetworkPolicy guards the store's pods")
+	}
+
+	pod := exporter.Spec.Template.Spec
+	c := pod.Containers[0]
+	// The base's Secret is created outside the repository.
+	checkVolumes(t, objs, pod, []string{"Secret breach-exporter"})
+	checkConfigFilesMounted(t, cfg, c.VolumeMounts)
+	t.Run("config.check", func(t *testing.T) {
+		files := podFiles(t, objs, pod.Volumes, c.VolumeMounts)
+		// The demo's placeholders stand in for the base's Secret.
+		for key, demo := range map[string]string{"api-token": "DEMO_ONLY_api_token", "webhook-secret": "DEMO_ONLY_webhook_secret"} {
+			data, err := os.ReadFile(filepath.Join("..", "..", "demo-secrets", demo))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files["/etc/breach_exporter/secrets/"+key] = data
+		}
+		configCheck(t, files, c)
+	})
+}
+
+// checkReplicated: several replicas roll without dropping below their
+// number of ready pods, have a PodDisruptionBudget, and keep their state
+// folders apart (no claim a Deployment's pods would share).
+func checkReplicated(t *testing.T, objs objects, dep *appsv1.Deployment) {
+	t.Helper()
+	s := dep.Spec.Strategy
+	if s.Type != appsv1.RollingUpdateDeploymentStrategyType || s.RollingUpdate == nil ||
+		s.RollingUpdate.MaxUnavailable == nil || s.RollingUpdate.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("Deployment %s: strategy %+v, want a RollingUpdate with maxUnavailable 0", dep.Name, s)
+	}
+	budgets := 0
+	for _, pdb := range objs.budgets {
+		if pdb.Spec.Selector != nil && subset(pdb.Spec.Selector.MatchLabels, dep.Spec.Template.Labels) {
+			budgets++
+			if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+				t.Errorf("PodDisruptionBudget %s: maxUnavailable %v, want 1", pdb.Name, pdb.Spec.MaxUnavailable)
+			}
+		}
+	}
+	if budgets != 1 {
+		t.Errorf("Deployment %s: %d PodDisruptionBudgets select its pods, want 1", dep.Name, budgets)
+	}
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			t.Errorf("volume %s: claim %s would be shared by every replica", v.Name, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+}
+
+// servesPods reports whether a Service called name selects pods with
+// labels on port.
+func servesPods(objs objects, name string, port int32, labels map[string]string) bool {
+	for _, svc := range objs.services {
+		if svc.Name != name || len(svc.Spec.Selector) == 0 || !subset(svc.Spec.Selector, labels) {
+			continue
+		}
+		for _, p := range svc.Spec.Ports {
+			if p.Port == port {
+				return true
+			}
+		}
+	}
+	return false
+}

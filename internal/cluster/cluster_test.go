@@ -1,0 +1,612 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
+)
+
+// replica is one Store of a test with what it registered and logged.
+type replica struct {
+	*Store
+	reg *prometheus.Registry
+	log *testkit.SyncBuffer
+}
+
+func open(t *testing.T, r *testkit.Redis, name, prefix string) replica {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	buf := &testkit.SyncBuffer{}
+	s, err := Open(Options{
+		URL:        r.URL(),
+		KeyPrefix:  prefix,
+		Replica:    name,
+		Registerer: reg,
+		Logger:     log.NewLogfmtLogger(buf),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return replica{s, reg, buf}
+}
+
+// raw is a plain client of r, for what the tests set up or look at
+// behind the Store's back.
+func raw(t *testing.T, r *testkit.Redis) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestOpenChecksTheURLWithoutConnecting(t *testing.T) {
+	for _, c := range []struct{ url, want string }{
+		{"", "empty"},
+		{"http://127.0.0.1:6379", `scheme must be redis or rediss (TLS), not "http"`},
+		{"unix:///run/redis.sock", `not "unix"`},
+		{"127.0.0.1:6379", "does not parse"},
+		{"//127.0.0.1:6379", "scheme"},
+		{"redis://:s3cret@127.0.0.1:port", "does not parse"},
+		{"redis://:s3cret@", "no host"},
+		{"redis://127.0.0.1:6379/notadb", "database"},
+	} {
+		_, err := Open(Options{URL: c.url, Replica: "a"})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%q) = %v, want an error with %q", c.url, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open(%q)'s error shows the password: %v", c.url, err)
+		}
+	}
+	if _, err := Open(Options{URL: "redis://127.0.0.1:6379"}); err == nil {
+		t.Error("Open without a replica name succeeded")
+	}
+
+	// Nothing listens on port 1: Open must not try.
+	reg := prometheus.NewRegistry()
+	s, err := Open(Options{URL: "rediss://:pw@127.0.0.1:1/2", Password: "other", Replica: "a", Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.rdb.Options().Password != "other" || s.rdb.Options().DB != 2 || s.rdb.Options().TLSConfig == nil {
+		t.Errorf("options: password %q, db %d, tls %v", s.rdb.Options().Password, s.rdb.Options().DB, s.rdb.Options().TLSConfig != nil)
+	}
+	if s.Up() {
+		t.Error("Up before any command")
+	}
+	got := testkit.Samples(t, reg)
+	want := map[string]float64{
+		testkit.Series("breach_exporter_store_up"):                  0,
+		testkit.Series("breach_exporter_store_events_missed_total"): 0,
+	}
+	for _, op := range operations {
+		want[testkit.Series("breach_exporter_store_errors_total", "operation", op)] = 0
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("metrics after Open:\n got %v\nwant %v", got, want)
+	}
+	if _, err := Open(Options{URL: "redis://127.0.0.1:1", Replica: "b", Registerer: reg}); err == nil || !strings.Contains(err.Error(), "registering") {
+		t.Errorf("a second Open on one registry: %v", err)
+	}
+}
+
+func TestReserveHandsOutEverySlotOnce(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a, b := open(t, r, "a", ""), open(t, r, "b", "")
+	ctx := context.Background()
+
+	// Far apart, so that the time the calls take cannot blur the slots.
+	const spacing = 10 * time.Second
+	const n = 12
+	waits := make(chan time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			w, err := s.Reserve(ctx, "key1", spacing)
+			if err != nil {
+				t.Error(err)
+			}
+			waits <- w
+		})
+	}
+	wg.Wait()
+	close(waits)
+	slots := map[int]bool{}
+	for w := range waits {
+		k := int((w + spacing/2) / spacing)
+		if slots[k] {
+			t.Errorf("slot %d handed out twice", k)
+		}
+		slots[k] = true
+		if off := w - time.Duration(k)*spacing; off > 0 || off < -spacing/4 {
+			t.Errorf("wait %v is not right before slot %d", w, k)
+		}
+	}
+	if len(slots) != n {
+		t.Errorf("%d slots for %d reservations", len(slots), n)
+	}
+
+	// Another key has its own budget.
+	if w, err := a.Reserve(ctx, "key2", spacing); err != nil || w != 0 {
+		t.Errorf("first reservation of another key: %v, %v", w, err)
+	}
+	// The keys are under the default prefix and expire.
+	ttl, err := raw(t, r).PTTL(ctx, "breach_exporter:budget:key1").Result()
+	if err != nil || ttl <= n*spacing || ttl > n*spacing+2*time.Minute+time.Second {
+		t.Errorf("the budget key's expiry: %v, %v", ttl, err)
+	}
+	if !a.Up() || testutil.ToFloat64(a.up) != 1 {
+		t.Error("the store answered, yet it is not up")
+	}
+}
+
+func TestPausePushesEveryLaterSlot(t *testing.T) {
+	r := testkit.StartRedis(t)
+	s := open(t, r, "a", "p")
+	ctx := context.Background()
+	if w, err := s.Reserve(ctx, "k", time.Millisecond); err != nil || w != 0 {
+		t.Fatalf("first slot: %v, %v", w, err)
+	}
+	if err := s.Pause(ctx, "k", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	w, err := s.Reserve(ctx, "k", time.Second)
+	if err != nil || w < 25*time.Second || w > 30*time.Second {
+		t.Fatalf("slot after a 30 s pause: %v, %v", w, err)
+	}
+	// A shorter pause does not shorten it; the next slot is after the one
+	// taken.
+	if err := s.Pause(ctx, "k", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	w2, err := s.Reserve(ctx, "k", time.Second)
+	if err != nil || w2 < w+500*time.Millisecond {
+		t.Fatalf("slot after a shorter pause: %v (the one before %v), %v", w2, w, err)
+	}
+	// A pause of a key nobody reserved yet holds its first slot.
+	if err := s.Pause(ctx, "fresh", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Reserve(ctx, "fresh", time.Second); err != nil || w < 15*time.Second {
+		t.Fatalf("first slot of a paused key: %v, %v", w, err)
+	}
+}
+
+func TestClaimAndRelease(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a, b := open(t, r, "a", ""), open(t, r, "b", "")
+	ctx := context.Background()
+	claim := func(s replica, scope, item string, lease time.Duration, urgent bool) bool {
+		t.Helper()
+		ok, err := s.Claim(ctx, scope, item, lease, urgent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	release := func(s replica, scope, item string, readyIn time.Duration) {
+		t.Helper()
+		if err := s.Release(ctx, scope, item, readyIn); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if !claim(a, "poll", "x", time.Minute, false) {
+		t.Fatal("a free item was not claimed")
+	}
+	if claim(b, "poll", "x", time.Minute, false) || claim(b, "poll", "x", time.Minute, true) {
+		t.Fatal("an item claimed twice")
+	}
+	if claim(a, "poll", "x", time.Minute, false) {
+		t.Fatal("the holder claimed its item again")
+	}
+	if !claim(b, "other", "x", time.Minute, false) {
+		t.Fatal("another scope's item of the same name was not claimed")
+	}
+
+	// Only the holder's release frees the claim.
+	release(b, "poll", "x", 0)
+	if claim(b, "poll", "x", time.Minute, true) {
+		t.Fatal("another replica's release freed a's claim")
+	}
+	release(a, "poll", "x", time.Hour)
+	if claim(b, "poll", "x", time.Minute, false) {
+		t.Fatal("an item claimed before its ready time")
+	}
+	if !claim(b, "poll", "x", time.Minute, true) {
+		t.Fatal("an urgent claim waited for the ready time")
+	}
+
+	// A lease runs out.
+	if !claim(a, "poll", "lease", 50*time.Millisecond, false) {
+		t.Fatal("a free item was not claimed")
+	}
+	waitFor(t, 10*time.Second, "the lease to run out", func() bool {
+		return claim(b, "poll", "lease", time.Minute, false)
+	})
+
+	// A ready time passes.
+	if !claim(a, "poll", "ready", time.Minute, false) {
+		t.Fatal("a free item was not claimed")
+	}
+	release(a, "poll", "ready", 100*time.Millisecond)
+	start := time.Now()
+	waitFor(t, 10*time.Second, "the ready time to pass", func() bool {
+		return claim(b, "poll", "ready", time.Minute, false)
+	})
+	if time.Since(start) < 50*time.Millisecond {
+		t.Error("claimed before the ready time")
+	}
+}
+
+func TestPublishOnceAddsOneOfConcurrentDuplicates(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a, b := open(t, r, "a", ""), open(t, r, "b", "")
+	ctx := context.Background()
+	const rounds = 20
+	for i := range rounds {
+		digest := fmt.Sprint("d", i)
+		start := make(chan struct{})
+		added := make(chan bool, 2)
+		var wg sync.WaitGroup
+		for _, s := range []replica{a, b} {
+			wg.Go(func() {
+				<-start
+				ok, err := s.PublishOnce(ctx, digest, time.Hour, "alert", []byte(digest))
+				if err != nil {
+					t.Error(err)
+				}
+				added <- ok
+			})
+		}
+		close(start)
+		wg.Wait()
+		if n := btoi(<-added) + btoi(<-added); n != 1 {
+			t.Fatalf("round %d: %d of 2 added", i, n)
+		}
+	}
+	var got []string
+	if _, err := a.Read(ctx, "0-0", "+", func(e Event) { got = append(got, string(e.Data)) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != rounds {
+		t.Fatalf("%d events for %d digests: %v", len(got), rounds, got)
+	}
+
+	// Once the ttl has passed, the digest is new again.
+	if ok, err := a.PublishOnce(ctx, "short", 50*time.Millisecond, "alert", nil); !ok || err != nil {
+		t.Fatalf("first publication: %v, %v", ok, err)
+	}
+	waitFor(t, 10*time.Second, "the digest to expire", func() bool {
+		ok, err := b.PublishOnce(ctx, "short", time.Hour, "alert", nil)
+		return ok && err == nil
+	})
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestReadInOrderAcrossPages(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a, b := open(t, r, "a", ""), open(t, r, "b", "")
+	ctx := context.Background()
+	if last, err := a.Last(ctx); err != nil || last != "0-0" {
+		t.Fatalf("Last of no events: %q, %v", last, err)
+	}
+	if last, err := a.Read(ctx, "0-0", "+", func(Event) { t.Error("an event where there is none") }); err != nil || last != "0-0" {
+		t.Fatalf("Read of no events: %q, %v", last, err)
+	}
+	const n = 1234 // more than two pages
+	ids := make([]string, n)
+	for i := range n {
+		s := a
+		if i%3 == 0 {
+			s = b
+		}
+		id, err := s.Publish(ctx, fmt.Sprint("kind", i%2), []byte(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	if last, err := b.Last(ctx); err != nil || last != ids[n-1] {
+		t.Fatalf("Last: %q, %v; want %q", last, err, ids[n-1])
+	}
+	check := func(from, to int, after, until string) {
+		t.Helper()
+		i := from
+		last, err := a.Read(ctx, after, until, func(e Event) {
+			want := Event{ID: ids[i], Kind: fmt.Sprint("kind", i%2), Origin: map[bool]string{true: "b", false: "a"}[i%3 == 0], Data: []byte(fmt.Sprint(i))}
+			if fmt.Sprint(e) != fmt.Sprint(want) {
+				t.Fatalf("event %d: %+v, want %+v", i, e, want)
+			}
+			i++
+		})
+		if err != nil || i != to || last != ids[to-1] {
+			t.Fatalf("Read(%s, %s): to %d, last %q, %v; want to %d, last %q", after, until, i, last, err, to, ids[to-1])
+		}
+	}
+	check(0, n, "0-0", ids[n-1])
+	check(0, n, "", "")
+	check(600, 900, ids[599], ids[899])
+}
+
+func TestCheckpointKeepsTheLatest(t *testing.T) {
+	r := testkit.StartRedis(t)
+	s := open(t, r, "a", "")
+	ctx := context.Background()
+	if _, _, ok, err := s.Checkpoint(ctx); ok || err != nil {
+		t.Fatalf("a checkpoint where there is none: %v, %v", ok, err)
+	}
+	for _, c := range []struct {
+		id    string
+		saved bool
+	}{
+		{"5-0", true},
+		{"10-0", true}, // later, though "10-0" < "5-0" as strings
+		{"9-9", false},
+		{"5-3", false},
+		{"10-0", true}, // the same event: newer data about it
+		{"10-1", true},
+		{"10-0", false},
+		{"11-0", true},
+	} {
+		saved, err := s.SaveCheckpoint(ctx, []byte("state "+c.id), c.id)
+		if err != nil || saved != c.saved {
+			t.Fatalf("SaveCheckpoint(%s): %v, %v; want %v", c.id, saved, err, c.saved)
+		}
+	}
+	data, id, ok, err := s.Checkpoint(ctx)
+	if err != nil || !ok || id != "11-0" || string(data) != "state 11-0" {
+		t.Fatalf("Checkpoint: %q, %q, %v, %v", data, id, ok, err)
+	}
+	if _, err := s.SaveCheckpoint(ctx, nil, "x"); err == nil {
+		t.Fatal("a checkpoint saved at no stream ID")
+	}
+}
+
+// follow runs s.Follow until the test ends and hands over what it applies.
+func follow(t *testing.T, s replica, after string) <-chan Event {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	events := make(chan Event, 10000)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Follow(ctx, after, func(e Event) { events <- e })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return events
+}
+
+func nextEvent(t *testing.T, events <-chan Event, d time.Duration) Event {
+	t.Helper()
+	select {
+	case e := <-events:
+		return e
+	case <-time.After(d):
+		t.Fatalf("no event in %v", d)
+		return Event{}
+	}
+}
+
+// run runs s.Run until the test ends.
+func run(t *testing.T, s replica) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+func TestFollowGoesOnAfterTheStoreWasUnreachable(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a, b := open(t, r, "a", ""), open(t, r, "b", "")
+	a.pingEvery, a.followBlock = 100*time.Millisecond, 300*time.Millisecond
+	ctx := context.Background()
+	first, err := b.Publish(ctx, "k", []byte("before"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(ctx, "k", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	run(t, a)
+	events := follow(t, a, first)
+	if e := nextEvent(t, events, 10*time.Second); string(e.Data) != "one" || e.Origin != "b" {
+		t.Fatalf("first event followed: %+v", e)
+	}
+	waitFor(t, 10*time.Second, "the store to be up", func() bool { return testutil.ToFloat64(a.up) == 1 })
+
+	r.Pause()
+	waitFor(t, 30*time.Second, "the store to be down", func() bool { return testutil.ToFloat64(a.up) == 0 && !a.Up() })
+	r.Resume()
+	waitFor(t, 30*time.Second, "the store to be up again", func() bool { return testutil.ToFloat64(a.up) == 1 && a.Up() })
+	for i := range 3 {
+		if _, err := b.Publish(ctx, "k", []byte(fmt.Sprint("after", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if e := nextEvent(t, events, 30*time.Second); string(e.Data) != fmt.Sprint("after", i) {
+			t.Fatalf("event %d after the outage: %+v", i, e)
+		}
+	}
+	if n := a.log.Count("level=warn", "does not answer"); n != 1 {
+		t.Errorf("%d warnings of the outage, want 1:\n%s", n, a.log)
+	}
+	if n := a.log.Count("level=info", "answers"); n != 2 {
+		t.Errorf("%d lines of the store answering, want 2 (the start, the end of the outage):\n%s", n, a.log)
+	}
+	if testutil.ToFloat64(a.errs.WithLabelValues("ping"))+testutil.ToFloat64(a.errs.WithLabelValues("follow")) == 0 {
+		t.Error("no error counted in the outage")
+	}
+	if strings.Contains(a.log.String(), "redis://") {
+		t.Errorf("the log names the URL:\n%s", a.log)
+	}
+
+	// A restart loses the stream (no persistence here); Follow reconnects
+	// and takes the events published after it.
+	r.Stop()
+	r.Start()
+	waitFor(t, 30*time.Second, "a publication after the restart", func() bool {
+		_, err := b.Publish(ctx, "k", []byte("restarted"))
+		return err == nil
+	})
+	if e := nextEvent(t, events, 30*time.Second); string(e.Data) != "restarted" {
+		t.Fatalf("event after the restart: %+v", e)
+	}
+}
+
+func TestFollowAndReadReportATrimmedGapOnce(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a := open(t, r, "a", "")
+	a.followBlock = 200 * time.Millisecond
+	ctx := context.Background()
+	var ids []string
+	for i := range 50 {
+		id, err := a.Publish(ctx, "k", []byte(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := raw(t, r).XTrimMaxLen(ctx, "breach_exporter:events", 10).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// From an event that is still there: no gap.
+	if _, err := a.Read(ctx, ids[45], "+", func(Event) {}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(a.missed); got != 0 {
+		t.Fatalf("missed %v without a gap", got)
+	}
+	var got []string
+	if _, err := a.Read(ctx, ids[5], "+", func(e Event) { got = append(got, string(e.Data)) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 10 || got[0] != "40" {
+		t.Fatalf("read after the gap: %v", got)
+	}
+	events := follow(t, a, ids[5])
+	for i := 40; i < 50; i++ {
+		if e := nextEvent(t, events, 10*time.Second); string(e.Data) != fmt.Sprint(i) {
+			t.Fatalf("followed %+v, want event %d", e, i)
+		}
+	}
+	if got := testutil.ToFloat64(a.missed); got != 1 {
+		t.Errorf("missed_total %v after one gap read twice from the same event, want 1", got)
+	}
+	if n := a.log.Count("level=warn", "trimmed"); n != 1 {
+		t.Errorf("%d warnings of the gap, want 1:\n%s", n, a.log)
+	}
+}
+
+func TestPrefixesKeepDeploymentsApart(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a, b := open(t, r, "a", ""), open(t, r, "a", "other")
+	ctx := context.Background()
+	if _, err := a.Publish(ctx, "k", nil); err != nil {
+		t.Fatal(err)
+	}
+	if last, err := b.Last(ctx); err != nil || last != "0-0" {
+		t.Fatalf("another prefix sees the event: %q, %v", last, err)
+	}
+	if ok, _ := a.Claim(ctx, "s", "i", time.Minute, false); !ok {
+		t.Fatal("claim")
+	}
+	if ok, _ := b.Claim(ctx, "s", "i", time.Minute, false); !ok {
+		t.Fatal("another prefix shares the claim")
+	}
+	keys, err := raw(t, r).Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(keys)
+	want := []string{"breach_exporter:claim:s:i", "breach_exporter:events", "other:claim:s:i"}
+	if fmt.Sprint(keys) != fmt.Sprint(want) {
+		t.Errorf("keys %v, want %v", keys, want)
+	}
+}
+
+func TestCommandsWhileTheStoreIsDownFailInTime(t *testing.T) {
+	r := testkit.StartRedis(t)
+	s := open(t, r, "a", "")
+	ctx := context.Background()
+	if _, err := s.Reserve(ctx, "k", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.Stop()
+	start := time.Now()
+	_, err := s.Reserve(ctx, "k", time.Second)
+	if err == nil {
+		t.Fatal("Reserve succeeded with the store stopped")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Reserve took %v to fail", d)
+	}
+	if s.Up() || testutil.ToFloat64(s.errs.WithLabelValues("reserve")) != 1 {
+		t.Errorf("after a failed reserve: up %v, errors %v", s.Up(), testutil.ToFloat64(s.errs.WithLabelValues("reserve")))
+	}
+	// A caller that gives up says nothing about the store.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Claim(cctx, "s", "i", time.Second, false); !errors.Is(err, context.Canceled) {
+		t.Errorf("Claim with a cancelled context: %v", err)
+	}
+	if n := testutil.ToFloat64(s.errs.WithLabelValues("claim")); n != 0 {
+		t.Errorf("a cancelled claim counted as %v errors", n)
+	}
+	r.Start()
+	waitFor(t, 30*time.Second, "a reservation after the restart", func() bool {
+		_, err := s.Reserve(ctx, "k", time.Second)
+		return err == nil
+	})
+	if !s.Up() {
+		t.Error("not up after a command succeeded")
+	}
+}

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package cluster
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Follow and Run must end with their context, and Close must leave no
+// goroutine of the client behind.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
