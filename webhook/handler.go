@@ -43,6 +43,7 @@ type Handler struct {
 	journal   Journal // nil: persistence off
 	forward   func(watchlist.AcceptedAlert)
 	full      func() bool
+	macs      macs
 }
 
 // Options are the handler's collaborators.
@@ -130,7 +131,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "body unreadable")
 	}
 
-	account := signedBy(r.Header, body, bundle.Accounts)
+	account := h.macs.signedBy(r.Header, body, bundle)
 	if account == nil {
 		return h.reject(w, r, http.StatusUnauthorized, outcomeInvalidSignature, "signature missing, malformed or wrong")
 	}
