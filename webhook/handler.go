@@ -13,7 +13,6 @@
 package webhook
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -44,6 +43,7 @@ type Handler struct {
 	forward   func(watchlist.AcceptedAlert)
 	full      func() bool
 	macs      macs
+	tokens    tokens
 }
 
 // Options are the handler's collaborators.
@@ -147,13 +147,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	// A signed body is the service's, but a buggy sender echoing an API
 	// token (any account's) must not make it a label value or put it in a
 	// log line, as a reply of the API that carries it is refused too.
-	for _, a := range bundle.Accounts {
-		if a.Token == nil {
-			continue
-		}
-		if token := a.Token.Get(); token != "" && bytes.Contains(body, []byte(token)) {
-			return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "the body carries an API token")
-		}
+	if h.tokens.contain(body, bundle) {
+		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "the body carries an API token")
 	}
 	if event != breach.EventAlertCreated {
 		return h.ignore(w, r, outcomeUnknownEvent)
