@@ -73,9 +73,7 @@ func (s *scanner) object(member func(name []byte) bool) bool {
 	s.known = 0
 	var unknown [maxUnknownMembers][]byte
 	unknowns := 0
-	s.space()
-	if s.i < len(s.data) && s.data[s.i] == '}' {
-		s.i++
+	if s.closed('}') {
 		s.known = outer
 		return true
 	}
@@ -106,21 +104,39 @@ func (s *scanner) object(member func(name []byte) bool) bool {
 				return false
 			}
 		}
-		s.space()
-		if s.i == len(s.data) {
-			return false
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
+		if more, ok := s.separator('}'); !ok || !more {
 			s.known = outer
-			return true
-		default:
-			return false
+			return ok
 		}
 	}
+}
+
+// separator reads what follows an element of an object or array: a comma
+// (more) or the closing end.
+func (s *scanner) separator(end byte) (more, ok bool) {
+	s.space()
+	if s.i == len(s.data) {
+		return false, false
+	}
+	switch s.data[s.i] {
+	case ',':
+		s.i++
+		return true, true
+	case end:
+		s.i++
+		return false, true
+	}
+	return false, false
+}
+
+// closed reads end at once after the opening: an empty object or array.
+func (s *scanner) closed(end byte) bool {
+	s.space()
+	if s.i < len(s.data) && s.data[s.i] == end {
+		s.i++
+		return true
+	}
+	return false
 }
 
 // unknownName reports whether name may be skipped: not a case variant of
@@ -238,9 +254,7 @@ func (s *scanner) stringArray(out *[]string, known []string) bool {
 		return false
 	}
 	values := []string{}
-	s.space()
-	if s.i < len(s.data) && s.data[s.i] == ']' {
-		s.i++
+	if s.closed(']') {
 		*out = values
 		return true
 	}
@@ -251,19 +265,9 @@ func (s *scanner) stringArray(out *[]string, known []string) bool {
 			return false
 		}
 		values = append(values, v)
-		s.space()
-		if s.i == len(s.data) {
-			return false
-		}
-		switch s.data[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
+		if more, ok := s.separator(']'); !ok || !more {
 			*out = values
-			return true
-		default:
-			return false
+			return ok
 		}
 	}
 }
