@@ -390,7 +390,10 @@ func (f followAll) SetRateLimit(account string, rl breach.RateLimit) {
 	f.self.SetRateLimit(account, rl)
 }
 
-func newReplicaSet(t *testing.T, st Settings, n int) *replicaSet {
+// newReplicaSet starts n replicas. With follow, every replica's watchlist
+// learns each outcome at once; without, each learns only its own, and the
+// store's claims alone keep the replicas from reading an address twice.
+func newReplicaSet(t *testing.T, st Settings, n int, follow bool) *replicaSet {
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(t0)
 	rs := &replicaSet{t: t, clock: clock, api: &fakeAPI{clock: clock, plan: "pro"}, store: newFakeStore(clock), idle: make(chan parked)}
@@ -410,6 +413,10 @@ func newReplicaSet(t *testing.T, st Settings, n int) *replicaSet {
 		cur := config.NewCurrent(bundle(st, &rs.token))
 		reg.Sync(nil, cur.Load().Config.Watched(), breach.LabelEmail, 1000)
 		r := &replica{reg: reg}
+		var out Outcomes
+		if follow {
+			out = followAll{self: reg, all: regs}
+		}
 		r.s = New(Options{
 			Watchlist: reg,
 			Config:    cur,
@@ -419,7 +426,7 @@ func newReplicaSet(t *testing.T, st Settings, n int) *replicaSet {
 			Logger:    log.NewNopLogger(),
 			Jitter:    halfJitter,
 			Shared:    rs.store.as(fmt.Sprintf("r%d", i)),
-			Outcomes:  followAll{self: reg, all: regs},
+			Outcomes:  out,
 		})
 		rs.reps = append(rs.reps, r)
 	}
@@ -486,7 +493,7 @@ func (rs *replicaSet) advance(d time.Duration) {
 func TestReplicasShareTheBudgetAndTheWork(t *testing.T) {
 	for _, n := range []int{2, 3} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			rs := newReplicaSet(t, Settings{Addresses: emails(200), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: 5 * time.Minute}, n)
+			rs := newReplicaSet(t, Settings{Addresses: emails(200), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: 5 * time.Minute}, n, true)
 			rs.api.limit = 60
 			rs.advance(30 * time.Minute)
 			assertSharedBudget(t, rs.api, 30)
@@ -521,7 +528,7 @@ func TestReplicasShareTheBudgetAndTheWork(t *testing.T) {
 }
 
 func TestRateLimitPausesEveryReplica(t *testing.T) {
-	rs := newReplicaSet(t, Settings{Addresses: emails(100), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, 2)
+	rs := newReplicaSet(t, Settings{Addresses: emails(100), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, 2, true)
 	var (
 		mu               sync.Mutex // replicas woken at the same instant call at once
 		limitedAt, reset time.Time
@@ -565,5 +572,35 @@ func TestRateLimitPausesEveryReplica(t *testing.T) {
 	}
 	if calls := rs.api.log(); calls[len(calls)-1].at.Before(until) {
 		t.Fatal("no calls after the reset")
+	}
+}
+
+func TestClaimsAloneKeepReplicasApart(t *testing.T) {
+	// Each replica learns only its own outcomes, as when the stream lags:
+	// every replica plans every address, and only the store's claims and
+	// ready times keep a second replica from reading it again.
+	rs := newReplicaSet(t, Settings{Addresses: emails(30), RequestsPerMinute: 60, Interval: time.Minute, MeInterval: 5 * time.Minute}, 3, false)
+	rs.api.limit = 60
+	rs.advance(10 * time.Minute)
+
+	calls := rs.api.log()
+	if n := rs.api.count429(); n != 0 {
+		t.Fatalf("server answered 429 %d times, want 0", n)
+	}
+	assertBudget(t, calls, 59)
+	byAddress := map[string][]call{}
+	for _, c := range calls {
+		byAddress[c.email] = append(byAddress[c.email], c)
+	}
+	for _, e := range emails(30) {
+		reads := byAddress[e]
+		if len(reads) < 9 {
+			t.Fatalf("%s read %d times in 10 minutes, want about once a minute", e, len(reads))
+		}
+		for i := 1; i < len(reads); i++ {
+			if gap := reads[i].at.Sub(reads[i-1].at); gap < time.Minute {
+				t.Fatalf("%s read again after %s (%s, %s), within its interval", e, gap, reads[i-1], reads[i])
+			}
+		}
 	}
 }
