@@ -31,11 +31,12 @@ import (
 type fakeStore struct {
 	clock clockwork.Clock
 
-	mu     sync.Mutex
-	err    error                // when set, every call fails with it (the store is down)
-	tat    map[string]time.Time // per budget key: when its next slot starts
-	claims map[string]fakeClaim // per scope and item
-	ready  map[string]time.Time // per scope and item: when it may be claimed unless urgent
+	mu      sync.Mutex
+	err     error                // when set, the calls in failing fail with it
+	failing map[string]bool      // by method name; nil: all (the store is down)
+	tat     map[string]time.Time // per budget key: when its next slot starts
+	claims  map[string]fakeClaim // per scope and item
+	ready   map[string]time.Time // per scope and item: when it may be claimed unless urgent
 
 	pauses   []fakePause
 	releases []fakeRelease
@@ -73,10 +74,25 @@ func (f *fakeStore) claim(holder, scope, item string, lease time.Duration) {
 	f.claims[scope+"/"+item] = fakeClaim{holder: holder, until: f.clock.Now().Add(lease)}
 }
 
-func (f *fakeStore) setErr(err error) {
+// setErr fails the named methods, or all of them, with err; nil ends it.
+func (f *fakeStore) setErr(err error, methods ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.err = err
+	f.err, f.failing = err, nil
+	for _, m := range methods {
+		if f.failing == nil {
+			f.failing = map[string]bool{}
+		}
+		f.failing[m] = true
+	}
+}
+
+// fails returns the error method fails with, if any. Called with f.mu held.
+func (f *fakeStore) fails(method string) error {
+	if f.failing == nil || f.failing[method] {
+		return f.err
+	}
+	return nil
 }
 
 func (f *fakeStore) log() (pauses []fakePause, releases, refused []fakeRelease) {
@@ -93,8 +109,8 @@ type storeAs struct {
 func (s storeAs) Reserve(_ context.Context, key string, spacing time.Duration) (time.Duration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil {
-		return 0, s.err
+	if err := s.fails("Reserve"); err != nil {
+		return 0, err
 	}
 	now := s.clock.Now()
 	tat := later(s.tat[key], now)
@@ -105,8 +121,8 @@ func (s storeAs) Reserve(_ context.Context, key string, spacing time.Duration) (
 func (s storeAs) Pause(_ context.Context, key string, d time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
+	if err := s.fails("Pause"); err != nil {
+		return err
 	}
 	now := s.clock.Now()
 	s.tat[key] = later(s.tat[key], now.Add(d))
@@ -117,8 +133,8 @@ func (s storeAs) Pause(_ context.Context, key string, d time.Duration) error {
 func (s storeAs) Claim(_ context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil {
-		return false, s.err
+	if err := s.fails("Claim"); err != nil {
+		return false, err
 	}
 	now, id := s.clock.Now(), scope+"/"+item
 	if c, held := s.claims[id]; held && c.until.After(now) || !urgent && s.ready[id].After(now) {
@@ -132,8 +148,8 @@ func (s storeAs) Claim(_ context.Context, scope, item string, lease time.Duratio
 func (s storeAs) Release(_ context.Context, scope, item string, readyIn time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
+	if err := s.fails("Release"); err != nil {
+		return err
 	}
 	now, id := s.clock.Now(), scope+"/"+item
 	s.ready[id] = now.Add(readyIn)
@@ -217,26 +233,36 @@ func TestClaimHeldElsewhereWaitsForItsLease(t *testing.T) {
 }
 
 func TestStoreDownStopsRequests(t *testing.T) {
-	h, store := newSharedHarness(t, Settings{Addresses: emails(100), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
-	h.start().advance(10 * time.Second)
-	before := len(h.api.log())
-	if before == 0 {
-		t.Fatal("no calls while the store answered")
-	}
-	store.setErr(errors.New("connection refused"))
-	h.advance(time.Minute)
-	if n := len(h.api.log()); n != before {
-		t.Fatalf("%d calls while the store was down, want none", n-before)
-	}
-	store.setErr(nil)
-	back := h.clock.Now()
-	h.advance(10 * time.Second)
-	calls := h.api.log()
-	if len(calls) == before {
-		t.Fatal("no calls after the store came back")
-	}
-	if first, latest := calls[before].at, back.Add(storeRetry+slot); first.After(latest) {
-		t.Fatalf("first call after the store came back at %s, want by %s", first, latest)
+	for name, methods := range map[string][]string{
+		"down":            nil,
+		"reserve failing": {"Reserve"}, // the budget alone decides
+	} {
+		t.Run(name, func(t *testing.T) {
+			h, store := newSharedHarness(t, Settings{Addresses: emails(100), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
+			h.start().advance(10 * time.Second)
+			if len(h.api.log()) == 0 {
+				t.Fatal("no calls while the store answered")
+			}
+			store.setErr(errors.New("connection refused"), methods...)
+			// The slot the scheduler waits for was taken before the
+			// failure, and may be used.
+			h.advance(slot)
+			before := len(h.api.log())
+			h.advance(time.Minute)
+			if n := len(h.api.log()); n != before {
+				t.Fatalf("%d calls while the store failed, want none", n-before)
+			}
+			store.setErr(nil)
+			back := h.clock.Now()
+			h.advance(10 * time.Second)
+			calls := h.api.log()
+			if len(calls) == before {
+				t.Fatal("no calls after the store came back")
+			}
+			if first, latest := calls[before].at, back.Add(storeRetry+slot); first.After(latest) {
+				t.Fatalf("first call after the store came back at %s, want by %s", first, latest)
+			}
+		})
 	}
 }
 
