@@ -93,7 +93,8 @@ var perInstance = map[string]bool{
 
 // needsStore are the alerts only a replicated deployment (a shared store)
 // can raise: this stack runs one exporter without a store, so no scenario
-// makes them fire; the rules' promtool tests cover them.
+// makes them fire. The promtool tests cover them, and TestReplicas
+// (replicas_test.go) freezes a real store, shorter than their for:.
 var needsStore = map[string]bool{
 	"BreachExporterStoreDown": true,
 }

@@ -98,17 +98,10 @@ var recorded = sync.OnceValues(func() (map[string]bool, error) {
 	return out, nil
 })
 
-// storeOnly are the series the exporter serves only with a shared store
-// configured (the replicated mode): the golden variants run without a
-// store, so no golden exposition holds them.
-var storeOnly = map[string]bool{
-	"breach_exporter_store_up": true,
-}
-
 // IsContractMetric reports whether the shipped rules and dashboards may
 // query name: a series name the golden expositions serve (a histogram's
-// _bucket, _sum and _count included), a series served only with a store
-// (storeOnly), Prometheus's up, or a series the rules record. It panics
+// _bucket, _sum and _count included; store.prom has the store's),
+// Prometheus's up, or a series the rules record. It panics
 // when those files cannot be read.
 func IsContractMetric(name string) bool {
 	c, err := served()
@@ -120,7 +113,7 @@ func IsContractMetric(name string) bool {
 		panic(err)
 	}
 	_, ok := c.detailOnly[name]
-	return ok || storeOnly[name] || name == "up" || rules[name]
+	return ok || name == "up" || rules[name]
 }
 
 // IsDetailFamily reports whether name is served only with a detail family
