@@ -63,7 +63,7 @@ func main() {
 			{Addresses: 10000, Scrapes: 6},
 			{Addresses: 20000, Scrapes: 4},
 		},
-		UserCost:         bench.UserCostOptions{Addresses: 10000, Scrapes: 5, ScrapeInterval: 15 * time.Second},
+		UserCost:         bench.UserCostOptions{Addresses: 10000, Scrapes: 5, ScrapeInterval: 15 * time.Second, Replicas: 3},
 		Webhook:          bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100, AllocRuns: 2000},
 		WebhookAccounts:  bench.WebhookAccountsOptions{Accounts: 20, Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100},
 		WebhookStore:     bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100},
@@ -79,11 +79,11 @@ func main() {
 		opts.ScrapeSizes = []bench.ScrapeSize{{Addresses: 100, Scrapes: 3}, {Addresses: 1000, Scrapes: 2}}
 		opts.ScrapeRuns = 1
 		opts.DeployedSizes = []bench.ScrapeSize{{Addresses: 100, Scrapes: 3}, {Addresses: 500, Scrapes: 2}}
-		opts.UserCost = bench.UserCostOptions{Addresses: 500, Scrapes: 3, ScrapeInterval: 2 * time.Second}
+		opts.UserCost = bench.UserCostOptions{Addresses: 500, Scrapes: 3, ScrapeInterval: 2 * time.Second, Replicas: 3}
 		opts.Webhook = bench.WebhookOptions{Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10, AllocRuns: 200}
 		opts.WebhookAccounts = bench.WebhookAccountsOptions{Accounts: 20, Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10}
 		opts.WebhookStore = bench.WebhookOptions{Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10}
-		opts.Replicas = bench.ReplicasOptions{Replicas: 3, Addresses: 300, RequestsPerMinute: 60, Run: 15 * time.Second}
+		opts.Replicas = bench.ReplicasOptions{Replicas: 3, Addresses: 300, RequestsPerMinute: 60, Run: 10 * time.Second}
 		opts.BudgetRun = 3 * time.Minute
 		opts.LatencySamples = 1
 	}
