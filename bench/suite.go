@@ -426,6 +426,7 @@ func replicatedFigures(r *Report) []Figure {
 				withRatio(w.Ratio).
 				withGoal(fmt.Sprintf("ratio >= %.1f", goalWebhookStoreRatio), w.Ratio >= goalWebhookStoreRatio),
 			newFigure("webhook alerts into the store's count", "per s", w.ForwardedPerSecond, w.AlonePerSecond, "1 replica, journal, no store"),
+			newFigure("webhook CPU per alert with the store (client, redis too)", "us/alert", w.StoreCPUMicros, w.AloneCPUMicros, "1 replica, journal, no store"),
 		)
 	}
 	if p := r.Replicas; p != nil {

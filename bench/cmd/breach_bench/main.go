@@ -66,7 +66,7 @@ func main() {
 		UserCost:         bench.UserCostOptions{Addresses: 10000, Scrapes: 5, ScrapeInterval: 15 * time.Second, Replicas: 3},
 		Webhook:          bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100, AllocRuns: 2000},
 		WebhookAccounts:  bench.WebhookAccountsOptions{Accounts: 20, Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100},
-		WebhookStore:     bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100},
+		WebhookStore:     bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 7, Addresses: 100},
 		Replicas:         bench.ReplicasOptions{Replicas: 3, Addresses: 300, RequestsPerMinute: 60, Windows: 3},
 		Only:             *only,
 		BudgetRun:        20 * time.Minute,
