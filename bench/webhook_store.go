@@ -104,6 +104,12 @@ func MeasureWebhookStore(o WebhookOptions) (WebhookStoreResult, error) {
 			}
 			if err == nil && withStore {
 				err = waitStoreCounted(&res, target, len(warm)+len(timed), began)
+			} else if err == nil {
+				// Without a store the 204 comes after the count.
+				var accepted int
+				if accepted, err = target.counted(); err == nil && accepted != len(warm)+len(timed) {
+					err = fmt.Errorf("%d alerts sent, %d counted accepted", len(warm)+len(timed), accepted)
+				}
 			}
 			cpu := cpuTime() - cpu0
 			if err == nil && withStore {
