@@ -379,8 +379,13 @@ func (p *exporterProcess) kill() {
 }
 
 func (p *exporterProcess) fail(res DeployedResult, err error) (DeployedResult, error) {
+	return res, p.failed(err)
+}
+
+// failed stops the process and adds its log to err.
+func (p *exporterProcess) failed(err error) error {
 	p.kill()
-	return res, fmt.Errorf("%w\nexporter log:\n%s", err, p.logs.Bytes())
+	return fmt.Errorf("%w\nexporter log:\n%s", err, p.logs.Bytes())
 }
 
 // waitRestored times exec to /-/healthy answering and to the end of the

@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -59,6 +60,11 @@ type exporterSetup struct {
 	// one address and a token of its own (which the simulator, knowing one
 	// token, refuses: those accounts pause on their 401 and stay quiet).
 	otherAccounts [][]byte
+	// refreshInterval is refresh.interval; "" is the service's 15m.
+	refreshInterval string
+	// storeURL, when set, is the store section's url, with storePrefix
+	// its key_prefix: the replicated mode.
+	storeURL, storePrefix string
 }
 
 // runningExporter is an exporter built from a config file in a temporary
@@ -110,7 +116,10 @@ func writeExporterFiles(dir string, s exporterSetup, creds credentials) error {
 	var cfg strings.Builder
 	// The defaults of the real service: an address is re-read every 15m at
 	// most, so the budget, not the interval, limits a large address list.
-	cfg.WriteString("refresh:\n  interval: 15m\n  me_interval: 5m\n")
+	fmt.Fprintf(&cfg, "refresh:\n  interval: %s\n  me_interval: 5m\n", cmp.Or(s.refreshInterval, "15m"))
+	if s.storeURL != "" {
+		fmt.Fprintf(&cfg, "store:\n  url: %s\n  key_prefix: %s\n", s.storeURL, s.storePrefix)
+	}
 	if len(s.otherAccounts) == 0 {
 		fmt.Fprintf(&cfg, "api:\n  base_url: %s\n  token_file: token\n  requests_per_minute: %d\n", s.baseURL, s.requestsPerMinute)
 		if s.addressFiles > 0 {

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/persist"
 )
 
 // The user's cost: a real Prometheus (Debian's prometheus, on loopback,
@@ -53,12 +54,19 @@ type UserCostOptions struct {
 	Scrapes int
 	// ScrapeInterval is Prometheus' scrape_interval (and timeout).
 	ScrapeInterval time.Duration
+	// Replicas, above 1, adds the default scraped from that many
+	// processes serving the same state, as that many replicas do.
+	Replicas int
 }
 
 // UserCostVariant is one configuration of the exporter: what Prometheus
 // pays for it and what one scrape of it costs against the cached families.
 type UserCostVariant struct {
-	Detail           bool    `json:"every_detail_family"`
+	Detail bool `json:"every_detail_family"`
+	// Replicas is how many processes Prometheus scraped (one job, a
+	// target each); 0 is one. With several, Exporter and Cached are not
+	// measured.
+	Replicas         int     `json:"replicas,omitempty"`
 	SeriesPerAddress float64 `json:"series_per_address"`
 	// Exporter is the built binary, Cached promhttp over the same
 	// families cached between scrapes, both scraped by this process.
@@ -82,6 +90,9 @@ type UserCostResult struct {
 	PrometheusVersion string          `json:"prometheus_version"`
 	Default           UserCostVariant `json:"default"`
 	Detail            UserCostVariant `json:"every_detail_family"`
+	// Replicated is the default served by UserCostOptions.Replicas
+	// processes; nil when not measured.
+	Replicated *UserCostVariant `json:"replicated,omitempty"`
 }
 
 // MeasureUserCost runs both variants, the default first.
@@ -98,7 +109,7 @@ func MeasureUserCost(o UserCostOptions) (UserCostResult, error) {
 		res.PrometheusVersion, _, _ = strings.Cut(string(out), "\n")
 	}
 	for _, detail := range []bool{false, true} {
-		v, err := measureVariant(o, promBin, detail)
+		v, err := measureVariant(o, promBin, detail, 1)
 		if err != nil {
 			return res, fmt.Errorf("every detail family %v: %w", detail, err)
 		}
@@ -108,11 +119,25 @@ func MeasureUserCost(o UserCostOptions) (UserCostResult, error) {
 			res.Default = v
 		}
 	}
+	if o.Replicas > 1 {
+		v, err := measureVariant(o, promBin, false, o.Replicas)
+		if err != nil {
+			return res, fmt.Errorf("%d replicas: %w", o.Replicas, err)
+		}
+		res.Replicated = &v
+	}
 	return res, nil
 }
 
-func measureVariant(o UserCostOptions, promBin string, detail bool) (UserCostVariant, error) {
+// measureVariant runs replicas processes over the same state; with more
+// than one, only what Prometheus pays is measured. The replicas here share
+// no store: each restores the same snapshot and takes the same alerts,
+// so each serves the series every replica of a deployment serves.
+func measureVariant(o UserCostOptions, promBin string, detail bool, replicas int) (UserCostVariant, error) {
 	v := UserCostVariant{Detail: detail}
+	if replicas > 1 {
+		v.Replicas = replicas
+	}
 	n := o.Addresses
 	more := ""
 	if detail {
@@ -127,24 +152,53 @@ func measureVariant(o UserCostOptions, promBin string, detail bool) (UserCostVar
 
 	client := newScrapeClient()
 	defer client.CloseIdleConnections()
-	p, err := startExporterProcess(o.Exporter, dir, rs.storage)
+	snapshot, err := os.ReadFile(filepath.Join(rs.storage, persist.FileName))
 	if err != nil {
 		return v, err
 	}
-	defer p.kill()
-	fail := func(err error) (UserCostVariant, error) {
-		p.kill()
-		return v, fmt.Errorf("%w\nexporter log:\n%s", err, p.logs.Bytes())
-	}
-	if _, _, err := p.waitRestored(client, emails, rs.refreshed); err != nil {
-		return fail(err)
-	}
 	alerts, err := deployedAlerts(emails, rs.creds.secret)
 	if err != nil {
-		return fail(err)
+		return v, err
 	}
-	if _, err := sendAll("http://"+p.hook+"/webhook", alerts, 4); err != nil {
-		return fail(fmt.Errorf("posting alerts: %w", err))
+	var procs []*exporterProcess
+	var targets []string
+	defer func() {
+		for _, p := range procs {
+			p.kill()
+		}
+	}()
+	for i := range replicas {
+		storage := rs.storage
+		if i > 0 {
+			// A state folder of its own, holding the same snapshot.
+			storage = fmt.Sprintf("%s-%d", rs.storage, i)
+			if err := os.Mkdir(storage, 0o700); err != nil {
+				return v, err
+			}
+			if err := os.WriteFile(filepath.Join(storage, persist.FileName), snapshot, 0o600); err != nil {
+				return v, err
+			}
+		}
+		p, err := startExporterProcess(o.Exporter, dir, storage)
+		if err != nil {
+			return v, err
+		}
+		procs = append(procs, p)
+		if _, _, err := p.waitRestored(client, emails, rs.refreshed); err != nil {
+			return v, p.failed(err)
+		}
+		if _, err := sendAll("http://"+p.hook+"/webhook", alerts, 4); err != nil {
+			return v, p.failed(fmt.Errorf("posting alerts: %w", err))
+		}
+		targets = append(targets, p.web)
+	}
+	p := procs[0]
+	fail := func(err error) (UserCostVariant, error) { return v, p.failed(err) }
+	if replicas > 1 {
+		if err := scrapeWithPrometheus(&v, promBin, dir, targets, o); err != nil {
+			return fail(err)
+		}
+		return v, nil
 	}
 	metricsURL := "http://" + p.web + "/metrics"
 	if v.Exporter, err = measureProcess(client, ImplExporter, p.cmd.Process.Pid, metricsURL, o.Scrapes); err != nil {
@@ -158,22 +212,27 @@ func measureVariant(o UserCostOptions, promBin string, detail bool) (UserCostVar
 	if v.Cached, err = measureChild(client, o.Bench, CachedChildCommand, ImplCached, dir, plain.body, o.Scrapes); err != nil {
 		return fail(err)
 	}
-	if err := scrapeWithPrometheus(&v, promBin, dir, p.web, o); err != nil {
+	if err := scrapeWithPrometheus(&v, promBin, dir, targets, o); err != nil {
 		return fail(err)
 	}
 	return v, nil
 }
 
-// scrapeWithPrometheus starts Prometheus over the exporter at target,
-// waits for o.Scrapes scrapes and reads what they cost it.
-func scrapeWithPrometheus(v *UserCostVariant, promBin, dir, target string, o UserCostOptions) error {
+// scrapeWithPrometheus starts Prometheus over the exporters at targets (one
+// job), waits for o.Scrapes scrapes of each and reads what they cost it.
+// The scrape durations reported are the first target's.
+func scrapeWithPrometheus(v *UserCostVariant, promBin, dir string, targets []string, o UserCostOptions) error {
 	web, err := freeLoopbackAddress()
 	if err != nil {
 		return err
 	}
 	interval := model.Duration(o.ScrapeInterval).String()
-	cfg := fmt.Sprintf("global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n  - job_name: breach\n    static_configs:\n      - targets: [%q]\n",
-		interval, interval, target)
+	quoted := make([]string, len(targets))
+	for i, t := range targets {
+		quoted[i] = strconv.Quote(t)
+	}
+	cfg := fmt.Sprintf("global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n  - job_name: breach\n    static_configs:\n      - targets: [%s]\n",
+		interval, interval, strings.Join(quoted, ", "))
 	cfgFile := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		return err
@@ -212,8 +271,10 @@ func scrapeWithPrometheus(v *UserCostVariant, promBin, dir, target string, o Use
 	var durations []float64
 	deadline := time.Now().Add(time.Duration(o.Scrapes)*o.ScrapeInterval + 10*time.Minute)
 	for {
-		durations, err = promSamples(client, base, `scrape_duration_seconds{job="breach"}[1h]`)
-		if err == nil && len(durations) >= o.Scrapes {
+		var all [][]float64
+		all, err = promSeries(client, base, `scrape_duration_seconds{job="breach"}[1h]`)
+		if err == nil && len(all) == len(targets) && slices.IndexFunc(all, func(d []float64) bool { return len(d) < o.Scrapes }) < 0 {
+			durations = all[0]
 			break
 		}
 		if time.Now().After(deadline) {
@@ -226,7 +287,8 @@ func scrapeWithPrometheus(v *UserCostVariant, promBin, dir, target string, o Use
 		case <-time.After(o.ScrapeInterval / 4):
 		}
 	}
-	if up, err := promSamples(client, base, `up{job="breach"}[1h]`); err != nil || slices.Contains(up, 0) {
+	up, err := promSeries(client, base, `up{job="breach"}[1h]`)
+	if err != nil || len(up) != len(targets) || slices.ContainsFunc(up, func(u []float64) bool { return slices.Contains(u, 0) }) {
 		return fmt.Errorf("a scrape failed (up %v, %v): raise the scrape interval", up, err)
 	}
 	v.PrometheusRSSBytes, _ = processRSS(cmd.Process.Pid)
@@ -257,9 +319,9 @@ func targetHealth(client *http.Client, base string) string {
 	return string(body)
 }
 
-// promSamples runs a range-vector query and returns the values of its one
-// series, oldest first.
-func promSamples(client *http.Client, base, query string) ([]float64, error) {
+// promSeries runs a range-vector query and returns the values of each of
+// its series, oldest first.
+func promSeries(client *http.Client, base, query string) ([][]float64, error) {
 	resp, err := client.Get(base + "/api/v1/query?query=" + url.QueryEscape(query))
 	if err != nil {
 		return nil, err
@@ -280,17 +342,16 @@ func promSamples(client *http.Client, base, query string) ([]float64, error) {
 	if answer.Status != "success" {
 		return nil, fmt.Errorf("%s: %s", query, answer.Error)
 	}
-	if len(answer.Data.Result) == 0 {
-		return nil, nil
-	}
-	var out []float64
-	for _, pair := range answer.Data.Result[0].Values {
-		s, _ := pair[1].(string)
-		f, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: value %v", query, pair[1])
+	out := make([][]float64, len(answer.Data.Result))
+	for i, series := range answer.Data.Result {
+		for _, pair := range series.Values {
+			s, _ := pair[1].(string)
+			f, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: value %v", query, pair[1])
+			}
+			out[i] = append(out[i], f)
 		}
-		out = append(out, f)
 	}
 	return out, nil
 }
@@ -374,6 +435,15 @@ func userCostFigures(u *UserCostResult) []Figure {
 		newFigure("user cost: Prometheus heap in use "+n, "MiB", d.PrometheusHeapBytes/(1<<20), all.PrometheusHeapBytes/(1<<20), everything),
 		newFigure("user cost: Prometheus first scrape+ingest "+n, "s", d.PrometheusFirstSeconds, all.PrometheusFirstSeconds, everything),
 		newFigure("user cost: Prometheus scrape+ingest, median "+n, "s", d.PrometheusScrapeSeconds, all.PrometheusScrapeSeconds, everything),
+	}
+	if r := u.Replicated; r != nil {
+		alone := "1 replica"
+		m := fmt.Sprintf("%s, %d replicas scraped", n, r.Replicas)
+		fs = append(fs,
+			newFigure("user cost: Prometheus head series "+m, "series", r.PrometheusHeadSeries, d.PrometheusHeadSeries, alone),
+			newFigure("user cost: Prometheus RSS "+m, "MiB", mib(r.PrometheusRSSBytes), mib(d.PrometheusRSSBytes), alone),
+			newFigure("user cost: Prometheus heap in use "+m, "MiB", r.PrometheusHeapBytes/(1<<20), d.PrometheusHeapBytes/(1<<20), alone),
+		)
 	}
 	for _, v := range []UserCostVariant{d, all} {
 		which := "default"

@@ -112,6 +112,10 @@ type Report struct {
 	Webhook    *WebhookResult `json:"webhook,omitempty"`
 	// WebhookAccounts is intake with many accounts against one.
 	WebhookAccounts *WebhookAccountsResult `json:"webhook_accounts,omitempty"`
+	// WebhookStore is intake with the store against without; Replicas
+	// polling with several replicas sharing one key.
+	WebhookStore *WebhookStoreResult `json:"webhook_store,omitempty"`
+	Replicas     *ReplicasResult     `json:"replicas,omitempty"`
 	// Scrape is the collector alone, in process; Deployed the built
 	// binary over HTTP.
 	Scrape   []ScrapePair     `json:"scrape,omitempty"`

@@ -32,7 +32,14 @@ type SuiteOptions struct {
 	// WebhookAccounts is intake with many accounts against one; no
 	// Accounts: not measured.
 	WebhookAccounts WebhookAccountsOptions
-	// Only names the one part to run (OnlyWebhookAccounts); empty: all.
+	// WebhookStore is intake with the store against one replica's
+	// durable intake; no Rounds: not measured.
+	WebhookStore WebhookOptions
+	// Replicas is polling with several replicas sharing one key through
+	// the store; no Replicas: not measured.
+	Replicas ReplicasOptions
+	// Only names the one part to run (OnlyWebhookAccounts, OnlyReplicas,
+	// OnlyWebhookStore); empty: all.
 	Only string
 	// BudgetRun is the fake time each budget run lasts.
 	BudgetRun time.Duration
@@ -65,6 +72,9 @@ const (
 	deployedStarts      = 3 // starts timed per size, the fastest kept
 
 	goalWebhookRatio = 0.6 // with the journal's fsync before every 204
+	// One replica's durable intake against the durable floor (the bare
+	// server plus the same journal): the share our own code leaves.
+	goalWebhookDurableRatio = 0.85
 	// Intake with 20 accounts, signed by the last one's secret, against
 	// one account.
 	goalWebhookAccountsRatio = 0.7
@@ -85,13 +95,20 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 		progress = io.Discard
 	}
 	r := &Report{Started: time.Now().UTC(), Machine: ThisMachine(), LoadBefore: loadAverage()}
-	if o.Only == OnlyWebhookAccounts {
-		err := measureWebhookAccounts(r, o.WebhookAccounts, progress)
+	if o.Only != "" {
+		var err error
+		switch o.Only {
+		case OnlyWebhookAccounts:
+			err = measureWebhookAccounts(r, o.WebhookAccounts, progress)
+		case OnlyWebhookStore:
+			err = measureWebhookStore(r, o.WebhookStore, progress)
+		case OnlyReplicas:
+			err = measureReplicas(r, o.Replicas, progress)
+		default:
+			return r, fmt.Errorf("suite: no part %q to run alone (only %s)", o.Only, OnlyParts)
+		}
 		r.finish()
 		return r, err
-	}
-	if o.Only != "" {
-		return r, fmt.Errorf("suite: no part %q to run alone (only %q)", o.Only, OnlyWebhookAccounts)
 	}
 	if err := checkBaseline(25); err != nil {
 		return r, err
@@ -166,6 +183,12 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 	if err := measureWebhookAccounts(r, o.WebhookAccounts, progress); err != nil {
 		return r, err
 	}
+	if err := measureWebhookStore(r, o.WebhookStore, progress); err != nil {
+		return r, err
+	}
+	if err := measureReplicas(r, o.Replicas, progress); err != nil {
+		return r, err
+	}
 
 	for _, rpm := range o.Budgets {
 		fmt.Fprintf(progress, "budget: %d/min for %s of fake time\n", rpm, o.BudgetRun)
@@ -187,9 +210,60 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 	return r, nil
 }
 
-// OnlyWebhookAccounts is SuiteOptions.Only for the many-accounts intake
-// alone (a few seconds rather than the suite's minutes).
-const OnlyWebhookAccounts = "webhook-accounts"
+// SuiteOptions.Only's parts, each run alone rather than the whole suite.
+const (
+	// OnlyWebhookAccounts is the many-accounts intake (a few seconds).
+	OnlyWebhookAccounts = "webhook-accounts"
+	// OnlyWebhookStore is intake with the store against without.
+	OnlyWebhookStore = "webhook-store"
+	// OnlyReplicas is polling with several replicas (a few minutes of
+	// real time: the service's windows are real minutes).
+	OnlyReplicas = "replicas"
+)
+
+// OnlyParts lists them for messages and flags.
+const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas
+
+func measureWebhookStore(r *Report, o WebhookOptions, progress io.Writer) error {
+	if o.Rounds == 0 {
+		return nil
+	}
+	fmt.Fprintf(progress, "webhook store: with a store against without, %d clients, %d rounds of %d requests each\n", o.Clients, o.Rounds, o.Requests)
+	res, err := MeasureWebhookStore(o)
+	if err != nil {
+		return fmt.Errorf("webhook store: %w", err)
+	}
+	r.WebhookStore = &res
+	return nil
+}
+
+func measureReplicas(r *Report, o ReplicasOptions, progress io.Writer) error {
+	if o.Replicas == 0 {
+		return nil
+	}
+	if o.Exporter == "" {
+		dir, err := os.MkdirTemp("", "breach-bench-build-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(progress, "replicas: building %s\n", ExporterPackage)
+		if o.Exporter, err = BuildExporter(dir); err != nil {
+			return err
+		}
+	}
+	span := fmt.Sprintf("%d whole windows", o.Windows)
+	if o.Windows < 1 {
+		span = o.Run.String()
+	}
+	fmt.Fprintf(progress, "replicas: %d replicas sharing a store and 1 alone, %d addresses, %d/min, %s of real time\n", o.Replicas, o.Addresses, o.RequestsPerMinute, span)
+	res, err := MeasureReplicas(o)
+	if err != nil {
+		return fmt.Errorf("replicas: %w", err)
+	}
+	r.Replicas = &res
+	return nil
+}
 
 func measureWebhookAccounts(r *Report, o WebhookAccountsOptions, progress io.Writer) error {
 	if o.Accounts == 0 {
@@ -224,7 +298,8 @@ func figures(r *Report) []Figure {
 			newFigure("webhook durable floor: bare HMAC + journal", "per s", w.DurablePerSecond, w.BaselinePerSecond, "bare HMAC net/http").
 				withRatio(w.DurableRatio),
 			newFigure("webhook accepted alerts vs durable floor", "per s", w.OursPerSecond, w.DurablePerSecond, "bare HMAC + journal").
-				withRatio(w.OursToDurable),
+				withRatio(w.OursToDurable).
+				withGoal(fmt.Sprintf("ratio >= %.2f", goalWebhookDurableRatio), w.OursToDurable >= goalWebhookDurableRatio),
 			newFigure("webhook server allocs", "per request", w.OursServerAllocs, w.BaselineServerAllocs, "bare HMAC handler"),
 			newFigure("webhook server heap", "B/request", w.OursServerBytes, w.BaselineServerBytes, "bare HMAC handler"),
 			newFigure("webhook process CPU (client too)", "us/request", w.OursCPUMicros, w.BaselineCPUMicros, "bare HMAC net/http"),
@@ -255,6 +330,7 @@ func figures(r *Report) []Figure {
 			newFigure("collector-only peak RSS "+n, "MiB", mib(o.PeakRSSBytes), mib(b.PeakRSSBytes), "GaugeVecs"),
 		)
 	}
+	fs = append(fs, replicatedFigures(r)...)
 	fs = append(fs, deployedFigures(r.Deployed)...)
 	fs = append(fs, userCostFigures(r.UserCost)...)
 	for _, b := range r.Budget {
@@ -338,4 +414,35 @@ func perSecond(n int, seconds float64) float64 {
 		return 0
 	}
 	return float64(n) / seconds
+}
+
+// replicatedFigures are the store's: intake with it, and polling with
+// several replicas sharing one key.
+func replicatedFigures(r *Report) []Figure {
+	var fs []Figure
+	if w := r.WebhookStore; w != nil {
+		fs = append(fs,
+			newFigure("webhook accepted alerts with the store", "per s", w.StorePerSecond, w.AlonePerSecond, "1 replica, journal, no store").
+				withRatio(w.Ratio).
+				withGoal(fmt.Sprintf("ratio >= %.1f", goalWebhookStoreRatio), w.Ratio >= goalWebhookStoreRatio),
+			newFigure("webhook alerts into the store's count", "per s", w.ForwardedPerSecond, w.AlonePerSecond, "1 replica, journal, no store"),
+			newFigure("webhook CPU per alert with the store (client, redis too)", "us/alert", w.StoreCPUMicros, w.AloneCPUMicros, "1 replica, journal, no store"),
+		)
+	}
+	if p := r.Replicas; p != nil {
+		s, a := p.Shared, p.Alone
+		n := fmt.Sprintf("%d replicas", s.Replicas)
+		budget := float64(p.RequestsPerMinute)
+		fs = append(fs,
+			newFigure(fmt.Sprintf("polling %s, one key at %d/min: requests per window", n, p.RequestsPerMinute), "requests", s.PerWindow, budget, "the key's budget").
+				withGoal(fmt.Sprintf("ratio >= %.2f", goalReplicasBudget), s.Used >= goalReplicasBudget),
+			newFigure(fmt.Sprintf("polling 1 replica alone at %d/min: requests per window", p.RequestsPerMinute), "requests", a.PerWindow, budget, "the key's budget"),
+			newFigure("polling "+n+" vs 1 alone: requests per window", "requests", s.PerWindow, a.PerWindow, "1 replica, no store"),
+			newFigure("polling "+n+": most requests in one window", "requests", float64(s.MaxPerWindow), budget, "the key's budget").
+				withGoal(fmt.Sprintf("<= %d", p.RequestsPerMinute), s.MaxPerWindow <= p.RequestsPerMinute),
+			newFigure("polling "+n+": 429s", "responses", float64(s.RateLimited), 0, "").
+				withGoal("0", s.RateLimited == 0),
+		)
+	}
+	return fs
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
@@ -267,6 +268,9 @@ type webhookTarget struct {
 	handler http.Handler // what the listener serves, for in-process use
 	stop    func()
 	counted func() (int, error) // accepted so far; nil for the baseline
+	// exposition is the exporter's /metrics, text format; nil for the
+	// baseline.
+	exposition func() []byte
 }
 
 // MeasureWebhook compares accepted signed alerts per second through the
@@ -468,7 +472,12 @@ func startOurReceiver(setup exporterSetup, creds credentials) (webhookTarget, er
 		v, _, err := sampleValue(r.exp.MetricsHandler(r.reg), "breach_webhook_requests_total", map[string]string{"outcome": "accepted"})
 		return int(v), err
 	}
-	return webhookTarget{url: url + webhookPath, handler: srv.Handler, stop: stop, counted: counted}, nil
+	exposition := func() []byte {
+		rec := httptest.NewRecorder()
+		r.exp.MetricsHandler(r.reg).ServeHTTP(rec, scrapeRequest())
+		return rec.Body.Bytes()
+	}
+	return webhookTarget{url: url + webhookPath, handler: srv.Handler, stop: stop, counted: counted, exposition: exposition}, nil
 }
 
 // ourServerAllocs counts the allocations of one accepted alert in the

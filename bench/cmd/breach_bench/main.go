@@ -42,7 +42,7 @@ func main() {
 	out := flag.String("out", "results.json", "where to write the results as JSON")
 	quick := flag.Bool("quick", false, "small sizes, for checking the harness itself (the figures mean little)")
 	strict := flag.Bool("strict", false, "exit 1 when a goal is missed")
-	only := flag.String("only", "", "run one part alone: "+bench.OnlyWebhookAccounts+" (-out then holds that part only)")
+	only := flag.String("only", "", "run one part alone: "+bench.OnlyParts+" (-out then holds that part only)")
 	flag.Parse()
 
 	exe, err := os.Executable()
@@ -63,9 +63,11 @@ func main() {
 			{Addresses: 10000, Scrapes: 6},
 			{Addresses: 20000, Scrapes: 4},
 		},
-		UserCost:         bench.UserCostOptions{Addresses: 10000, Scrapes: 5, ScrapeInterval: 15 * time.Second},
+		UserCost:         bench.UserCostOptions{Addresses: 10000, Scrapes: 5, ScrapeInterval: 15 * time.Second, Replicas: 3},
 		Webhook:          bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100, AllocRuns: 2000},
 		WebhookAccounts:  bench.WebhookAccountsOptions{Accounts: 20, Clients: 32, Requests: 20000, Rounds: 5, Addresses: 100},
+		WebhookStore:     bench.WebhookOptions{Clients: 32, Requests: 20000, Rounds: 7, Addresses: 100},
+		Replicas:         bench.ReplicasOptions{Replicas: 3, Addresses: 300, RequestsPerMinute: 60, Windows: 3},
 		Only:             *only,
 		BudgetRun:        20 * time.Minute,
 		Budgets:          []int{60, 55},
@@ -77,9 +79,11 @@ func main() {
 		opts.ScrapeSizes = []bench.ScrapeSize{{Addresses: 100, Scrapes: 3}, {Addresses: 1000, Scrapes: 2}}
 		opts.ScrapeRuns = 1
 		opts.DeployedSizes = []bench.ScrapeSize{{Addresses: 100, Scrapes: 3}, {Addresses: 500, Scrapes: 2}}
-		opts.UserCost = bench.UserCostOptions{Addresses: 500, Scrapes: 3, ScrapeInterval: 2 * time.Second}
+		opts.UserCost = bench.UserCostOptions{Addresses: 500, Scrapes: 3, ScrapeInterval: 2 * time.Second, Replicas: 3}
 		opts.Webhook = bench.WebhookOptions{Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10, AllocRuns: 200}
 		opts.WebhookAccounts = bench.WebhookAccountsOptions{Accounts: 20, Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10}
+		opts.WebhookStore = bench.WebhookOptions{Clients: 4, Requests: 2000, Rounds: 1, Addresses: 10}
+		opts.Replicas = bench.ReplicasOptions{Replicas: 3, Addresses: 300, RequestsPerMinute: 60, Run: 10 * time.Second}
 		opts.BudgetRun = 3 * time.Minute
 		opts.LatencySamples = 1
 	}
