@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -284,7 +285,7 @@ func TestPublishOnceAddsOneOfConcurrentDuplicates(t *testing.T) {
 		for _, s := range []replica{a, b} {
 			wg.Go(func() {
 				<-start
-				ok, err := s.PublishOnce(ctx, digest, time.Hour, "alert", []byte(digest))
+				ok, err := publishOnce(s, digest, time.Hour, []byte(digest))
 				if err != nil {
 					t.Error(err)
 				}
@@ -306,13 +307,44 @@ func TestPublishOnceAddsOneOfConcurrentDuplicates(t *testing.T) {
 	}
 
 	// Once the ttl has passed, the digest is new again.
-	if ok, err := a.PublishOnce(ctx, "short", 50*time.Millisecond, "alert", nil); !ok || err != nil {
+	if ok, err := publishOnce(a, "short", 50*time.Millisecond, nil); !ok || err != nil {
 		t.Fatalf("first publication: %v, %v", ok, err)
 	}
 	waitFor(t, 10*time.Second, "the digest to expire", func() bool {
-		ok, err := b.PublishOnce(ctx, "short", time.Hour, "alert", nil)
+		ok, err := publishOnce(b, "short", time.Hour, nil)
 		return ok && err == nil
 	})
+}
+
+// publishOnce publishes one alert event with PublishOnceBatch.
+func publishOnce(s replica, digest string, ttl time.Duration, data []byte) (bool, error) {
+	added, err := s.PublishOnceBatch(context.Background(), ttl, []Once{{Digest: digest, Kind: "alert", Data: data}})
+	if err != nil {
+		return false, err
+	}
+	return added[0], nil
+}
+
+// A batch adds its events in order, a digest repeated in it once.
+func TestPublishOnceBatchInOrder(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a := open(t, r, "a", "")
+	ctx := context.Background()
+	added, err := a.PublishOnceBatch(ctx, time.Hour, []Once{
+		{Digest: "x", Kind: "alert", Data: []byte("1")},
+		{Digest: "y", Kind: "alert", Data: []byte("2")},
+		{Digest: "x", Kind: "alert", Data: []byte("3")},
+	})
+	if err != nil || !slices.Equal(added, []bool{true, true, false}) {
+		t.Fatalf("added %v, %v; want [true true false]", added, err)
+	}
+	var got []string
+	if _, err := a.Read(ctx, "0-0", "+", func(e Event) { got = append(got, string(e.Data)) }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{"1", "2"}) {
+		t.Fatalf("stream %v, want [1 2]", got)
+	}
 }
 
 func btoi(b bool) int {

@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -42,21 +43,47 @@ func (s *Store) Publish(ctx context.Context, kind string, data []byte) (string, 
 	return id, nil
 }
 
-// PublishOnce appends an event unless one with the same digest was
-// published within ttl; added is false for such a duplicate. Atomic: of
-// two replicas publishing one digest, one adds it.
-func (s *Store) PublishOnce(ctx context.Context, digest string, ttl time.Duration, kind string, data []byte) (added bool, err error) {
-	err = publishOnceScript.Run(ctx, s.rdb,
-		[]string{s.key("seen", digest), s.key("events")},
-		millis(ttl), streamMax, kind, s.replica, data).Err()
-	if err == redis.Nil {
-		s.outcome(ctx, "publish", nil)
-		return false, nil
+// Once is one event of PublishOnceBatch.
+type Once struct {
+	Digest string
+	Kind   string
+	Data   []byte
+}
+
+// PublishOnceBatch appends each event unless one with the same digest was
+// published within ttl, in their order and in one round trip; added[i] is
+// false when events[i] was such a duplicate. Atomic per event: of two
+// replicas publishing one digest, one adds it. On an error none of them
+// may be taken as published (some may be: publishing them again finds
+// them duplicates).
+func (s *Store) PublishOnceBatch(ctx context.Context, ttl time.Duration, events []Once) (added []bool, err error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(events))
+	for i, e := range events {
+		// Eval rather than EvalSha: a pipeline cannot fall back when a
+		// restarted store has lost the script, and the script is short.
+		cmds[i] = publishOnceScript.Eval(ctx, pipe,
+			[]string{s.key("seen", e.Digest), s.key("events")},
+			millis(ttl), streamMax, e.Kind, s.replica, e.Data)
 	}
-	if err = s.outcome(ctx, "publish", err); err != nil {
-		return false, fmt.Errorf("store: publish: %w", err)
+	_, err = pipe.Exec(ctx)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		s.outcome(ctx, "publish", err)
+		return nil, fmt.Errorf("store: publish: %w", err)
 	}
-	return true, nil
+	added = make([]bool, len(events))
+	for i, c := range cmds {
+		switch err := c.Err(); {
+		case err == nil:
+			added[i] = true
+		case errors.Is(err, redis.Nil):
+		default:
+			s.outcome(ctx, "publish", err)
+			return nil, fmt.Errorf("store: publish: %w", err)
+		}
+	}
+	s.outcome(ctx, "publish", nil)
+	return added, nil
 }
 
 // Last returns the ID of the newest event, "0-0" when there is none.

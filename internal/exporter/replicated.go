@@ -355,18 +355,19 @@ func (r *replicas) pending() bool {
 	return len(r.backlog) > 0
 }
 
-// forward passes the backlog to the store, oldest first, retrying with
-// backoff while the store is down, until ctx ends.
+// forwardBatch is the most alerts passed to the store in one round trip.
+const forwardBatch = 256
+
+// forward passes the backlog to the store, oldest first and in batches,
+// retrying with backoff while the store is down, until ctx ends.
 func (r *replicas) forward(ctx context.Context) {
 	retry := forwardRetryMin
+	var batch []cluster.Once
 	for {
 		r.forwardMu.Lock()
-		var next *forwarded
-		if len(r.backlog) > 0 {
-			next = &r.backlog[0]
-		}
+		next := r.backlog[:min(len(r.backlog), forwardBatch)]
 		r.forwardMu.Unlock()
-		if next == nil {
+		if len(next) == 0 {
 			select {
 			case <-r.wake:
 				continue
@@ -374,9 +375,12 @@ func (r *replicas) forward(ctx context.Context) {
 				return
 			}
 		}
-		a := next.alert
-		opCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		added, err := r.store.PublishOnce(opCtx, hex.EncodeToString(a.Digest[:]), r.dedupTTL(), eventAlert, persist.EncodeAlert(a))
+		batch = batch[:0]
+		for _, f := range next {
+			batch = append(batch, cluster.Once{Digest: hex.EncodeToString(f.alert.Digest[:]), Kind: eventAlert, Data: persist.EncodeAlert(f.alert)})
+		}
+		opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		added, err := r.store.PublishOnceBatch(opCtx, r.dedupTTL(), batch)
 		cancel()
 		if err != nil {
 			t := time.NewTimer(retry)
@@ -390,17 +394,20 @@ func (r *replicas) forward(ctx context.Context) {
 			continue
 		}
 		retry = forwardRetryMin
-		if r.hook != nil {
-			// A replayed alert the store holds was most likely passed
-			// by this replica before it stopped, and counted then in
-			// counts the snapshot does not hold (it holds them up to
-			// the journal's point, and stays unwritten while alerts
-			// wait for the store): it is counted accepted again.
-			r.hook.Forwarded(added || next.replayed)
+		for i, f := range next {
+			if r.hook != nil {
+				// A replayed alert the store holds was most likely
+				// passed by this replica before it stopped, and counted
+				// then in counts the snapshot does not hold (it holds
+				// them up to the journal's point, and stays unwritten
+				// while alerts wait for the store): it is counted
+				// accepted again.
+				r.hook.Forwarded(added[i] || f.replayed)
+			}
 		}
 		r.forwardMu.Lock()
-		r.backlog[0] = forwarded{}
-		r.backlog = r.backlog[1:]
+		clear(r.backlog[:len(next)])
+		r.backlog = r.backlog[len(next):]
 		if len(r.backlog) == 0 {
 			r.backlog = nil // let the array go after an outage's backlog
 		}
