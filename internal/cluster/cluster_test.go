@@ -318,11 +318,11 @@ func TestPublishOnceAddsOneOfConcurrentDuplicates(t *testing.T) {
 
 // publishOnce publishes one alert event with PublishOnceBatch.
 func publishOnce(s replica, digest string, ttl time.Duration, data []byte) (bool, error) {
-	added, err := s.PublishOnceBatch(context.Background(), ttl, []Once{{Digest: digest, Kind: "alert", Data: data}})
+	ids, err := s.PublishOnceBatch(context.Background(), ttl, []Once{{Digest: digest, Kind: "alert", Data: data}})
 	if err != nil {
 		return false, err
 	}
-	return added[0], nil
+	return ids[0] != "", nil
 }
 
 // A batch adds its events in order, a digest repeated in it once.
@@ -330,20 +330,20 @@ func TestPublishOnceBatchInOrder(t *testing.T) {
 	r := testkit.StartRedis(t)
 	a := open(t, r, "a", "")
 	ctx := context.Background()
-	added, err := a.PublishOnceBatch(ctx, time.Hour, []Once{
+	ids, err := a.PublishOnceBatch(ctx, time.Hour, []Once{
 		{Digest: "x", Kind: "alert", Data: []byte("1")},
 		{Digest: "y", Kind: "alert", Data: []byte("2")},
 		{Digest: "x", Kind: "alert", Data: []byte("3")},
 	})
-	if err != nil || !slices.Equal(added, []bool{true, true, false}) {
-		t.Fatalf("added %v, %v; want [true true false]", added, err)
+	if err != nil || len(ids) != 3 || ids[0] == "" || ids[1] == "" || ids[2] != "" {
+		t.Fatalf("ids %q, %v; want two IDs and a duplicate", ids, err)
 	}
-	var got []string
-	if _, err := a.Read(ctx, "0-0", "+", func(e Event) { got = append(got, string(e.Data)) }); err != nil {
+	var got, gotIDs []string
+	if _, err := a.Read(ctx, "0-0", "+", func(e Event) { got, gotIDs = append(got, string(e.Data)), append(gotIDs, e.ID) }); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got, []string{"1", "2"}) {
-		t.Fatalf("stream %v, want [1 2]", got)
+	if !slices.Equal(got, []string{"1", "2"}) || !slices.Equal(gotIDs, ids[:2]) {
+		t.Fatalf("stream %v with IDs %v, want [1 2] with %v", got, gotIDs, ids[:2])
 	}
 }
 

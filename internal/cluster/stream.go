@@ -51,31 +51,30 @@ type Once struct {
 }
 
 // PublishOnceBatch appends each event unless one with the same digest was
-// published within ttl, in their order and in one round trip; added[i] is
-// false when events[i] was such a duplicate. Atomic per event: of two
+// published within ttl, in their order and in one round trip; ids[i] is
+// events[i]'s ID in the stream, empty when it was such a duplicate. Atomic per event: of two
 // replicas publishing one digest, one adds it. On an error none of them
 // may be taken as published (some may be: publishing them again finds
 // them duplicates).
-func (s *Store) PublishOnceBatch(ctx context.Context, ttl time.Duration, events []Once) (added []bool, err error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(events))
-	for i, e := range events {
-		// Eval rather than EvalSha: a pipeline cannot fall back when a
-		// restarted store has lost the script, and the script is short.
-		cmds[i] = publishOnceScript.Eval(ctx, pipe,
-			[]string{s.key("seen", e.Digest), s.key("events")},
-			millis(ttl), streamMax, e.Kind, s.replica, e.Data)
+func (s *Store) PublishOnceBatch(ctx context.Context, ttl time.Duration, events []Once) (ids []string, err error) {
+	cmds, err := s.publishOnce(ctx, ttl, events)
+	if err != nil && !errors.Is(err, redis.Nil) && isNoScript(cmds) {
+		// A pipeline cannot fall back to EVAL by itself: a store that
+		// restarted has lost the script, which failed every command,
+		// so loading it and sending the batch again adds each event once.
+		if err = publishOnceScript.Load(ctx, s.rdb).Err(); err == nil {
+			cmds, err = s.publishOnce(ctx, ttl, events)
+		}
 	}
-	_, err = pipe.Exec(ctx)
 	if err != nil && !errors.Is(err, redis.Nil) {
 		s.outcome(ctx, "publish", err)
 		return nil, fmt.Errorf("store: publish: %w", err)
 	}
-	added = make([]bool, len(events))
+	ids = make([]string, len(events))
 	for i, c := range cmds {
 		switch err := c.Err(); {
 		case err == nil:
-			added[i] = true
+			ids[i], _ = c.Val().(string)
 		case errors.Is(err, redis.Nil):
 		default:
 			s.outcome(ctx, "publish", err)
@@ -83,7 +82,27 @@ func (s *Store) PublishOnceBatch(ctx context.Context, ttl time.Duration, events 
 		}
 	}
 	s.outcome(ctx, "publish", nil)
-	return added, nil
+	return ids, nil
+}
+
+// publishOnce sends the batch as one pipeline of the script by its
+// digest (EVALSHA): the store neither receives nor hashes its text again
+// for every event.
+func (s *Store) publishOnce(ctx context.Context, ttl time.Duration, events []Once) ([]*redis.Cmd, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(events))
+	for i, e := range events {
+		cmds[i] = publishOnceScript.EvalSha(ctx, pipe,
+			[]string{s.key("seen", e.Digest), s.key("events")},
+			millis(ttl), streamMax, e.Kind, s.replica, e.Data)
+	}
+	_, err := pipe.Exec(ctx)
+	return cmds, err
+}
+
+// isNoScript reports whether the store did not know the script.
+func isNoScript(cmds []*redis.Cmd) bool {
+	return len(cmds) > 0 && cmds[0].Err() != nil && strings.HasPrefix(cmds[0].Err().Error(), "NOSCRIPT")
 }
 
 // Last returns the ID of the newest event, "0-0" when there is none.

@@ -88,6 +88,10 @@ type replicas struct {
 	// or a snapshot sees the state after a whole event, and the ID of it.
 	applying sync.Mutex
 	last     string // the last event applied; "" before the first
+	// mine are this replica's alerts the store added and the stream has
+	// not brought back yet, by event ID: applied from here, not decoded
+	// again (applying; at most maxMine).
+	mine map[string]watchlist.AcceptedAlert
 
 	// The alerts accepted and durable here, not yet in the store, oldest
 	// first. replayed marks those the journal replayed at start: one the
@@ -122,6 +126,7 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 		logger:    logger,
 		watchlist: w,
 		wake:      make(chan struct{}, 1),
+		mine:      map[string]watchlist.AcceptedAlert{},
 		dedupTTL:  func() time.Duration { return time.Duration(cur.Load().Config.Webhook.DedupWindow) },
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_store_forward_backlog",
@@ -225,10 +230,14 @@ func (r *replicas) apply(ev cluster.Event) {
 	}
 	r.last = ev.ID
 	if ev.Kind == eventAlert {
-		a, err := persist.DecodeAlert(ev.Data)
-		if err != nil {
-			r.invalid(ev, err)
-			return
+		a, ok := r.mine[ev.ID]
+		delete(r.mine, ev.ID)
+		if !ok || ev.Origin != r.name {
+			var err error
+			if a, err = persist.DecodeAlert(ev.Data); err != nil {
+				r.invalid(ev, err)
+				return
+			}
 		}
 		if r.hook != nil {
 			r.hook.ApplyShared(a, ev.Origin == r.name)
@@ -380,7 +389,7 @@ func (r *replicas) forward(ctx context.Context) {
 			batch = append(batch, cluster.Once{Digest: hex.EncodeToString(f.alert.Digest[:]), Kind: eventAlert, Data: persist.EncodeAlert(f.alert)})
 		}
 		opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		added, err := r.store.PublishOnceBatch(opCtx, r.dedupTTL(), batch)
+		ids, err := r.store.PublishOnceBatch(opCtx, r.dedupTTL(), batch)
 		cancel()
 		if err != nil {
 			t := time.NewTimer(retry)
@@ -394,6 +403,7 @@ func (r *replicas) forward(ctx context.Context) {
 			continue
 		}
 		retry = forwardRetryMin
+		r.keepMine(next, ids)
 		for i, f := range next {
 			if r.hook != nil {
 				// A replayed alert the store holds was most likely
@@ -402,7 +412,7 @@ func (r *replicas) forward(ctx context.Context) {
 				// them up to the journal's point, and stays unwritten
 				// while alerts wait for the store): it is counted
 				// accepted again.
-				r.hook.Forwarded(added[i] || f.replayed)
+				r.hook.Forwarded(ids[i] != "" || f.replayed)
 			}
 		}
 		r.forwardMu.Lock()
@@ -413,6 +423,26 @@ func (r *replicas) forward(ctx context.Context) {
 		}
 		r.waiting.Set(float64(len(r.backlog)))
 		r.forwardMu.Unlock()
+	}
+}
+
+// maxMine bounds mine: an event the stream never brings back (trimmed
+// past while this replica was cut off) would otherwise stay.
+const maxMine = 10_000
+
+// keepMine keeps the alerts the store added that the stream has not
+// brought back yet, so that apply takes them as they are.
+func (r *replicas) keepMine(batch []forwarded, ids []string) {
+	r.applying.Lock()
+	defer r.applying.Unlock()
+	for i, id := range ids {
+		if id == "" || !streamAfter(id, r.last) {
+			continue // a duplicate, or applied already (decoded)
+		}
+		if len(r.mine) >= maxMine {
+			clear(r.mine)
+		}
+		r.mine[id] = batch[i].alert
 	}
 }
 
