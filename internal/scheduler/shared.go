@@ -63,6 +63,9 @@ const (
 	// store (the replicas keep serving the values they have).
 	storeRetry = 2 * time.Second
 	meItem     = "me"
+	// urgentRetry is how soon a refresh another replica's claim held is
+	// tried again.
+	urgentRetry = 2 * time.Second
 )
 
 // sharedSpacing is the least time between two requests of all replicas on
@@ -126,9 +129,14 @@ func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, 
 		}
 		// Another replica reads it, or read it and its answer is on the
 		// way: look again once the claim would have run out.
-		if j.me {
+		switch {
+		case j.me:
 			s.lastMe = now
-		} else {
+		case j.urgent:
+			// A refresh waits for the holder's read to end, which is
+			// usually soon; an address read when the lease runs out.
+			s.deferred[j.key] = now.Add(urgentRetry)
+		default:
 			s.deferred[j.key] = now.Add(claimLease)
 		}
 		if s.retry != nil && s.retry.me == j.me && s.retry.key == j.key {
