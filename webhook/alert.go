@@ -72,19 +72,38 @@ type wireAlert struct {
 // not judged by alert.created's. Before either, member names are held to
 // the spec's exactly (strictjson): a duplicate member or a case variant
 // ("SEVERITY" beside "severity") is malformed, not a value encoding/json
-// would pick silently.
+// would pick silently. A body of the form the service sends is read in one
+// pass instead (scanAlert), to the same result.
 func parseBody(body []byte) (string, Alert, error) {
-	if err := strictjson.Check(body, alertNames...); err != nil {
+	if w, ok := scanAlert(body); ok {
+		return readAlert(w)
+	}
+	w, err := decodeAlert(body)
+	if err != nil {
 		return "", Alert{}, err
+	}
+	return readAlert(w)
+}
+
+// decodeAlert is the general path of parseBody: strictjson's check of the
+// member names, then encoding/json.
+func decodeAlert(body []byte) (wireAlert, error) {
+	if err := strictjson.Check(body, alertNames...); err != nil {
+		return wireAlert{}, err
 	}
 	var w wireAlert
 	if err := json.Unmarshal(body, &w); err != nil {
 		var env envelope
 		if json.Unmarshal(body, &env) != nil || env.Event == breach.EventAlertCreated {
-			return "", Alert{}, describeJSONError(err)
+			return wireAlert{}, describeJSONError(err)
 		}
-		w.Event = env.Event
+		w = wireAlert{Event: env.Event}
 	}
+	return w, nil
+}
+
+// readAlert checks a decoded body for the members its event requires.
+func readAlert(w wireAlert) (string, Alert, error) {
 	if w.Event == "" {
 		return "", Alert{}, errors.New("missing field event")
 	}

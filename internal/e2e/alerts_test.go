@@ -144,10 +144,14 @@ func (s *stack) checkDelivery(t *testing.T, d delivery) {
 	if d.receiver != criticalReceiver {
 		t.Errorf("%s went to receiver %q, want %q", what, d.receiver, criticalReceiver)
 	}
-	for key, want := range map[string]string{"severity": "critical", "job": jobName, "instance": s.webAddr} {
+	for key, want := range map[string]string{"severity": "critical", "job": jobName} {
 		if l[key] != want {
 			t.Errorf("%s: label %s=%q, want %q", what, key, l[key], want)
 		}
+	}
+	// One page for all replicas: the rule aggregates instance away.
+	if v, ok := l["instance"]; ok {
+		t.Errorf("%s: label instance=%q, want none", what, v)
 	}
 	if !slices.Contains(s.exporter.addresses, l["address"]) {
 		t.Errorf("%s: address %q is not a configured address %v", what, l["address"], s.exporter.addresses)

@@ -100,8 +100,9 @@ var recorded = sync.OnceValues(func() (map[string]bool, error) {
 
 // IsContractMetric reports whether the shipped rules and dashboards may
 // query name: a series name the golden expositions serve (a histogram's
-// _bucket, _sum and _count included), Prometheus's up, or a series the
-// rules record. It panics when those files cannot be read.
+// _bucket, _sum and _count included; store.prom has the store's),
+// Prometheus's up, or a series the rules record. It panics
+// when those files cannot be read.
 func IsContractMetric(name string) bool {
 	c, err := served()
 	if err != nil {

@@ -213,7 +213,9 @@ func (c reportingClock) NewTimer(d time.Duration) clockwork.Timer {
 // halfJitter makes the jitter visible and predictable: always half its limit.
 func halfJitter(limit time.Duration) time.Duration { return limit / 2 }
 
-func newHarness(t *testing.T, st Settings) *harness {
+// newHarness builds the harness; with, when given, adjusts the scheduler's
+// options (a shared store, say) before New.
+func newHarness(t *testing.T, st Settings, with ...func(*Options)) *harness {
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(t0)
 	h := &harness{
@@ -228,7 +230,7 @@ func newHarness(t *testing.T, st Settings) *harness {
 	h.reg.Sync(nil, h.config.Load().Config.Watched(), breach.LabelEmail, 1000)
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
-	h.s = New(Options{
+	o := Options{
 		Watchlist: h.reg,
 		Config:    h.config,
 		Account:   breach.DefaultAccount,
@@ -236,7 +238,11 @@ func newHarness(t *testing.T, st Settings) *harness {
 		Clock:     reportingClock{FakeClock: clock, idle: h.idle, done: done},
 		Logger:    log.NewLogfmtLogger(h.logs),
 		Jitter:    halfJitter,
-	})
+	}
+	for _, f := range with {
+		f(&o)
+	}
+	h.s = New(o)
 	return h
 }
 
