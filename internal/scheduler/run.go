@@ -219,6 +219,11 @@ func (s *Scheduler) send(ctx context.Context, bundle *config.Bundle, acct *confi
 	if !j.me {
 		var ok bool
 		if email, ok = s.watchlist.Email(s.account, j.key); !ok {
+			if s.shared != nil {
+				// Not read: a replica that still watches it need not
+				// wait for the lease.
+				s.releaseShared(j, 0)
+			}
 			return // removed (or moved to another account) since next() picked it
 		}
 	}

@@ -652,3 +652,44 @@ func TestRefreshHeldElsewhereDoesNotStall(t *testing.T) {
 		t.Fatalf("the refreshed address was read %d times, want again once the other replica's claim is gone", n)
 	}
 }
+
+// claimHook runs after each claim the store grants.
+type claimHook struct {
+	Shared
+	after func(item string)
+}
+
+func (c claimHook) Claim(ctx context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error) {
+	ok, err := c.Shared.Claim(ctx, scope, item, lease, urgent)
+	if ok && c.after != nil {
+		c.after(item)
+	}
+	return ok, err
+}
+
+// An address a reload removes between its claim and its request gives the
+// claim back at once: the other replicas, whose reload may come later,
+// need not wait for the lease.
+func TestClaimOfARemovedAddressIsReleased(t *testing.T) {
+	const removed = "user001@example.com"
+	var store *fakeStore
+	var h *harness
+	h = newHarness(t, Settings{Addresses: emails(3), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, func(o *Options) {
+		store = newFakeStore(o.Clock)
+		o.Shared = claimHook{Shared: store.as("r0"), after: func(item string) {
+			if item == itemFor(removed) {
+				h.reg.Sync(nil, []breach.Address{{Email: "user000@example.com"}, {Email: "user002@example.com"}}, breach.LabelEmail, 1000)
+			}
+		}}
+	})
+	h.start().advance(10 * time.Second)
+	if n := len(h.api.callsTo(removed)); n != 0 {
+		t.Fatalf("%s read %d times after it was removed", removed, n)
+	}
+	store.mu.Lock()
+	c, held := store.claims[breach.DefaultAccount+"/"+itemFor(removed)]
+	store.mu.Unlock()
+	if held && c.until.After(h.clock.Now()) {
+		t.Fatalf("the removed address's claim is still held until %s", c.until)
+	}
+}
