@@ -381,6 +381,19 @@ func (s *Store) Checkpoint(ctx context.Context) (data []byte, id string, ok bool
 	return []byte(raw), id, true, nil
 }
 
+// CheckpointID returns the ID of the last event the newest checkpoint
+// holds, without its data; ok is false when there is none.
+func (s *Store) CheckpointID(ctx context.Context) (id string, ok bool, err error) {
+	id, err = s.rdb.HGet(ctx, s.key("checkpoint"), "id").Result()
+	if err = s.outcome(ctx, "checkpoint", err); err != nil {
+		if errors.Is(err, redis.Nil) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("store: checkpoint: %w", err)
+	}
+	return id, true, nil
+}
+
 // SaveCheckpoint stores data as the state after event id, unless the
 // checkpoint stored already holds a later event; it reports whether it
 // stored it.

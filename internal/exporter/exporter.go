@@ -629,7 +629,7 @@ func (e *Exporter) Save() error {
 		return nil
 	}
 	// Checked before anything is copied: most ticks find nothing new.
-	if generation, seen := e.changes(); generation == e.savedGeneration && seen == e.savedSeen {
+	if generation, seen := e.changes(); generation == e.savedGeneration && seen == e.savedSeen && !e.replicas.checkpointBehind() {
 		return nil
 	}
 	st := persist.State{}
