@@ -355,6 +355,16 @@ func (r *replicas) pending() bool {
 	return len(r.backlog) > 0
 }
 
+// waitingCount is how many accepted alerts wait to be passed to the store.
+func (r *replicas) waitingCount() int {
+	if r == nil {
+		return 0
+	}
+	r.forwardMu.Lock()
+	defer r.forwardMu.Unlock()
+	return len(r.backlog)
+}
+
 // forward passes the backlog to the store, oldest first, retrying with
 // backoff while the store is down, until ctx ends.
 func (r *replicas) forward(ctx context.Context) {

@@ -6,6 +6,7 @@ import (
 	"context"
 
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
@@ -207,5 +208,27 @@ func TestCheckpointIsWrittenAgainAfterTheStoreLostIt(t *testing.T) {
 	two := startReplica(t, dir, filepath.Join(dir, "two"))
 	if got, want := shared(t, two), shared(t, one); got != want {
 		t.Errorf("a replica that starts after the store restarted serves:\n%s\nwant what the other serves:\n%s", got, want)
+	}
+}
+
+// A replica that stops with alerts the store does not hold yet says so:
+// they are in its folder only, and lost with it.
+func TestStopWithAlertsWaitingForTheStoreLogsThem(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: the store is down
+	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	dir := t.TempDir()
+	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: redis://%s\naddresses: [a@example.com]\n", addr))
+	one := startReplica(t, dir, filepath.Join(dir, "one"))
+	if c := one.post(t, alertFor("a@example.com")); c != 204 {
+		t.Fatalf("alert answered %d, want 204 (journaled)", c)
+	}
+	one.stop()
+	if !strings.Contains(one.logs.String(), `msg="Stopping with alerts accepted here that the store does not hold yet;`) || !strings.Contains(one.logs.String(), "alerts=1") {
+		t.Errorf("no warning of the alert waiting for the store at the stop; logs:\n%s", one.logs.String())
 	}
 }
