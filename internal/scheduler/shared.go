@@ -118,7 +118,10 @@ func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, 
 		if at.After(now) {
 			return job{}, false // nothing due: the slot goes unused
 		}
-		ok, err := s.shared.Claim(ctx, s.account, itemOf(j), claimLease, j.urgent || s.retry != nil)
+		// A retry after a 429 or 401 is not urgent: its release made it
+		// ready at once, and a replica that read it since then (its ready
+		// time later again) has done the retry's work.
+		ok, err := s.shared.Claim(ctx, s.account, itemOf(j), claimLease, j.urgent)
 		if err != nil {
 			s.storeFailed(err)
 			return job{}, false

@@ -693,3 +693,33 @@ func TestClaimOfARemovedAddressIsReleased(t *testing.T) {
 		t.Fatalf("the removed address's claim is still held until %s", c.until)
 	}
 }
+
+// The request a 429 refused is sent again once, after the pause, by
+// whichever replica claims it first: the refusing replica's retry does not
+// read it again after another replica did.
+func TestRetryAfterARateLimitIsReadOnce(t *testing.T) {
+	rs := newReplicaSet(t, Settings{Addresses: emails(100), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, 2, true)
+	var (
+		mu      sync.Mutex
+		limited string
+	)
+	rs.api.script = func(c call, rl *breach.RateLimit) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if c.n != 10 || c.me {
+			return nil
+		}
+		limited = c.email
+		return &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: c.at.Add(20 * time.Second)}
+	}
+	rs.advance(3 * time.Minute)
+	mu.Lock()
+	email := limited
+	mu.Unlock()
+	if email == "" {
+		t.Fatal("no address was refused")
+	}
+	if reads := rs.api.callsTo(email); len(reads) != 2 {
+		t.Fatalf("%s sent %d times (%v), want twice: the 429 and one read after the pause", email, len(reads), reads)
+	}
+}
