@@ -116,7 +116,7 @@ func Open(o Options) (*Store, error) {
 		followBlock: 2 * time.Second,
 		up: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_store_up",
-			Help: "1 when the shared store (Redis or Valkey) answered the last command or ping, 0 when it did not or has not yet.",
+			Help: "1 when the shared store (Redis or Valkey) took the last command or health check, 0 when it did not answer, refused it, or has not answered yet.",
 		}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breach_exporter_store_errors_total",
@@ -218,14 +218,16 @@ func clientOptions(o Options) (*redis.Options, error) {
 	return ro, nil
 }
 
-// Run keeps breach_exporter_store_up true while the store answers, until
-// ctx ends.
+// Run keeps breach_exporter_store_up true while the store takes writes,
+// until ctx ends. A PING would answer on a store that refuses every write
+// (out of memory, read-only, a failing RDB save), which does none of the
+// work: so the check writes a short-lived key of this replica's.
 func (s *Store) Run(ctx context.Context) {
 	t := time.NewTicker(s.pingEvery)
 	defer t.Stop()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-		err := s.rdb.Ping(pctx).Err()
+		err := s.rdb.Set(pctx, s.key("alive", s.replica), "1", 3*s.pingEvery).Err()
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -246,22 +248,18 @@ func (s *Store) Up() bool { return s.upNow.Load() }
 func (s *Store) Close() error { return s.rdb.Close() }
 
 // outcome records what one command said about the store and returns err:
-// an answer, even an error reply, means the store is up; no answer counts
-// as an error of op and means it is down, also when the caller's deadline
-// passed first. A caller that gave up (its context cancelled) learns
-// nothing about the store.
+// an answer means the store is up; no answer, or an error reply, counts as
+// an error of op and means it is down, also when the caller's deadline
+// passed first. None of the commands is refused in normal operation: a
+// store that refuses them (out of memory, read-only) does none of the
+// work. A caller that gave up (its context cancelled) learns nothing about
+// the store.
 func (s *Store) outcome(ctx context.Context, op string, err error) error {
 	if err == nil || errors.Is(err, redis.Nil) {
 		s.setUp(true, nil)
 		return err
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
-		return err
-	}
-	var reply redis.Error
-	if errors.As(err, &reply) {
-		s.errs.WithLabelValues(op).Inc()
-		s.setUp(true, nil)
 		return err
 	}
 	s.failed(op, err)
@@ -381,6 +379,19 @@ func (s *Store) Checkpoint(ctx context.Context) (data []byte, id string, ok bool
 		return nil, "", false, nil
 	}
 	return []byte(raw), id, true, nil
+}
+
+// CheckpointID returns the ID of the last event the newest checkpoint
+// holds, without its data; ok is false when there is none.
+func (s *Store) CheckpointID(ctx context.Context) (id string, ok bool, err error) {
+	id, err = s.rdb.HGet(ctx, s.key("checkpoint"), "id").Result()
+	if err = s.outcome(ctx, "checkpoint", err); err != nil {
+		if errors.Is(err, redis.Nil) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("store: checkpoint: %w", err)
+	}
+	return id, true, nil
 }
 
 // SaveCheckpoint stores data as the state after event id, unless the

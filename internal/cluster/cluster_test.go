@@ -642,3 +642,32 @@ func TestCommandsWhileTheStoreIsDownFailInTime(t *testing.T) {
 		t.Error("not up after a command succeeded")
 	}
 }
+
+// A store that answers but refuses writes (out of memory under noeviction,
+// a read-only replica after a failover, a failing RDB save) does none of
+// the work: it is down, so that BreachExporterStoreDown fires, until it
+// takes writes again.
+func TestStoreThatRefusesWritesIsDown(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a := open(t, r, "a", "")
+	a.pingEvery = 50 * time.Millisecond
+	run(t, a)
+	waitFor(t, 10*time.Second, "the store to be up", func() bool { return testutil.ToFloat64(a.up) == 1 })
+
+	ctx := context.Background()
+	c := raw(t, r)
+	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reserve(ctx, "k", time.Second); err == nil {
+		t.Fatal("Reserve succeeded on a store out of memory")
+	}
+	waitFor(t, 10*time.Second, "the store to be down", func() bool { return testutil.ToFloat64(a.up) == 0 && !a.Up() })
+	if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the store to be up again", func() bool { return testutil.ToFloat64(a.up) == 1 && a.Up() })
+}

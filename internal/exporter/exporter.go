@@ -629,7 +629,7 @@ func (e *Exporter) Save() error {
 		return nil
 	}
 	// Checked before anything is copied: most ticks find nothing new.
-	if generation, seen := e.changes(); generation == e.savedGeneration && seen == e.savedSeen {
+	if generation, seen := e.changes(); generation == e.savedGeneration && seen == e.savedSeen && !e.replicas.checkpointBehind() {
 		return nil
 	}
 	st := persist.State{}
@@ -693,6 +693,11 @@ func (e *Exporter) Save() error {
 // once, after Run has returned and the listeners are shut down.
 func (e *Exporter) Close() error {
 	err := e.Save()
+	if n := e.replicas.waitingCount(); n > 0 {
+		// They stay in the journal for the next start: an operator who
+		// deletes this replica's folder (an emptyDir's pod) loses them.
+		level.Warn(e.logger).Log("msg", "Stopping with alerts accepted here that the store does not hold yet; they are passed on at the next start from this folder, and lost with it", "alerts", n)
+	}
 	e.release()
 	return err
 }

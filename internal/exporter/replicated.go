@@ -364,6 +364,16 @@ func (r *replicas) pending() bool {
 	return len(r.backlog) > 0
 }
 
+// waitingCount is how many accepted alerts wait to be passed to the store.
+func (r *replicas) waitingCount() int {
+	if r == nil {
+		return 0
+	}
+	r.forwardMu.Lock()
+	defer r.forwardMu.Unlock()
+	return len(r.backlog)
+}
+
 // forwardBatch is the most alerts passed to the store in one round trip.
 const forwardBatch = 256
 
@@ -471,6 +481,26 @@ func (r *replicas) checkpoint(ctx context.Context, st persist.State, now time.Ti
 	}
 	_, err = r.store.SaveCheckpoint(ctx, data, st.Stream)
 	return err
+}
+
+// checkpointBehind reports whether the store's checkpoint is missing or
+// holds less of the stream than this replica's state: the store restarted
+// empty, or the last write failed. A state that did not change is written
+// again only then, so that a replica that starts finds it.
+func (r *replicas) checkpointBehind() bool {
+	if r == nil {
+		return false
+	}
+	r.applying.Lock()
+	last := r.last
+	r.applying.Unlock()
+	if last == "" {
+		return false // nothing to checkpoint yet
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	id, ok, err := r.store.CheckpointID(ctx)
+	return err == nil && (!ok || streamAfter(last, id))
 }
 
 // streamAfter reports whether stream ID a comes after b ("ms-seq"; an

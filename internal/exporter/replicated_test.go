@@ -3,7 +3,10 @@
 package exporter
 
 import (
+	"context"
+
 	"fmt"
+	"net"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
@@ -14,6 +17,7 @@ import (
 	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
@@ -155,5 +159,76 @@ func TestReplicasShareOneStore(t *testing.T) {
 		if w.RateLimited > 0 || w.Requests > 60 {
 			t.Errorf("window %s: %d requests, %d answered 429", w.Start, w.Requests, w.RateLimited)
 		}
+	}
+}
+
+// A store that restarted empty gets a checkpoint again within a snapshot
+// interval, also when nothing changes meanwhile: a replica that starts
+// with an empty folder then still serves the whole state, alert counts
+// included, at its first scrape.
+func TestCheckpointIsWrittenAgainAfterTheStoreLostIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs exporters against a real redis-server")
+	}
+	store := testkit.StartRedis(t)
+	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	api.AnswerOthers(combolist(1))
+	dir := t.TempDir()
+	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: %s\nrefresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com]\n", store.URL()))
+	one := startReplica(t, dir, filepath.Join(dir, "one"))
+	if c := one.post(t, alertFor("a@example.com")); c != 204 {
+		t.Fatalf("alert answered %d, want 204", c)
+	}
+	alerts := testkit.Series("breach_alerts_total", "address", "a@example.com", "severity", "critical", "source", "combolist")
+	testkit.Eventually(t, "the alert counted", func() bool { return one.scrape(t)[alerts] == 1 })
+
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	t.Cleanup(func() { c.Close() })
+	checkpointed := func() bool {
+		n, err := c.Exists(context.Background(), "breach_exporter:checkpoint").Result()
+		return err == nil && n == 1
+	}
+	// Quiet: the address read (which also serves the alert's re-read), and
+	// everything checkpointed; nothing more is due for an hour.
+	testkit.Eventually(t, "the address read", func() bool {
+		return strings.Contains(one.logs.String(), `address=a@example.com msg="API request"`)
+	})
+	testkit.Eventually(t, "a checkpoint of the whole stream", func() bool {
+		id, err := c.HGet(context.Background(), "breach_exporter:checkpoint", "id").Result()
+		last, lerr := c.XRevRangeN(context.Background(), "breach_exporter:events", "+", "-", 1).Result()
+		return err == nil && lerr == nil && len(last) == 1 && last[0].ID == id
+	})
+	store.Stop()
+	store.Start()
+	if checkpointed() {
+		t.Fatal("the store kept its keys over a restart")
+	}
+	testkit.Eventually(t, "a checkpoint in the store again", checkpointed)
+
+	two := startReplica(t, dir, filepath.Join(dir, "two"))
+	if got, want := shared(t, two), shared(t, one); got != want {
+		t.Errorf("a replica that starts after the store restarted serves:\n%s\nwant what the other serves:\n%s", got, want)
+	}
+}
+
+// A replica that stops with alerts the store does not hold yet says so:
+// they are in its folder only, and lost with it.
+func TestStopWithAlertsWaitingForTheStoreLogsThem(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: the store is down
+	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	dir := t.TempDir()
+	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: redis://%s\naddresses: [a@example.com]\n", addr))
+	one := startReplica(t, dir, filepath.Join(dir, "one"))
+	if c := one.post(t, alertFor("a@example.com")); c != 204 {
+		t.Fatalf("alert answered %d, want 204 (journaled)", c)
+	}
+	one.stop()
+	if !strings.Contains(one.logs.String(), `msg="Stopping with alerts accepted here that the store does not hold yet;`) || !strings.Contains(one.logs.String(), "alerts=1") {
+		t.Errorf("no warning of the alert waiting for the store at the stop; logs:\n%s", one.logs.String())
 	}
 }

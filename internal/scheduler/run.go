@@ -144,10 +144,20 @@ func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
 	}
 
 	var urgent, oldest watchlist.Schedule
-	var urgentKey, oldestKey string
-	var oldestAt time.Time
+	var urgentKey, oldestKey, heldKey string
+	var oldestAt, heldAt time.Time
 	s.watchlist.Plan(s.account, func(k string, e *watchlist.Entry) {
 		sch := e.Schedule
+		if sch.Urgent != 0 && len(s.deferred) > 0 {
+			// Another replica holds it (replicas only): the other work
+			// goes on meanwhile, and it is tried again once deferred.
+			if until := s.deferredUntil(k, now); !until.IsZero() {
+				if heldKey == "" || until.Before(heldAt) {
+					heldKey, heldAt = k, until
+				}
+				return
+			}
+		}
 		if sch.Urgent != 0 {
 			if urgentKey == "" || sch.Urgent < urgent.Urgent {
 				urgent, urgentKey = sch, k
@@ -169,10 +179,14 @@ func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
 	}
 	// A zero lastMe (not sent yet) makes /me due at once.
 	meAt := later(earliest, s.lastMe.Add(meEvery(st)))
+	j, at := job{key: oldestKey}, oldestAt
 	if oldestKey == "" || !oldestAt.Before(meAt) {
-		return job{me: true}, meAt
+		j, at = job{me: true}, meAt
 	}
-	return job{key: oldestKey}, oldestAt
+	if heldKey != "" && later(earliest, heldAt).Before(at) {
+		return job{urgent: true, key: heldKey}, later(earliest, heldAt)
+	}
+	return j, at
 }
 
 // readyAt is when an address may be read again: interval after its last
@@ -205,6 +219,11 @@ func (s *Scheduler) send(ctx context.Context, bundle *config.Bundle, acct *confi
 	if !j.me {
 		var ok bool
 		if email, ok = s.watchlist.Email(s.account, j.key); !ok {
+			if s.shared != nil {
+				// Not read: a replica that still watches it need not
+				// wait for the lease.
+				s.releaseShared(j, 0)
+			}
 			return // removed (or moved to another account) since next() picked it
 		}
 	}

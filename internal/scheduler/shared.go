@@ -63,6 +63,9 @@ const (
 	// store (the replicas keep serving the values they have).
 	storeRetry = 2 * time.Second
 	meItem     = "me"
+	// urgentRetry is how soon a refresh another replica's claim held is
+	// tried again.
+	urgentRetry = 2 * time.Second
 )
 
 // sharedSpacing is the least time between two requests of all replicas on
@@ -115,7 +118,10 @@ func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, 
 		if at.After(now) {
 			return job{}, false // nothing due: the slot goes unused
 		}
-		ok, err := s.shared.Claim(ctx, s.account, itemOf(j), claimLease, j.urgent || s.retry != nil)
+		// A retry after a 429 or 401 is not urgent: its release made it
+		// ready at once, and a replica that read it since then (its ready
+		// time later again) has done the retry's work.
+		ok, err := s.shared.Claim(ctx, s.account, itemOf(j), claimLease, j.urgent)
 		if err != nil {
 			s.storeFailed(err)
 			return job{}, false
@@ -126,9 +132,14 @@ func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, 
 		}
 		// Another replica reads it, or read it and its answer is on the
 		// way: look again once the claim would have run out.
-		if j.me {
+		switch {
+		case j.me:
 			s.lastMe = now
-		} else {
+		case j.urgent:
+			// A refresh waits for the holder's read to end, which is
+			// usually soon; an address read when the lease runs out.
+			s.deferred[j.key] = now.Add(urgentRetry)
+		default:
 			s.deferred[j.key] = now.Add(claimLease)
 		}
 		if s.retry != nil && s.retry.me == j.me && s.retry.key == j.key {

@@ -630,3 +630,96 @@ func TestClaimsAloneKeepReplicasApart(t *testing.T) {
 		}
 	}
 }
+
+// A refresh of an address another replica holds (its read in flight, or
+// the replica dead with its lease running) waits for that claim while this
+// replica goes on with the other due reads, and is read once the claim is
+// gone.
+func TestRefreshHeldElsewhereDoesNotStall(t *testing.T) {
+	const alerted = "user000@example.com"
+	h, store := newSharedHarness(t, Settings{Addresses: emails(100), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
+	h.start().advance(5 * time.Second)
+
+	store.claim("other", breach.DefaultAccount, itemFor(alerted), claimLease)
+	h.reg.Refresh(alerted) // Run waits for its slot: no re-plan to wait for
+	before := len(h.api.log())
+	h.advance(20 * time.Second)
+	if n := len(h.api.log()) - before; n < 15 {
+		t.Fatalf("%d reads in the 20 s another replica held the refreshed address, want the others read meanwhile", n)
+	}
+	h.advance(15 * time.Second) // the lease runs out
+	if n := len(h.api.callsTo(alerted)); n != 2 {
+		t.Fatalf("the refreshed address was read %d times, want again once the other replica's claim is gone", n)
+	}
+}
+
+// claimHook runs after each claim the store grants.
+type claimHook struct {
+	Shared
+	after func(item string)
+}
+
+func (c claimHook) Claim(ctx context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error) {
+	ok, err := c.Shared.Claim(ctx, scope, item, lease, urgent)
+	if ok && c.after != nil {
+		c.after(item)
+	}
+	return ok, err
+}
+
+// An address a reload removes between its claim and its request gives the
+// claim back at once: the other replicas, whose reload may come later,
+// need not wait for the lease.
+func TestClaimOfARemovedAddressIsReleased(t *testing.T) {
+	const removed = "user001@example.com"
+	var store *fakeStore
+	var h *harness
+	h = newHarness(t, Settings{Addresses: emails(3), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, func(o *Options) {
+		store = newFakeStore(o.Clock)
+		o.Shared = claimHook{Shared: store.as("r0"), after: func(item string) {
+			if item == itemFor(removed) {
+				h.reg.Sync(nil, []breach.Address{{Email: "user000@example.com"}, {Email: "user002@example.com"}}, breach.LabelEmail, 1000)
+			}
+		}}
+	})
+	h.start().advance(10 * time.Second)
+	if n := len(h.api.callsTo(removed)); n != 0 {
+		t.Fatalf("%s read %d times after it was removed", removed, n)
+	}
+	store.mu.Lock()
+	c, held := store.claims[breach.DefaultAccount+"/"+itemFor(removed)]
+	store.mu.Unlock()
+	if held && c.until.After(h.clock.Now()) {
+		t.Fatalf("the removed address's claim is still held until %s", c.until)
+	}
+}
+
+// The request a 429 refused is sent again once, after the pause, by
+// whichever replica claims it first: the refusing replica's retry does not
+// read it again after another replica did.
+func TestRetryAfterARateLimitIsReadOnce(t *testing.T) {
+	rs := newReplicaSet(t, Settings{Addresses: emails(100), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, 2, true)
+	var (
+		mu      sync.Mutex
+		limited string
+	)
+	rs.api.script = func(c call, rl *breach.RateLimit) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if c.n != 10 || c.me {
+			return nil
+		}
+		limited = c.email
+		return &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: c.at.Add(20 * time.Second)}
+	}
+	rs.advance(3 * time.Minute)
+	mu.Lock()
+	email := limited
+	mu.Unlock()
+	if email == "" {
+		t.Fatal("no address was refused")
+	}
+	if reads := rs.api.callsTo(email); len(reads) != 2 {
+		t.Fatalf("%s sent %d times (%v), want twice: the 429 and one read after the pause", email, len(reads), reads)
+	}
+}

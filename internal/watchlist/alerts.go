@@ -167,9 +167,6 @@ func (r *List) recordAlert(account, email string, d AlertDelta, refresh bool) Al
 	return outcome
 }
 
-// Drop stops watching a discovered address, with all its data: the service
-// says (404) it does not monitor it, so it was never a real address of the
-// account. A configured address is kept: the config asks for it.
 // Discovered reports whether key is a watched address an alert added.
 func (r *List) Discovered(key string) bool {
 	r.mu.RLock()
@@ -178,6 +175,9 @@ func (r *List) Discovered(key string) bool {
 	return ok && e.Address.Discovered
 }
 
+// Drop stops watching a discovered address, with all its data: the service
+// says (404) it does not monitor it, so it was never a real address of the
+// account. A configured address is kept: the config asks for it.
 func (r *List) Drop(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
