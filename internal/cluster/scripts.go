@@ -68,13 +68,20 @@ if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
 return 1
 `)
 
-// publishOnceScript: KEYS seen key, stream; ARGV ttl (ms), max length,
-// kind, origin, data. Replies the new event's ID, or nil for a duplicate.
+// publishOnceScript: KEYS the stream, then one seen key per event; ARGV
+// ttl (ms), max length, origin, then each event's kind and data. Replies
+// each event's new ID, or an empty string for a duplicate. One call for a
+// whole batch: the store's cost of a script call is paid once.
 var publishOnceScript = redis.NewScript(`
-if redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
-  return redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', 'kind', ARGV[3], 'origin', ARGV[4], 'data', ARGV[5])
+local out = {}
+for i = 1, #KEYS - 1 do
+  if redis.call('SET', KEYS[i + 1], '1', 'NX', 'PX', ARGV[1]) then
+    out[i] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'kind', ARGV[2 + 2 * i], 'origin', ARGV[3], 'data', ARGV[3 + 2 * i])
+  else
+    out[i] = ''
+  end
 end
-return false
+return out
 `)
 
 // saveCheckpointScript: KEYS checkpoint hash; ARGV id, data. Stream IDs

@@ -4,7 +4,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -57,52 +56,24 @@ type Once struct {
 // may be taken as published (some may be: publishing them again finds
 // them duplicates).
 func (s *Store) PublishOnceBatch(ctx context.Context, ttl time.Duration, events []Once) (ids []string, err error) {
-	cmds, err := s.publishOnce(ctx, ttl, events)
-	if err != nil && !errors.Is(err, redis.Nil) && isNoScript(cmds) {
-		// A pipeline cannot fall back to EVAL by itself: a store that
-		// restarted has lost the script, which failed every command,
-		// so loading it and sending the batch again adds each event once.
-		if err = publishOnceScript.Load(ctx, s.rdb).Err(); err == nil {
-			cmds, err = s.publishOnce(ctx, ttl, events)
-		}
+	keys := make([]string, 0, 1+len(events))
+	args := make([]any, 0, 3+2*len(events))
+	keys = append(keys, s.key("events"))
+	args = append(args, millis(ttl), streamMax, s.replica)
+	for _, e := range events {
+		keys = append(keys, s.key("seen", e.Digest))
+		args = append(args, e.Kind, e.Data)
 	}
-	if err != nil && !errors.Is(err, redis.Nil) {
-		s.outcome(ctx, "publish", err)
+	// Run falls back from EVALSHA to EVAL when a restarted store has lost
+	// the script.
+	ids, err = publishOnceScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+	if err == nil && len(ids) != len(events) {
+		err = fmt.Errorf("%d replies for %d events", len(ids), len(events))
+	}
+	if err = s.outcome(ctx, "publish", err); err != nil {
 		return nil, fmt.Errorf("store: publish: %w", err)
 	}
-	ids = make([]string, len(events))
-	for i, c := range cmds {
-		switch err := c.Err(); {
-		case err == nil:
-			ids[i], _ = c.Val().(string)
-		case errors.Is(err, redis.Nil):
-		default:
-			s.outcome(ctx, "publish", err)
-			return nil, fmt.Errorf("store: publish: %w", err)
-		}
-	}
-	s.outcome(ctx, "publish", nil)
 	return ids, nil
-}
-
-// publishOnce sends the batch as one pipeline of the script by its
-// digest (EVALSHA): the store neither receives nor hashes its text again
-// for every event.
-func (s *Store) publishOnce(ctx context.Context, ttl time.Duration, events []Once) ([]*redis.Cmd, error) {
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(events))
-	for i, e := range events {
-		cmds[i] = publishOnceScript.EvalSha(ctx, pipe,
-			[]string{s.key("seen", e.Digest), s.key("events")},
-			millis(ttl), streamMax, e.Kind, s.replica, e.Data)
-	}
-	_, err := pipe.Exec(ctx)
-	return cmds, err
-}
-
-// isNoScript reports whether the store did not know the script.
-func isNoScript(cmds []*redis.Cmd) bool {
-	return len(cmds) > 0 && cmds[0].Err() != nil && strings.HasPrefix(cmds[0].Err().Error(), "NOSCRIPT")
 }
 
 // Last returns the ID of the newest event, "0-0" when there is none.

@@ -374,8 +374,13 @@ func (r *replicas) waitingCount() int {
 	return len(r.backlog)
 }
 
-// forwardBatch is the most alerts passed to the store in one round trip.
-const forwardBatch = 256
+// forwardBatch is the most alerts passed to the store in one round trip;
+// forwardLinger is how long the first alert after a quiet moment waits
+// for others to go with it.
+const (
+	forwardBatch  = 1024
+	forwardLinger = 5 * time.Millisecond
+)
 
 // forward passes the backlog to the store, oldest first and in batches,
 // retrying with backoff while the store is down, until ctx ends.
@@ -389,10 +394,21 @@ func (r *replicas) forward(ctx context.Context) {
 		if len(next) == 0 {
 			select {
 			case <-r.wake:
-				continue
 			case <-ctx.Done():
 				return
 			}
+			// Lingers a moment for more, as the journal's group commit
+			// does: under a burst each round trip then carries many
+			// alerts, and every replica's read of the stream wakes once
+			// for them, which is most of what passing them costs.
+			t := time.NewTimer(forwardLinger)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			continue
 		}
 		batch = batch[:0]
 		for _, f := range next {
