@@ -671,3 +671,18 @@ func TestStoreThatRefusesWritesIsDown(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the store to be up again", func() bool { return testutil.ToFloat64(a.up) == 1 && a.Up() })
 }
+
+// Stream IDs order as pairs of numbers, not as strings.
+func TestAfter(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"10-0", "9-0", true}, {"9-0", "10-0", false}, {"5-2", "5-10", false}, {"5-10", "5-2", true},
+		{"5-1", "5-1", false}, {"1-0", "", true}, {"", "0-0", false}, {"x", "1-0", false},
+	} {
+		if got := After(c.a, c.b); got != c.want {
+			t.Errorf("After(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}

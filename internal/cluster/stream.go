@@ -209,6 +209,15 @@ func (s *Store) checkGap(ctx context.Context, op, after string) error {
 	return nil
 }
 
+// After reports whether stream ID a comes after b, as pairs of numbers
+// (as strings "9-0" would sort after "10-0"); an empty or malformed ID
+// comes before every other.
+func After(a, b string) bool {
+	x, _ := idOf(a)
+	y, _ := idOf(b)
+	return less(y, x)
+}
+
 func idOf(id string) ([2]uint64, bool) {
 	ms, seq, ok := parseID(id)
 	return [2]uint64{ms, seq}, ok

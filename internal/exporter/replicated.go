@@ -9,8 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -170,7 +168,7 @@ func (r *replicas) start(local *persist.State) *persist.State {
 	switch {
 	case err != nil:
 		level.Warn(r.logger).Log("msg", "The store did not answer at start; starting from this replica's own snapshot and catching up once it is back", "err", err)
-	case ok && (local == nil || streamAfter(id, local.Stream)):
+	case ok && (local == nil || cluster.After(id, local.Stream)):
 		st, err := persist.Decode(data)
 		if err != nil {
 			level.Warn(r.logger).Log("msg", "The store's checkpoint cannot be read; starting from this replica's own snapshot", "err", err)
@@ -225,7 +223,7 @@ func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
 func (r *replicas) apply(ev cluster.Event) {
 	r.applying.Lock()
 	defer r.applying.Unlock()
-	if streamAfter(r.last, ev.ID) || r.last == ev.ID {
+	if cluster.After(r.last, ev.ID) || r.last == ev.ID {
 		return // already applied (catch-up and Follow may overlap)
 	}
 	r.last = ev.ID
@@ -462,7 +460,7 @@ func (r *replicas) keepMine(batch []forwarded, ids []string) {
 	r.applying.Lock()
 	defer r.applying.Unlock()
 	for i, id := range ids {
-		if id == "" || !streamAfter(id, r.last) {
+		if id == "" || !cluster.After(id, r.last) {
 			continue // a duplicate, or applied already (decoded)
 		}
 		if len(r.mine) >= maxMine {
@@ -516,20 +514,5 @@ func (r *replicas) checkpointBehind() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	id, ok, err := r.store.CheckpointID(ctx)
-	return err == nil && (!ok || streamAfter(last, id))
-}
-
-// streamAfter reports whether stream ID a comes after b ("ms-seq"; an
-// empty or malformed ID comes before every other).
-func streamAfter(a, b string) bool {
-	am, as := splitID(a)
-	bm, bs := splitID(b)
-	return am > bm || am == bm && as > bs
-}
-
-func splitID(id string) (ms, seq uint64) {
-	m, s, _ := strings.Cut(id, "-")
-	ms, _ = strconv.ParseUint(m, 10, 64)
-	seq, _ = strconv.ParseUint(s, 10, 64)
-	return ms, seq
+	return err == nil && (!ok || cluster.After(last, id))
 }
