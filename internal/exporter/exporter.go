@@ -660,25 +660,37 @@ func (e *Exporter) Save() error {
 	} else {
 		take()
 	}
-	if e.replicas != nil {
+	if e.replicas == nil {
+		if err := e.store.Save(st, e.clock.Now()); err != nil {
+			return err
+		}
+	} else {
+		// One encoding serves the store's checkpoint and the local
+		// snapshot.
+		start, now := time.Now(), e.clock.Now()
+		data, err := persist.Encode(st, now)
+		if err != nil {
+			return err
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		err := e.replicas.checkpoint(ctx, st, e.clock.Now())
+		err = e.replicas.checkpoint(ctx, data, st.Stream)
 		cancel()
 		if err != nil {
 			level.Warn(e.logger).Log("msg", "Could not write the checkpoint to the store; another replica's, or the next one, serves a start", "err", err)
 		}
-	}
-	if e.store == nil {
-		e.savedGeneration, e.savedSeen = generation, seen
-		return nil
-	}
-	if keep {
-		// The snapshot, its journal point and the receiver's counts go
-		// together: written once the store holds every alert again.
-		return nil
-	}
-	if err := e.store.Save(st, e.clock.Now()); err != nil {
-		return err
+		if e.store == nil {
+			e.savedGeneration, e.savedSeen = generation, seen
+			return nil
+		}
+		if keep {
+			// The snapshot, its journal point and the receiver's counts
+			// go together: written once the store holds every alert
+			// again.
+			return nil
+		}
+		if err := e.store.SaveEncoded(data, start, now); err != nil {
+			return err
+		}
 	}
 	e.savedGeneration, e.savedSeen = generation, seen
 	if e.journal != nil {

@@ -481,19 +481,15 @@ func (r *replicas) take(f func()) string {
 	return r.last
 }
 
-// checkpoint writes st, the state after event st.Stream, as the store's
-// checkpoint unless it holds a later one.
-func (r *replicas) checkpoint(ctx context.Context, st persist.State, now time.Time) error {
-	if st.Stream == "" {
+// checkpoint writes data, the encoded state after event id, as the
+// store's checkpoint unless it holds a later one. It holds this replica's
+// snapshot whole: a start takes the shared state from it and keeps its own
+// per-replica parts (the receiver's counts, the journal's point).
+func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error {
+	if id == "" {
 		return nil
 	}
-	// The per-replica parts are not the cluster's.
-	st.Webhook, st.Journal = breach.WebhookCounts{}, 0
-	data, err := persist.Encode(st, now)
-	if err != nil {
-		return err
-	}
-	_, err = r.store.SaveCheckpoint(ctx, data, st.Stream)
+	_, err := r.store.SaveCheckpoint(ctx, data, id)
 	return err
 }
 

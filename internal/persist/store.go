@@ -134,6 +134,16 @@ func (s *Store) Restored(n int) { s.restored.Set(float64(n)) }
 func (s *Store) Save(st State, now time.Time) error {
 	start := time.Now()
 	data, err := Encode(st, now)
+	return s.save(data, err, start, now)
+}
+
+// SaveEncoded is Save of the bytes Encode rendered at start (with
+// replicas, the same bytes are the store's checkpoint: encoded once).
+func (s *Store) SaveEncoded(data []byte, start, now time.Time) error {
+	return s.save(data, nil, start, now)
+}
+
+func (s *Store) save(data []byte, err error, start, now time.Time) error {
 	if err == nil && len(data) > fileread.MaxSnapshotBytes {
 		// Written, it would be refused at the next start.
 		err = &fileread.TooLargeError{Limit: fileread.MaxSnapshotBytes}
