@@ -53,7 +53,7 @@ promtool:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
 	@$(PROMTOOL) --version | head -1
 
-# The shared store's tests (internal/cluster, and the replicated mode's)
+# The shared store's tests (internal/sharedstore, and the replicated mode's)
 # run a real redis-server: Debian's redis-server package; install it when
 # missing.
 redis-server:

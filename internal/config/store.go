@@ -14,7 +14,7 @@ import (
 )
 
 // StoreConfig is the optional store section: the Redis or Valkey that the
-// replicas of one deployment share (internal/cluster). Absent, the exporter
+// replicas of one deployment share (internal/sharedstore). Absent, the exporter
 // runs alone as it always did.
 type StoreConfig struct {
 	// URL is redis:// or rediss:// (TLS), host, port and an optional

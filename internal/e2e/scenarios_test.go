@@ -644,7 +644,7 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 		awaitResolved: true, // the next scenario stops the exporter again
 	}
 
-	// The storage folder is moved away: every write fails, until the path
+	// The state folder is moved away: every write fails, until the path
 	// names the folder again. The exporter writes only into the folder it
 	// opened and locked at start, and counts a write as done only while
 	// --storage.path still names that folder; a signed alert cannot be

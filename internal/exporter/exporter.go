@@ -66,7 +66,7 @@ type Exporter struct {
 	watchlist *watchlist.List
 	renderer  *collector.Renderer
 	hook      *webhook.Handler // nil when the receiver is off
-	store     *persist.Store   // nil when persistence is off
+	folder    *persist.Folder  // the state folder; nil when persistence is off
 	journal   *persist.Journal // nil when either is off
 	// replicas is the shared store's side, nil without a store section;
 	// storeAtStart is that section as the process started with it, the
@@ -164,11 +164,11 @@ func New(o Options) (_ *Exporter, err error) {
 	var saved *persist.State
 	persistLogger := log.With(e.logger, "component", "persist")
 	if o.StoragePath != "" {
-		if e.store, err = persist.Open(o.StoragePath, o.Registerer, persistLogger); err != nil {
+		if e.folder, err = persist.Open(o.StoragePath, o.Registerer, persistLogger); err != nil {
 			e.release()
 			return nil, fmt.Errorf("--storage.path %q: %w", o.StoragePath, err)
 		}
-		if st, ok := e.store.Load(); ok {
+		if st, ok := e.folder.Load(); ok {
 			saved = &st
 		}
 	}
@@ -206,8 +206,8 @@ func New(o Options) (_ *Exporter, err error) {
 				restored++
 			}
 		}
-		if e.store != nil {
-			e.store.Restored(restored)
+		if e.folder != nil {
+			e.folder.Restored(restored)
 		}
 		level.Info(e.logger).Log("msg", "Restored the state snapshot", "addresses", restored, "remembered_webhooks", len(saved.Seen))
 	}
@@ -264,9 +264,9 @@ func watchedFiles(bundle *config.Bundle) []string {
 // restart: the snapshot's duplicate memory and counts, then the journal's
 // alerts accepted since. It returns how many alerts the journal replayed.
 func (e *Exporter) startReceiver(saved *persist.State) (int, error) {
-	if e.store != nil {
+	if e.folder != nil {
 		var err error
-		e.journal, err = e.store.OpenJournal(persist.JournalOptions{
+		e.journal, err = e.folder.OpenJournal(persist.JournalOptions{
 			Registerer:     e.opts.Registerer,
 			Logger:         log.With(e.logger, "component", "journal"),
 			Clock:          e.clock,
@@ -377,21 +377,21 @@ func (e *Exporter) startSchedulers(bundle *config.Bundle) {
 		}
 		done = make(chan struct{})
 		e.schedulers[a.Name] = done
-		var shared scheduler.Shared
+		var shared scheduler.SharedStore
 		var outcomes scheduler.Outcomes
 		if e.replicas != nil {
-			shared, outcomes = e.replicas.store, e.replicas
+			shared, outcomes = e.replicas.shared, e.replicas
 		}
 		s := scheduler.New(scheduler.Options{
-			Shared:    shared,
-			Outcomes:  outcomes,
-			Watchlist: e.watchlist,
-			Config:    e.config,
-			Account:   a.Name,
-			Connect:   connect(e.apiMetrics, e.clock),
-			Clock:     e.clock,
-			Logger:    log.With(e.logger, "component", "scheduler"),
-			Webhook:   e.opts.Webhook,
+			SharedStore: shared,
+			Outcomes:    outcomes,
+			Watchlist:   e.watchlist,
+			Config:      e.config,
+			Account:     a.Name,
+			Connect:     connect(e.apiMetrics, e.clock),
+			Clock:       e.clock,
+			Logger:      log.With(e.logger, "component", "scheduler"),
+			Webhook:     e.opts.Webhook,
 		})
 		e.running.Add(1)
 		go e.runScheduler(s, a.Name, done)
@@ -594,7 +594,7 @@ func (e *Exporter) Run(ctx context.Context) {
 		e.replicas.run(ctx, &e.running)
 	}
 	var tick <-chan time.Time
-	if e.store != nil || e.replicas != nil {
+	if e.folder != nil || e.replicas != nil {
 		t := e.clock.NewTicker(e.opts.SnapshotInterval)
 		defer t.Stop()
 		tick = t.Chan()
@@ -625,7 +625,7 @@ func (e *Exporter) changes() (generation, seen uint64) {
 // Save writes the state snapshot when anything changed since the last one;
 // without persistence it does nothing.
 func (e *Exporter) Save() error {
-	if e.store == nil && e.replicas == nil {
+	if e.folder == nil && e.replicas == nil {
 		return nil
 	}
 	// Checked before anything is copied: most ticks find nothing new.
@@ -661,7 +661,7 @@ func (e *Exporter) Save() error {
 		take()
 	}
 	if e.replicas == nil {
-		if err := e.store.Save(st, e.clock.Now()); err != nil {
+		if err := e.folder.Save(st, e.clock.Now()); err != nil {
 			return err
 		}
 	} else {
@@ -678,7 +678,7 @@ func (e *Exporter) Save() error {
 		if err != nil {
 			level.Warn(e.logger).Log("msg", "Could not write the checkpoint to the store; another replica's, or the next one, serves a start", "err", err)
 		}
-		if e.store == nil {
+		if e.folder == nil {
 			e.savedGeneration, e.savedSeen = generation, seen
 			return nil
 		}
@@ -688,7 +688,7 @@ func (e *Exporter) Save() error {
 			// again.
 			return nil
 		}
-		if err := e.store.SaveEncoded(data, start, now); err != nil {
+		if err := e.folder.SaveEncoded(data, start, now); err != nil {
 			return err
 		}
 	}
@@ -701,7 +701,7 @@ func (e *Exporter) Save() error {
 	return nil
 }
 
-// Close writes the last snapshot and releases the storage folder: call it
+// Close writes the last snapshot and releases the state folder: call it
 // once, after Run has returned and the listeners are shut down.
 func (e *Exporter) Close() error {
 	err := e.Save()
@@ -726,11 +726,11 @@ func (e *Exporter) release() {
 	if e.journal != nil {
 		e.journal.Close()
 	}
-	if e.store != nil {
-		e.store.Close()
+	if e.folder != nil {
+		e.folder.Close()
 	}
 	if e.replicas != nil {
-		e.replicas.store.Close()
+		e.replicas.shared.Close()
 	}
 }
 

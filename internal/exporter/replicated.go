@@ -17,9 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
-	"github.com/breach-exporter/breach_exporter/internal/cluster"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 	"github.com/breach-exporter/breach_exporter/webhook"
 )
@@ -75,7 +75,7 @@ type outcomeEvent struct {
 // (scheduler.Outcomes), forwards accepted alerts, applies the stream and
 // writes checkpoints.
 type replicas struct {
-	store     *cluster.Store
+	shared    *sharedstore.Client
 	name      string
 	logger    log.Logger
 	watchlist *watchlist.List
@@ -145,7 +145,7 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 		}
 	}
 	var err error
-	r.store, err = cluster.Open(cluster.Options{
+	r.shared, err = sharedstore.Open(sharedstore.Options{
 		URL:        sc.URL,
 		Password:   bundle.StorePassword,
 		KeyPrefix:  sc.KeyPrefix,
@@ -164,11 +164,11 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 func (r *replicas) start(local *persist.State) *persist.State {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	data, id, ok, err := r.store.Checkpoint(ctx)
+	data, id, ok, err := r.shared.Checkpoint(ctx)
 	switch {
 	case err != nil:
 		level.Warn(r.logger).Log("msg", "The store did not answer at start; starting from this replica's own snapshot and catching up once it is back", "err", err)
-	case ok && (local == nil || cluster.After(id, local.Stream)):
+	case ok && (local == nil || sharedstore.After(id, local.Stream)):
 		st, err := persist.Decode(data)
 		if err != nil {
 			level.Warn(r.logger).Log("msg", "The store's checkpoint cannot be read; starting from this replica's own snapshot", "err", err)
@@ -194,12 +194,12 @@ func (r *replicas) catchUp(after string) {
 	r.last = after
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	until, err := r.store.Last(ctx)
+	until, err := r.shared.Last(ctx)
 	if err != nil {
 		return
 	}
 	n := 0
-	if _, err := r.store.Read(ctx, r.last, until, func(ev cluster.Event) { r.apply(ev); n++ }); err != nil {
+	if _, err := r.shared.Read(ctx, r.last, until, func(ev sharedstore.Event) { r.apply(ev); n++ }); err != nil {
 		level.Warn(r.logger).Log("msg", "Could not read all events after the start state; the rest follow once the store answers", "err", err)
 	}
 	level.Info(r.logger).Log("msg", "Caught up with the store", "events", n)
@@ -214,16 +214,16 @@ func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
 		after = "0-0"
 	}
 	wg.Add(3)
-	go func() { defer wg.Done(); r.store.Run(ctx) }()
-	go func() { defer wg.Done(); r.store.Follow(ctx, after, r.apply) }()
+	go func() { defer wg.Done(); r.shared.Run(ctx) }()
+	go func() { defer wg.Done(); r.shared.Follow(ctx, after, r.apply) }()
 	go func() { defer wg.Done(); r.forward(ctx) }()
 }
 
 // apply applies one event of the stream.
-func (r *replicas) apply(ev cluster.Event) {
+func (r *replicas) apply(ev sharedstore.Event) {
 	r.applying.Lock()
 	defer r.applying.Unlock()
-	if cluster.After(r.last, ev.ID) || r.last == ev.ID {
+	if sharedstore.After(r.last, ev.ID) || r.last == ev.ID {
 		return // already applied (catch-up and Follow may overlap)
 	}
 	r.last = ev.ID
@@ -272,7 +272,7 @@ func (r *replicas) applyOutcome(kind string, o outcomeEvent) {
 	// is skipped, and the state it carried comes with the next read.
 }
 
-func (r *replicas) invalid(ev cluster.Event, err error) {
+func (r *replicas) invalid(ev sharedstore.Event, err error) {
 	r.dropped.Inc()
 	level.Warn(r.logger).Log("msg", "Skipped an event from the store that this version cannot apply", "kind", ev.Kind, "id", ev.ID, "err", err)
 }
@@ -283,7 +283,7 @@ func (r *replicas) publish(kind string, o outcomeEvent) {
 	data, err := json.Marshal(o)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err = r.store.Publish(ctx, kind, data)
+		_, err = r.shared.Publish(ctx, kind, data)
 		cancel()
 		if err == nil {
 			return
@@ -384,7 +384,7 @@ const (
 // retrying with backoff while the store is down, until ctx ends.
 func (r *replicas) forward(ctx context.Context) {
 	retry := forwardRetryMin
-	var batch []cluster.Once
+	var batch []sharedstore.Once
 	for {
 		r.forwardMu.Lock()
 		next := r.backlog[:min(len(r.backlog), forwardBatch)]
@@ -410,10 +410,10 @@ func (r *replicas) forward(ctx context.Context) {
 		}
 		batch = batch[:0]
 		for _, f := range next {
-			batch = append(batch, cluster.Once{Digest: hex.EncodeToString(f.alert.Digest[:]), Kind: eventAlert, Data: persist.EncodeAlert(f.alert)})
+			batch = append(batch, sharedstore.Once{Digest: hex.EncodeToString(f.alert.Digest[:]), Kind: eventAlert, Data: persist.EncodeAlert(f.alert)})
 		}
 		opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ids, err := r.store.PublishOnceBatch(opCtx, r.dedupTTL(), batch)
+		ids, err := r.shared.PublishOnceBatch(opCtx, r.dedupTTL(), batch)
 		cancel()
 		if err != nil {
 			t := time.NewTimer(retry)
@@ -460,7 +460,7 @@ func (r *replicas) keepMine(batch []forwarded, ids []string) {
 	r.applying.Lock()
 	defer r.applying.Unlock()
 	for i, id := range ids {
-		if id == "" || !cluster.After(id, r.last) {
+		if id == "" || !sharedstore.After(id, r.last) {
 			continue // a duplicate, or applied already (decoded)
 		}
 		if len(r.mine) >= maxMine {
@@ -489,7 +489,7 @@ func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error
 	if id == "" {
 		return nil
 	}
-	_, err := r.store.SaveCheckpoint(ctx, data, id)
+	_, err := r.shared.SaveCheckpoint(ctx, data, id)
 	return err
 }
 
@@ -509,6 +509,6 @@ func (r *replicas) checkpointBehind() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	id, ok, err := r.store.CheckpointID(ctx)
-	return err == nil && (!ok || cluster.After(last, id))
+	id, ok, err := r.shared.CheckpointID(ctx)
+	return err == nil && (!ok || sharedstore.After(last, id))
 }

@@ -60,7 +60,7 @@ func refused(t *testing.T, reg prometheus.Gatherer) float64 {
 	return testkit.Samples(t, reg)["breach_exporter_state_journal_failures_total{}"]
 }
 
-// The storage folder moved away (mv data data.old; mkdir data), or the
+// The state folder moved away (mv data data.old; mkdir data), or the
 // path replaced by a symlink to another folder: alerts are refused (503,
 // counted where BreachWebhookAlertsRefused looks) rather than answered and
 // kept where the next start on the path never looks; the snapshot is

@@ -156,7 +156,7 @@ func TestVersion1Restores(t *testing.T) {
 	}
 }
 
-func newStore(t *testing.T, dir string) (*Store, *prometheus.Registry) {
+func newStore(t *testing.T, dir string) (*Folder, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	s, err := Open(dir, reg, log.NewNopLogger())

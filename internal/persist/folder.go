@@ -25,14 +25,14 @@ const LockName = "lock"
 // journal would be left behind. What is written to the old folder would
 // be lost to the next start on the path, so a write there is refused;
 // writes resume if the path names the folder again.
-var errFolderMoved = errors.New("the storage folder was moved, removed or replaced since the start: --storage.path names another folder or none; restart the exporter to use the folder it names")
+var errFolderMoved = errors.New("the state folder was moved, removed or replaced since the start: --storage.path names another folder or none; restart the exporter to use the folder it names")
 
-// folder is --storage.path held for the life of the process: the folder
+// lockedDir is --storage.path held for the life of the process: the folder
 // opened once, whose files are all reached through that open folder (an
 // os.Root), never through the path again, so nothing is ever written into
 // a folder that replaced it; the lock; and the folder's identity, to tell
 // whether the path still names it.
-type folder struct {
+type lockedDir struct {
 	path string
 	root *os.Root
 	// dir is the folder itself, locked: the lock is the folder's, however
@@ -46,7 +46,7 @@ type folder struct {
 // openFolder makes path (and its parents) if needed, opens it and locks
 // it, refusing a folder another process holds with an error that names the
 // folder and the holder's pid.
-func openFolder(path string) (_ *folder, err error) {
+func openFolder(path string) (_ *lockedDir, err error) {
 	if err := os.MkdirAll(path, 0o700); err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func openFolder(path string) (_ *folder, err error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &folder{path: path, root: root}
+	f := &lockedDir{path: path, root: root}
 	defer func() {
 		if err != nil {
 			f.close()
@@ -92,7 +92,7 @@ func openFolder(path string) (_ *folder, err error) {
 // flock takes an exclusive lock on file for the life of the process. The
 // kernel releases it when the process ends, however it ends: a killed
 // exporter's folder is free at once.
-func (f *folder) flock(file *os.File) error {
+func (f *lockedDir) flock(file *os.File) error {
 	err := unix.Flock(int(file.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	if errors.Is(err, unix.EWOULDBLOCK) {
 		return fmt.Errorf("the folder is in use by another process (pid %s, in %s/%s): one exporter per --storage.path",
@@ -105,7 +105,7 @@ func (f *folder) flock(file *os.File) error {
 }
 
 // holder reads the pid the lock file names, if it is there.
-func (f *folder) holder() string {
+func (f *lockedDir) holder() string {
 	file, err := f.root.OpenFile(LockName, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return "unknown"
@@ -122,7 +122,7 @@ func (f *folder) holder() string {
 // check tells whether the path names the folder held open now (after
 // symlinks): one stat. The held folder keeps its inode number from being
 // reused, so a folder made anew at the path never passes.
-func (f *folder) check() error {
+func (f *lockedDir) check() error {
 	var st unix.Stat_t
 	if err := unix.Stat(f.path, &st); err != nil {
 		return fmt.Errorf("%w (%v)", errFolderMoved, err)
@@ -135,10 +135,10 @@ func (f *folder) check() error {
 
 // syncDir makes the folder's entries durable: a file created or renamed
 // survives a power loss only once its folder is synced.
-func (f *folder) syncDir() error { return f.dir.Sync() }
+func (f *lockedDir) syncDir() error { return f.dir.Sync() }
 
 // close releases the lock and the folder.
-func (f *folder) close() error {
+func (f *lockedDir) close() error {
 	var errs []error
 	for _, file := range []*os.File{f.lock, f.dir} {
 		if file != nil {

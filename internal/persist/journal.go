@@ -75,17 +75,17 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 var (
 	errQueueFull = errors.New("the journal's queue is full")
 	// errSegmentGone: the open segment was deleted from the folder.
-	errSegmentGone = errors.New("the journal's segment was removed from the storage folder")
+	errSegmentGone = errors.New("the journal's segment was removed from the state folder")
 	errClosed      = errors.New("the journal is closed")
 	// errRecordTooLarge: a replay would refuse the record, so it is not
 	// written.
 	errRecordTooLarge = errors.New("the alert's journal record is over the cap on one record")
 )
 
-// Journal is the write-ahead journal of accepted alerts in a Store's
+// Journal is the write-ahead journal of accepted alerts in a Folder's
 // folder.
 type Journal struct {
-	folder    *folder
+	folder    *lockedDir
 	logger    log.Logger
 	failLog   *ratelog.Limiter
 	maxRecord int
@@ -150,7 +150,7 @@ type JournalOptions struct {
 // OpenJournal prepares the write-ahead journal in the store's folder and
 // registers its metrics. Call Replay once, before the first Commit: it
 // starts the writer.
-func (s *Store) OpenJournal(o JournalOptions) (*Journal, error) {
+func (s *Folder) OpenJournal(o JournalOptions) (*Journal, error) {
 	if o.MaxRecordBytes < 1 {
 		return nil, errors.New("journal: no cap on a record")
 	}
@@ -591,7 +591,7 @@ func (j *Journal) refuse(batch []*pending, err error) {
 	msg := "Journal write failed; accepted alerts are answered 503 until it works"
 	switch {
 	case errors.Is(err, errFolderMoved):
-		msg = "The storage folder is not the one the exporter locked at start; accepted alerts are answered 503 until --storage.path names it again or the exporter restarts"
+		msg = "The state folder is not the one the exporter locked at start; accepted alerts are answered 503 until --storage.path names it again or the exporter restarts"
 	case errors.Is(err, errRecordTooLarge):
 		msg = "An accepted alert's journal record is over the cap on one record; answered 503"
 	}

@@ -40,7 +40,7 @@ func acceptedAlert(i int) watchlist.AcceptedAlert {
 // testJournal is a journal in a locked folder, with what it replayed.
 type testJournal struct {
 	*Journal
-	store  *Store
+	store  *Folder
 	replay []watchlist.AcceptedAlert
 	reg    *prometheus.Registry
 }

@@ -51,9 +51,9 @@ type Options struct {
 	// Webhook is true when the receiver is on: a plan the service delivers
 	// no webhooks to is then worth a warning.
 	Webhook bool
-	// Shared is the store the replicas share; nil alone. With it, the
+	// SharedStore is the store the replicas share; nil alone. With it, the
 	// key's budget and the claims on each request are the store's.
-	Shared Shared
+	SharedStore SharedStore
 	// Outcomes receives what the requests taught; nil: the watchlist.
 	Outcomes Outcomes
 }
@@ -113,7 +113,7 @@ type Scheduler struct {
 	logger    log.Logger
 	jitter    func(time.Duration) time.Duration
 	webhook   bool
-	shared    Shared
+	shared    SharedStore
 	out       Outcomes
 
 	// Owned by Run: no other goroutine touches these.
@@ -149,7 +149,7 @@ func New(o Options) *Scheduler {
 		logger:    o.Logger,
 		jitter:    o.Jitter,
 		webhook:   o.Webhook,
-		shared:    o.Shared,
+		shared:    o.SharedStore,
 		out:       o.Outcomes,
 		deferred:  map[string]time.Time{},
 	}

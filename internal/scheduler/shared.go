@@ -15,19 +15,21 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
-// Shared is the store replicas share (internal/cluster): one request
-// budget per API key and claims on the work. nil when the exporter runs
-// alone.
-type Shared interface {
+// SharedStore is the Redis or Valkey the replicas share
+// (*sharedstore.Client): one request budget per API key and claims on the
+// work. nil when the exporter runs alone.
+type SharedStore interface {
 	Reserve(ctx context.Context, key string, spacing time.Duration) (time.Duration, error)
 	Pause(ctx context.Context, key string, d time.Duration) error
 	Claim(ctx context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error)
 	Release(ctx context.Context, scope, item string, readyIn time.Duration) error
 }
 
-// Outcomes is where the scheduler writes what its requests taught it: the
-// watchlist when alone; with replicas, the shared stream every replica's
-// watchlist follows, so that all of them serve the same state.
+// Outcomes is where the scheduler writes what its requests taught it. It
+// has two implementations: local below, the watchlist itself, when the
+// exporter runs alone; with a shared store, internal/exporter's replicas
+// (replicated.go), which publish to the stream every replica's watchlist
+// follows, so that all of them serve the same state.
 type Outcomes interface {
 	Answered(account, key, state string, sources []breach.SourceState, sent, at time.Time) (failedBefore int)
 	// Failed returns the address's schedule after the failure, for its

@@ -20,11 +20,11 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
-// fakeStore is the shared store (internal/cluster) kept on the test's fake
+// fakeStore is the shared store (internal/sharedstore) kept on the test's fake
 // clock. The real store keeps time on its own real clock, which a
 // fake-clock test cannot drive, so these tests check what the scheduler
 // does with the store's answers, over simulated hours in milliseconds. The
-// real store's semantics are tested in internal/cluster against
+// real store's semantics are tested in internal/sharedstore against
 // redis-server, and two real replicas in internal/exporter's
 // TestReplicasShareOneStore. The rules here are the store's scripts': a
 // GCRA budget per key, and claims with a lease and a ready time per item.
@@ -64,7 +64,7 @@ func newFakeStore(clock clockwork.Clock) *fakeStore {
 }
 
 // as is the store as one replica sees it: claims are held by name.
-func (f *fakeStore) as(name string) Shared { return storeAs{f, name} }
+func (f *fakeStore) as(name string) SharedStore { return storeAs{f, name} }
 
 // claim makes holder hold item from now for lease, as another replica's
 // claim would.
@@ -166,7 +166,7 @@ func newSharedHarness(t *testing.T, st Settings) (*harness, *fakeStore) {
 	var store *fakeStore
 	h := newHarness(t, st, func(o *Options) {
 		store = newFakeStore(o.Clock)
-		o.Shared = store.as("r0")
+		o.SharedStore = store.as("r0")
 	})
 	return h, store
 }
@@ -444,15 +444,15 @@ func newReplicaSet(t *testing.T, st Settings, n int, follow bool) *replicaSet {
 			out = followAll{self: reg, all: regs}
 		}
 		r.s = New(Options{
-			Watchlist: reg,
-			Config:    cur,
-			Account:   breach.DefaultAccount,
-			Connect:   func(*config.Bundle, *config.AccountBundle) Client { return replicaClient{rs.api, r} },
-			Clock:     taggedClock{FakeClock: clock, r: i, idle: rs.idle, done: stop},
-			Logger:    log.NewNopLogger(),
-			Jitter:    halfJitter,
-			Shared:    rs.store.as(fmt.Sprintf("r%d", i)),
-			Outcomes:  out,
+			Watchlist:   reg,
+			Config:      cur,
+			Account:     breach.DefaultAccount,
+			Connect:     func(*config.Bundle, *config.AccountBundle) Client { return replicaClient{rs.api, r} },
+			Clock:       taggedClock{FakeClock: clock, r: i, idle: rs.idle, done: stop},
+			Logger:      log.NewNopLogger(),
+			Jitter:      halfJitter,
+			SharedStore: rs.store.as(fmt.Sprintf("r%d", i)),
+			Outcomes:    out,
 		})
 		rs.reps = append(rs.reps, r)
 	}
@@ -655,12 +655,12 @@ func TestRefreshHeldElsewhereDoesNotStall(t *testing.T) {
 
 // claimHook runs after each claim the store grants.
 type claimHook struct {
-	Shared
+	SharedStore
 	after func(item string)
 }
 
 func (c claimHook) Claim(ctx context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error) {
-	ok, err := c.Shared.Claim(ctx, scope, item, lease, urgent)
+	ok, err := c.SharedStore.Claim(ctx, scope, item, lease, urgent)
 	if ok && c.after != nil {
 		c.after(item)
 	}
@@ -676,7 +676,7 @@ func TestClaimOfARemovedAddressIsReleased(t *testing.T) {
 	var h *harness
 	h = newHarness(t, Settings{Addresses: emails(3), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, func(o *Options) {
 		store = newFakeStore(o.Clock)
-		o.Shared = claimHook{Shared: store.as("r0"), after: func(item string) {
+		o.SharedStore = claimHook{SharedStore: store.as("r0"), after: func(item string) {
 			if item == itemFor(removed) {
 				h.reg.Sync(nil, []breach.Address{{Email: "user000@example.com"}, {Email: "user002@example.com"}}, breach.LabelEmail, 1000)
 			}

@@ -174,7 +174,7 @@ func mkfifo(path string) error { return syscall.Mkfifo(path, 0o600) }
 func TestHostileAgainstTheBinary(t *testing.T) {
 	bin := binary(t, "runs the built binary against ten hostile cases")
 
-	// 1. The storage folder moved, or replaced by a symlink, while the
+	// 1. The state folder moved, or replaced by a symlink, while the
 	// exporter runs: alerts are refused (503) and counted, nothing is
 	// written into the folder the path now names, and writes resume once
 	// the path names the original folder again.

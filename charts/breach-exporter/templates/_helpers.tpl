@@ -93,7 +93,7 @@ token on a reload or a 401, the web config files on every connection.
 {{/*
 "true" when the release runs several replicas. They need the store that
 shares the key's budget, the work and the alerts between them, and each
-its own storage folder (the exporter locks it): the values.schema.json
+its own state folder (the exporter locks it): the values.schema.json
 says so too, this is for a chart rendered without it.
 */}}
 {{- define "breach-exporter.replicated" -}}
@@ -106,7 +106,7 @@ says so too, this is for a chart rendered without it.
 {{- fail (printf "replicaCount: %d replicas need store.url: without the shared store each would spend the API key's whole budget and see only the alerts the Service sends it" $n) }}
 {{- end }}
 {{- if .Values.persistence.enabled }}
-{{- fail (printf "persistence.enabled: not with replicaCount %d: each replica needs its own storage folder, so the pods use an emptyDir each (see the chart's README)" $n) }}
+{{- fail (printf "persistence.enabled: not with replicaCount %d: each replica needs its own state folder, so the pods use an emptyDir each (see the chart's README)" $n) }}
 {{- end }}
 {{- end }}
 {{- gt $n 1 }}

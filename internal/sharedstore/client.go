@@ -8,7 +8,7 @@
 //
 // The package only moves bytes and keeps the store's clock: what an event
 // means is the exporter's (internal/exporter).
-package cluster
+package sharedstore
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Options configure a Store.
+// Options configure a Client.
 type Options struct {
 	URL       string // redis:// or rediss:// (TLS)
 	Password  string // from store.password_file; when set, it replaces the URL's
@@ -61,10 +61,10 @@ const (
 	pingTimeout = 2 * time.Second
 )
 
-// Store is the client of the shared store. Every method is safe for
+// Client is the client of the shared store. Every method is safe for
 // concurrent use and bounded in time: none blocks past its context or the
 // client's timeouts.
-type Store struct {
+type Client struct {
 	rdb     *redis.Client
 	prefix  string
 	replica string
@@ -95,7 +95,7 @@ const (
 
 // Open checks the options and builds the client. It does not need the
 // store to be up: Run connects, and reconnects, with backoff.
-func Open(o Options) (*Store, error) {
+func Open(o Options) (*Client, error) {
 	ro, err := clientOptions(o)
 	if err != nil {
 		return nil, err
@@ -108,7 +108,7 @@ func Open(o Options) (*Store, error) {
 	if logger == nil {
 		logger = log.NewNopLogger()
 	}
-	s := &Store{
+	s := &Client{
 		prefix:      o.KeyPrefix,
 		replica:     o.Replica,
 		logger:      logger,
@@ -222,7 +222,7 @@ func clientOptions(o Options) (*redis.Options, error) {
 // until ctx ends. A PING would answer on a store that refuses every write
 // (out of memory, read-only, a failing RDB save), which does none of the
 // work: so the check writes a short-lived key of this replica's.
-func (s *Store) Run(ctx context.Context) {
+func (s *Client) Run(ctx context.Context) {
 	t := time.NewTicker(s.pingEvery)
 	defer t.Stop()
 	for {
@@ -242,10 +242,10 @@ func (s *Store) Run(ctx context.Context) {
 }
 
 // Up reports whether the store answered the last command.
-func (s *Store) Up() bool { return s.upNow.Load() }
+func (s *Client) Up() bool { return s.upNow.Load() }
 
 // Close closes the client.
-func (s *Store) Close() error { return s.rdb.Close() }
+func (s *Client) Close() error { return s.rdb.Close() }
 
 // outcome records what one command said about the store and returns err:
 // an answer means the store is up; no answer, or an error reply, counts as
@@ -254,7 +254,7 @@ func (s *Store) Close() error { return s.rdb.Close() }
 // store that refuses them (out of memory, read-only) does none of the
 // work. A caller that gave up (its context cancelled) learns nothing about
 // the store.
-func (s *Store) outcome(ctx context.Context, op string, err error) error {
+func (s *Client) outcome(ctx context.Context, op string, err error) error {
 	if err == nil || errors.Is(err, redis.Nil) {
 		s.setUp(true, nil)
 		return err
@@ -266,13 +266,13 @@ func (s *Store) outcome(ctx context.Context, op string, err error) error {
 	return err
 }
 
-func (s *Store) failed(op string, err error) {
+func (s *Client) failed(op string, err error) {
 	s.errs.WithLabelValues(op).Inc()
 	s.setUp(false, err)
 }
 
 // setUp sets the gauge and logs each change of state once.
-func (s *Store) setUp(up bool, err error) {
+func (s *Client) setUp(up bool, err error) {
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
 	next := stateDown
@@ -294,7 +294,7 @@ func (s *Store) setUp(up bool, err error) {
 }
 
 // key names one of the deployment's keys in the store.
-func (s *Store) key(parts ...string) string {
+func (s *Client) key(parts ...string) string {
 	return s.prefix + ":" + strings.Join(parts, ":")
 }
 
@@ -320,7 +320,7 @@ func millis(d time.Duration) int64 {
 // from the slot before it on the store's clock, and returns how long to
 // wait before sending (0: now). A slot is never handed out twice, and a
 // pause (Pause) pushes every later slot past its end.
-func (s *Store) Reserve(ctx context.Context, key string, spacing time.Duration) (time.Duration, error) {
+func (s *Client) Reserve(ctx context.Context, key string, spacing time.Duration) (time.Duration, error) {
 	wait, err := reserveScript.Run(ctx, s.rdb, []string{s.key("budget", key)}, micros(spacing)).Int64()
 	if err = s.outcome(ctx, "reserve", err); err != nil {
 		return 0, fmt.Errorf("store: reserve: %w", err)
@@ -330,7 +330,7 @@ func (s *Store) Reserve(ctx context.Context, key string, spacing time.Duration) 
 
 // Pause holds every replica's requests on key for d from now on the
 // store's clock (a 429's reset); a shorter pause never shortens a longer one.
-func (s *Store) Pause(ctx context.Context, key string, d time.Duration) error {
+func (s *Client) Pause(ctx context.Context, key string, d time.Duration) error {
 	err := pauseScript.Run(ctx, s.rdb, []string{s.key("budget", key)}, micros(d)).Err()
 	if err = s.outcome(ctx, "pause", err); err != nil {
 		return fmt.Errorf("store: pause: %w", err)
@@ -340,7 +340,7 @@ func (s *Store) Pause(ctx context.Context, key string, d time.Duration) error {
 
 // Claim takes item of scope for lease: true when no other replica holds
 // it and, unless urgent, its ready time (Release) has passed.
-func (s *Store) Claim(ctx context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error) {
+func (s *Client) Claim(ctx context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error) {
 	u := "0"
 	if urgent {
 		u = "1"
@@ -356,7 +356,7 @@ func (s *Store) Claim(ctx context.Context, scope, item string, lease time.Durati
 
 // Release gives a claim of this replica's back and makes item ready again
 // in readyIn on the store's clock.
-func (s *Store) Release(ctx context.Context, scope, item string, readyIn time.Duration) error {
+func (s *Client) Release(ctx context.Context, scope, item string, readyIn time.Duration) error {
 	err := releaseScript.Run(ctx, s.rdb,
 		[]string{s.key("ready", scope), s.key("claim", scope, item)},
 		item, s.replica, micros(readyIn)).Err()
@@ -368,7 +368,7 @@ func (s *Store) Release(ctx context.Context, scope, item string, readyIn time.Du
 
 // Checkpoint returns the newest checkpoint saved and the ID of the last
 // event it holds; ok is false when there is none.
-func (s *Store) Checkpoint(ctx context.Context) (data []byte, id string, ok bool, err error) {
+func (s *Client) Checkpoint(ctx context.Context) (data []byte, id string, ok bool, err error) {
 	vals, err := s.rdb.HMGet(ctx, s.key("checkpoint"), "id", "data").Result()
 	if err = s.outcome(ctx, "checkpoint", err); err != nil {
 		return nil, "", false, fmt.Errorf("store: checkpoint: %w", err)
@@ -383,7 +383,7 @@ func (s *Store) Checkpoint(ctx context.Context) (data []byte, id string, ok bool
 
 // CheckpointID returns the ID of the last event the newest checkpoint
 // holds, without its data; ok is false when there is none.
-func (s *Store) CheckpointID(ctx context.Context) (id string, ok bool, err error) {
+func (s *Client) CheckpointID(ctx context.Context) (id string, ok bool, err error) {
 	id, err = s.rdb.HGet(ctx, s.key("checkpoint"), "id").Result()
 	if err = s.outcome(ctx, "checkpoint", err); err != nil {
 		if errors.Is(err, redis.Nil) {
@@ -397,7 +397,7 @@ func (s *Store) CheckpointID(ctx context.Context) (id string, ok bool, err error
 // SaveCheckpoint stores data as the state after event id, unless the
 // checkpoint stored already holds a later event; it reports whether it
 // stored it.
-func (s *Store) SaveCheckpoint(ctx context.Context, data []byte, id string) (bool, error) {
+func (s *Client) SaveCheckpoint(ctx context.Context, data []byte, id string) (bool, error) {
 	if _, _, ok := parseID(id); !ok {
 		return false, fmt.Errorf("store: checkpoint: %q is not a stream ID", id)
 	}

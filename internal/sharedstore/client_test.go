@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package cluster
+package sharedstore
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
-// replica is one Store of a test with what it registered and logged.
+// replica is one Client of a test with what it registered and logged.
 type replica struct {
-	*Store
+	*Client
 	reg *prometheus.Registry
 	log *testkit.SyncBuffer
 }
@@ -47,7 +47,7 @@ func open(t *testing.T, r *testkit.Redis, name, prefix string) replica {
 }
 
 // raw is a plain client of r, for what the tests set up or look at
-// behind the Store's back.
+// behind the Client's back.
 func raw(t *testing.T, r *testkit.Redis) *redis.Client {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package cluster
+package sharedstore
 
 import (
 	"context"
@@ -29,7 +29,7 @@ const (
 )
 
 // Publish appends an event to the stream and returns its ID.
-func (s *Store) Publish(ctx context.Context, kind string, data []byte) (string, error) {
+func (s *Client) Publish(ctx context.Context, kind string, data []byte) (string, error) {
 	id, err := s.rdb.XAdd(ctx, &redis.XAddArgs{
 		Stream: s.key("events"),
 		MaxLen: streamMax,
@@ -55,7 +55,7 @@ type Once struct {
 // replicas publishing one digest, one adds it. On an error none of them
 // may be taken as published (some may be: publishing them again finds
 // them duplicates).
-func (s *Store) PublishOnceBatch(ctx context.Context, ttl time.Duration, events []Once) (ids []string, err error) {
+func (s *Client) PublishOnceBatch(ctx context.Context, ttl time.Duration, events []Once) (ids []string, err error) {
 	keys := make([]string, 0, 1+len(events))
 	args := make([]any, 0, 3+2*len(events))
 	keys = append(keys, s.key("events"))
@@ -77,7 +77,7 @@ func (s *Store) PublishOnceBatch(ctx context.Context, ttl time.Duration, events 
 }
 
 // Last returns the ID of the newest event, "0-0" when there is none.
-func (s *Store) Last(ctx context.Context) (string, error) {
+func (s *Client) Last(ctx context.Context) (string, error) {
 	msgs, err := s.rdb.XRevRangeN(ctx, s.key("events"), "+", "-", 1).Result()
 	if err = s.outcome(ctx, "read", err); err != nil {
 		return "", fmt.Errorf("store: last event: %w", err)
@@ -90,7 +90,7 @@ func (s *Store) Last(ctx context.Context) (string, error) {
 
 // Read calls apply with every event after after up to and including
 // until, in order, and returns the last ID applied (after when none).
-func (s *Store) Read(ctx context.Context, after, until string, apply func(Event)) (string, error) {
+func (s *Client) Read(ctx context.Context, after, until string, apply func(Event)) (string, error) {
 	from := orZero(after)
 	if until == "" {
 		until = "+"
@@ -117,7 +117,7 @@ func (s *Store) Read(ctx context.Context, after, until string, apply func(Event)
 // Follow calls apply with every event after after, in order and never
 // concurrently, until ctx ends; it reconnects with backoff when the store
 // is down and goes on from the last event applied.
-func (s *Store) Follow(ctx context.Context, after string, apply func(Event)) {
+func (s *Client) Follow(ctx context.Context, after string, apply func(Event)) {
 	last := orZero(after)
 	checked := false
 	failures := 0
@@ -145,7 +145,7 @@ func (s *Store) Follow(ctx context.Context, after string, apply func(Event)) {
 
 // followOnce checks for a gap unless checked, then waits up to the block
 // time for events after *last and applies them.
-func (s *Store) followOnce(ctx context.Context, last *string, checked *bool, apply func(Event)) error {
+func (s *Client) followOnce(ctx context.Context, last *string, checked *bool, apply func(Event)) error {
 	if !*checked {
 		if err := s.checkGap(ctx, "follow", *last); err != nil {
 			return err
@@ -177,7 +177,7 @@ func (s *Store) followOnce(ctx context.Context, last *string, checked *bool, app
 // stream that a reader at after has not read. The store reports the
 // newest entry deleted (Redis 7, Valkey); the first entry left tells of
 // trimming.
-func (s *Store) checkGap(ctx context.Context, op, after string) error {
+func (s *Client) checkGap(ctx context.Context, op, after string) error {
 	info, err := s.rdb.XInfoStream(ctx, s.key("events")).Result()
 	if err != nil && strings.Contains(err.Error(), "no such key") {
 		return s.outcome(ctx, op, nil)

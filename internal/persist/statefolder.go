@@ -17,10 +17,11 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/fileread"
 )
 
-// Store is the snapshot file in one folder, with its metrics. It holds
-// the folder, locked, until Close.
-type Store struct {
-	folder *folder
+// Folder is the state folder (--storage.path): the state snapshot and,
+// through OpenJournal, the journal, with their metrics. It holds the
+// folder, locked, until Close.
+type Folder struct {
+	folder *lockedDir
 	logger log.Logger
 
 	lastOK       prometheus.Gauge
@@ -40,7 +41,7 @@ const writeCheck = ".write-check"
 // file can be created in it, so that a path that cannot hold a snapshot,
 // or that another process uses, refuses the start instead of failing every
 // interval or writing over the other's state.
-func Open(dir string, reg prometheus.Registerer, logger log.Logger) (s *Store, err error) {
+func Open(dir string, reg prometheus.Registerer, logger log.Logger) (s *Folder, err error) {
 	f, err := openFolder(dir)
 	if err != nil {
 		return nil, err
@@ -58,7 +59,7 @@ func Open(dir string, reg prometheus.Registerer, logger log.Logger) (s *Store, e
 	if err := f.root.Remove(writeCheck); err != nil {
 		return nil, err
 	}
-	s = &Store{
+	s = &Folder{
 		folder: f,
 		logger: logger,
 		lastOK: gauge("breach_exporter_state_snapshot_last_successful",
@@ -87,7 +88,7 @@ func Open(dir string, reg prometheus.Registerer, logger log.Logger) (s *Store, e
 }
 
 // Close releases the folder and its lock. Close the journal first.
-func (s *Store) Close() error { return s.folder.close() }
+func (s *Folder) Close() error { return s.folder.close() }
 
 func gauge(name, help string) prometheus.Gauge {
 	return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
@@ -101,7 +102,7 @@ func counter(name, help string) prometheus.Counter {
 // used is logged with the reason, counted, and moved aside (to *.corrupt,
 // for a human to look at) so the next start does not trip on it again; the
 // exporter then starts empty.
-func (s *Store) Load() (State, bool) {
+func (s *Folder) Load() (State, bool) {
 	// A named pipe or a device in its place would block or never end the
 	// read, and a huge file would cost the process: both are damaged
 	// snapshots.
@@ -126,12 +127,12 @@ func (s *Store) Load() (State, bool) {
 }
 
 // Restored records how many addresses the start took from the snapshot.
-func (s *Store) Restored(n int) { s.restored.Set(float64(n)) }
+func (s *Folder) Restored(n int) { s.restored.Set(float64(n)) }
 
 // Save writes st atomically and records the outcome. The snapshot is
 // written into the folder opened at start; it counts as written only if
 // the path still names that folder once it is there.
-func (s *Store) Save(st State, now time.Time) error {
+func (s *Folder) Save(st State, now time.Time) error {
 	start := time.Now()
 	data, err := Encode(st, now)
 	return s.save(data, err, start, now)
@@ -139,11 +140,11 @@ func (s *Store) Save(st State, now time.Time) error {
 
 // SaveEncoded is Save of the bytes Encode rendered at start (with
 // replicas, the same bytes are the store's checkpoint: encoded once).
-func (s *Store) SaveEncoded(data []byte, start, now time.Time) error {
+func (s *Folder) SaveEncoded(data []byte, start, now time.Time) error {
 	return s.save(data, nil, start, now)
 }
 
-func (s *Store) save(data []byte, err error, start, now time.Time) error {
+func (s *Folder) save(data []byte, err error, start, now time.Time) error {
 	if err == nil && len(data) > fileread.MaxSnapshotBytes {
 		// Written, it would be refused at the next start.
 		err = &fileread.TooLargeError{Limit: fileread.MaxSnapshotBytes}
