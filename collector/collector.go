@@ -27,6 +27,12 @@ const cached = " Served from the exporter's cache; a scrape never calls the API.
 type family struct {
 	name   string
 	header []byte // HELP and TYPE lines
+	// labels are the label names of every series of the family, in the
+	// order the series are written: address first on a per-address
+	// family, then the rest. It is the contract the rendering code keeps
+	// (TestServedLabelsAreTheFamilys) and the README's labels column
+	// lists.
+	labels []string
 	// index is the family's place in a block; -1 for families that are not
 	// per address.
 	index int
@@ -40,8 +46,11 @@ var families []*family // every family, sorted by name
 // perAddress are the families with an address label, in block order.
 var perAddress []*family
 
-func newFamily(name, help, typ string, perAddr, detail bool) *family {
-	f := &family{name: name, header: familyHeader(name, help, typ), index: -1, detail: detail}
+// labels is a family's label names, in the order its series carry them.
+func labels(names ...string) []string { return names }
+
+func newFamily(name, help, typ string, names []string, perAddr, detail bool) *family {
+	f := &family{name: name, header: familyHeader(name, help, typ), labels: names, index: -1, detail: detail}
 	if perAddr {
 		f.index = len(perAddress)
 		perAddress = append(perAddress, f)
@@ -51,13 +60,21 @@ func newFamily(name, help, typ string, perAddr, detail bool) *family {
 	return f
 }
 
-func gauge(name, help string) *family        { return newFamily(name, help, "gauge", false, false) }
-func addressGauge(name, help string) *family { return newFamily(name, help, "gauge", true, false) }
-func addressCounter(name, help string) *family {
-	return newFamily(name, help, "counter", true, false)
+func gauge(name, help string, names []string) *family {
+	return newFamily(name, help, "gauge", names, false, false)
 }
-func detailGauge(name, help string) *family   { return newFamily(name, help, "gauge", true, true) }
-func detailCounter(name, help string) *family { return newFamily(name, help, "counter", true, true) }
+func addressGauge(name, help string, names []string) *family {
+	return newFamily(name, help, "gauge", names, true, false)
+}
+func addressCounter(name, help string, names []string) *family {
+	return newFamily(name, help, "counter", names, true, false)
+}
+func detailGauge(name, help string, names []string) *family {
+	return newFamily(name, help, "gauge", names, true, true)
+}
+func detailCounter(name, help string, names []string) *family {
+	return newFamily(name, help, "counter", names, true, true)
+}
 
 const sensitive = " Sensitive are the categories the service keeps encrypted: password, dob, address, phone."
 
@@ -65,80 +82,111 @@ var (
 	// The default per address: what the product promises and what the
 	// shipped rules read.
 	addressState = addressGauge("breach_address_state",
-		"The address's current state (pending, verified, unverified, not_monitored) and the account whose key reads it, always 1: one series per address."+cached)
+		"The address's current state (pending, verified, unverified, not_monitored) and the account whose key reads it, always 1: one series per address."+cached,
+		labels("address", "account", "state"))
 	addressLastRefresh = addressGauge("breach_address_last_refresh_timestamp_seconds",
-		"Last time the API answered for the address with 200, 403 or 404 (Unix seconds); 0 before the first answer."+cached)
+		"Last time the API answered for the address with 200, 403 or 404 (Unix seconds); 0 before the first answer."+cached,
+		labels("address"))
 	addressNewDatabases = addressCounter("breach_address_new_databases_total",
-		"Breach databases or combolists a feed listed for the address that its previous answer did not, counted since the exporter started; a first scan is not counted.")
+		"Breach databases or combolists a feed listed for the address that its previous answer did not, counted since the exporter started; a first scan is not counted.",
+		labels("address"))
 	addressNewSensitive = addressCounter("breach_address_newly_exposed_sensitive_fields_total",
-		"Sensitive field categories a feed found exposed for the address that its previous answer did not, counted since the exporter started; a first scan is not counted."+sensitive)
+		"Sensitive field categories a feed found exposed for the address that its previous answer did not, counted since the exporter started; a first scan is not counted."+sensitive,
+		labels("address"))
 	sourceBreaches = addressGauge("breach_source_breaches",
-		"breach_count reported by the feed for the address."+cached)
+		"breach_count reported by the feed for the address."+cached,
+		labels("address", "source"))
 	sourcePlaintext = addressGauge("breach_source_plaintext_password",
-		"1 when the feed found a plaintext password for the address, else 0."+cached)
+		"1 when the feed found a plaintext password for the address, else 0."+cached,
+		labels("address", "source"))
 	sourceLastChanged = addressGauge("breach_source_last_changed_timestamp_seconds",
-		"When the feed last saw the address's state change (Unix seconds); a change is what triggers an alert."+cached)
+		"When the feed last saw the address's state change (Unix seconds); a change is what triggers an alert."+cached,
+		labels("address", "source"))
 	// Where an entry of acknowledgements_file is in force for a feed the
 	// API lists for the address or a critical webhook named: the rules
 	// read whether it covers the feed (the exporter decides, on its own
 	// clock: acknowledged), the dashboards show who and why. One series
 	// carries both, so an acknowledged feed costs one.
 	sourceAcknowledged = addressGauge("breach_source_acknowledged_timestamp_seconds",
-		"While the acknowledgement in force for the address and feed covers everything the exporter has seen of the feed: the moment it took effect, min(handled_at, when the exporter first loaded it) (Unix seconds); 0 once the exporter has seen a change or a critical webhook after that moment. by and comment are the acknowledgement's; absent where none is in force.")
+		"While the acknowledgement in force for the address and feed covers everything the exporter has seen of the feed: the moment it took effect, min(handled_at, when the exporter first loaded it) (Unix seconds); 0 once the exporter has seen a change or a critical webhook after that moment. by and comment are the acknowledgement's; absent where none is in force.",
+		labels("address", "source", "by", "comment"))
 	// The webhook's per-address counter, with the receiver on.
 	alerts = addressCounter("breach_alerts_total",
-		"Accepted alert.created webhooks.")
+		"Accepted alert.created webhooks.",
+		labels("address", "severity", "source"))
 
 	// Detail per address (metrics.detail_families).
 	sourceDatabases = detailGauge("breach_source_databases",
-		"Number of distinct breach databases or combolists the feed lists for the address."+cached)
+		"Number of distinct breach databases or combolists the feed lists for the address."+cached,
+		labels("address", "source"))
 	sourceDatabaseInfo = detailGauge("breach_source_database_info",
-		"1 for each breach database or combolist the feed lists for the address."+cached)
+		"1 for each breach database or combolist the feed lists for the address."+cached,
+		labels("address", "database", "source"))
 	sourceFieldExposed = detailGauge("breach_source_field_exposed",
-		"1 for each category of value the feed found exposed alongside the address; categories not exposed have no series."+cached)
+		"1 for each category of value the feed found exposed alongside the address; categories not exposed have no series."+cached,
+		labels("address", "field", "source"))
 	sourceLastScanned = detailGauge("breach_source_last_scanned_timestamp_seconds",
-		"When the feed last scanned the address (Unix seconds)."+cached)
+		"When the feed last scanned the address (Unix seconds)."+cached,
+		labels("address", "source"))
 	alertNewDatabases = detailCounter("breach_alert_new_databases_total",
-		"Source databases reported as new by accepted alerts (sum of len(delta.new_source_dbs)).")
+		"Source databases reported as new by accepted alerts (sum of len(delta.new_source_dbs)).",
+		labels("address", "source"))
 	alertExposedFields = detailCounter("breach_alert_exposed_fields_total",
-		"Newly exposed field categories reported by accepted alerts, one per entry of delta.newly_exposed_fields.")
+		"Newly exposed field categories reported by accepted alerts, one per entry of delta.newly_exposed_fields.",
+		labels("address", "field", "source"))
 	alertNewPlaintext = detailCounter("breach_alert_new_plaintext_passwords_total",
-		"Accepted alerts whose delta introduced a new plaintext password.")
+		"Accepted alerts whose delta introduced a new plaintext password.",
+		labels("address", "source"))
 	alertLastObserved = detailGauge("breach_alert_last_observed_timestamp_seconds",
-		"observed_at of the newest accepted alert, as a Unix time.")
+		"observed_at of the newest accepted alert, as a Unix time.",
+		labels("address", "source"))
 
 	// The fleet: no address label, bounded by the spec's enums (and the
 	// watchlist's bound on values outside them).
 	fleetStates = gauge("breach_addresses",
-		"Watched addresses by state."+cached)
+		"Watched addresses by state."+cached,
+		labels("state"))
 	fleetBreached = gauge("breach_addresses_breached",
-		"Verified addresses the feed reports a breach_count above 0 for."+cached)
+		"Verified addresses the feed reports a breach_count above 0 for."+cached,
+		labels("source"))
 	fleetPlaintext = gauge("breach_addresses_plaintext_password",
-		"Verified addresses the feed found a plaintext password for."+cached)
+		"Verified addresses the feed found a plaintext password for."+cached,
+		labels("source"))
 	fleetPlaintextOpen = gauge("breach_addresses_plaintext_password_open",
-		"Verified addresses whose plaintext password exposure in the feed is open: reported, and not covered by an acknowledgement (breach_source_acknowledged_timestamp_seconds absent or 0).")
+		"Verified addresses whose plaintext password exposure in the feed is open: reported, and not covered by an acknowledgement (breach_source_acknowledged_timestamp_seconds absent or 0).",
+		labels("source"))
 	fleetPlaintextHandled = gauge("breach_addresses_plaintext_password_handled",
-		"Verified addresses whose plaintext password exposure in the feed is handled: an acknowledgement covers it (breach_source_acknowledged_timestamp_seconds above 0).")
+		"Verified addresses whose plaintext password exposure in the feed is handled: an acknowledgement covers it (breach_source_acknowledged_timestamp_seconds above 0).",
+		labels("source"))
 	fleetFieldExposed = gauge("breach_addresses_field_exposed",
-		"Verified addresses the feed found this category of value exposed for."+cached)
+		"Verified addresses the feed found this category of value exposed for."+cached,
+		labels("field", "source"))
 
 	// Per account (its API key).
 	accountInfo = gauge("breach_account_info",
-		"The account's plan as last reported by /me; absent until /me has answered once."+cached)
+		"The account's plan as last reported by /me; absent until /me has answered once."+cached,
+		labels("account", "plan"))
 	apiUp = gauge("breach_api_up",
-		"1 when the account's last /me call answered 200; 0 after a failed /me or any 401 (token rejected)."+cached)
+		"1 when the account's last /me call answered 200; 0 after a failed /me or any 401 (token rejected)."+cached,
+		labels("account"))
 	rateLimitLimit = gauge("breach_api_rate_limit_limit",
-		"X-RateLimit-Limit of the account's last API response."+cached)
+		"X-RateLimit-Limit of the account's last API response."+cached,
+		labels("account"))
 	rateLimitRemaining = gauge("breach_api_rate_limit_remaining",
-		"X-RateLimit-Remaining of the account's last API response."+cached)
+		"X-RateLimit-Remaining of the account's last API response."+cached,
+		labels("account"))
 	rateLimitReset = gauge("breach_api_rate_limit_reset_timestamp_seconds",
-		"X-RateLimit-Reset of the account's last API response (Unix seconds)."+cached)
+		"X-RateLimit-Reset of the account's last API response (Unix seconds)."+cached,
+		labels("account"))
 	budget = gauge("breach_api_budget_requests_per_minute",
-		"The request budget the exporter allows itself with the account's key (api.requests_per_minute).")
+		"The request budget the exporter allows itself with the account's key (api.requests_per_minute).",
+		labels("account"))
 	refreshCycle = gauge("breach_refresh_cycle_seconds",
-		"How long one full round of the account's addresses takes at its budget.")
+		"How long one full round of the account's addresses takes at its budget.",
+		labels("account"))
 	labelValuesDropped = newFamily("breach_label_values_dropped_total",
-		"Values from the API or signed alerts kept out of the exposition by a bound, by label: a source, field, severity or plan past the 16 values outside the spec a label may take, a database name past 1,000 per address and feed, or a value that looks like an email address (exported as the value redacted).", "counter", false, false)
+		"Values from the API or signed alerts kept out of the exposition by a bound, by label: a source, field, severity or plan past the 16 values outside the spec a label may take, a database name past 1,000 per address and feed, or a value that looks like an email address (exported as the value redacted).", "counter",
+		labels("label"), false, false)
 )
 
 // Renderer renders the state of every watched address into exposition

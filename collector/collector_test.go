@@ -4,6 +4,9 @@ package collector
 
 import (
 	"fmt"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
@@ -91,21 +95,29 @@ func TestCollectorFollowsAReload(t *testing.T) {
 	}
 }
 
-// The exposition is written by hand; this proves it is exactly expfmt's:
-// parsed and re-encoded by expfmt's text encoder, every byte comes back the
-// same, for every kind of address, alert series included, and the watchlist's
-// families are merged in name order.
-func TestRenderingIsExpfmts(t *testing.T) {
-	f := newFixture(breach.LabelEmail, true, testkit.Addresses("zed@example.com", "alice@example.com", "bob@example.com", "carol@example.com")...).allDetail()
+// everyFamily is a fixture whose scrape serves every family of the
+// collector: every kind of address, the receiver's alert series, every
+// detail family, an acknowledgement, an account with its plan and rate
+// limit, and registry families that sort before, between and after ours.
+func everyFamily(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(breach.LabelEmail, true, testkit.Addresses("zed@example.com", "alice@example.com", "bob@example.com", "carol@example.com")...)
 	f.answer("zed@example.com", breach.Verified, breaches(), polled)
 	f.answer("alice@example.com", breach.Verified, breaches(), polled)
 	f.answer("bob@example.com", breach.Unverified, nil, polled)
 	f.reg.RecordAlert(breach.DefaultAccount, "carol@example.com", watchlist.AlertDelta{Source: "quarantine", Severity: "urgent",
 		ExposedFields: []string{"voiceprint", "password"}, ObservedAt: polled})
-	f.reg.RecordAlert(breach.DefaultAccount, "alice@example.com", watchlist.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2})
+	f.reg.RecordAlert(breach.DefaultAccount, "alice@example.com", watchlist.AlertDelta{Source: "index", Severity: "critical", NewDatabases: 2,
+		NewPlaintext: true, ObservedAt: polled})
 	f.reg.SetAccount(breach.DefaultAccount, "business", true)
 	f.reg.SetRateLimit(breach.DefaultAccount, breach.RateLimit{Limit: 60, HasLimit: true, Remaining: 3, HasRemaining: true, Reset: polled})
-	// Families of a registry sort before, between and after ours.
+	acks, err := acknowledge.Parse([]byte("acknowledgements:\n  - address: alice@example.com\n    handled_at: 2026-11-21T00:00:00Z\n    by: oncall\n    comment: \"rotated, \\\"all\\\" sessions\"\n"), polled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.config.Store(&config.Bundle{Acknowledgements: acks, Config: &config.Config{API: config.APIConfig{RequestsPerMinute: 55},
+		Metrics: config.MetricsConfig{DetailFamilies: config.DetailFamilies}}})
+	f.reg.NoteAcknowledgements(acks, polled)
 	promReg := prometheus.NewRegistry()
 	for _, name := range []string{"a_first", "breach_api_requests_total", "breach_webhook_requests_total", "zz_last"} {
 		c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: "h"})
@@ -113,7 +125,18 @@ func TestRenderingIsExpfmts(t *testing.T) {
 		promReg.MustRegister(c)
 	}
 	f.h = NewHandler(f.c, promReg, log.NewNopLogger())
+	return f
+}
 
+// The exposition is written by hand; this checks that it is in expfmt's
+// text form: parsed and re-encoded by expfmt's text encoder, every byte
+// comes back the same (HELP and TYPE lines, escaping, number formatting,
+// the watchlist's families merged with the registry's in name order), for
+// every family. It does not check which labels a series has or in which
+// order: the parser keeps the order it reads, so the re-encoding does too.
+// TestServedLabelsAreTheFamilys checks that.
+func TestRenderingIsExpfmts(t *testing.T) {
+	f := everyFamily(t)
 	text := testkit.ScrapeText(t, f.h)
 	if again := render(t, testkit.ParseText(t, text)); again != text {
 		t.Errorf("the exposition is not expfmt's:\n--- served\n%s\n--- expfmt\n%s", text, again)
@@ -121,6 +144,73 @@ func TestRenderingIsExpfmts(t *testing.T) {
 	// A second scrape reuses the blocks and serves the same bytes.
 	if second := testkit.ScrapeText(t, f.h); second != text {
 		t.Error("a second scrape of an unchanged watchlist differs")
+	}
+}
+
+// Every series the collector serves carries exactly its family's label
+// names, in the family's order (family.labels: address first, not name
+// order), and every family is served by the fixture: a label swapped,
+// added or left out where a series is rendered fails here.
+func TestServedLabelsAreTheFamilys(t *testing.T) {
+	byName := map[string]*family{}
+	for _, fam := range families {
+		byName[fam.name] = fam
+	}
+	served := map[string]bool{}
+	for _, mf := range testkit.ParseText(t, testkit.ScrapeText(t, everyFamily(t).h)) {
+		fam, ok := byName[mf.GetName()]
+		if !ok {
+			continue // the registry's
+		}
+		served[fam.name] = true
+		for _, m := range mf.GetMetric() {
+			names := make([]string, 0, len(m.GetLabel()))
+			for _, lp := range m.GetLabel() {
+				names = append(names, lp.GetName())
+			}
+			if !slices.Equal(names, fam.labels) {
+				t.Errorf("%s: a series with labels %v, the family's are %v", fam.name, names, fam.labels)
+				break
+			}
+		}
+	}
+	for _, fam := range families {
+		if !served[fam.name] {
+			t.Errorf("%s: not served by the fixture, so not checked", fam.name)
+		}
+	}
+}
+
+// The README's metric tables, the public contract, list each family's
+// label names (as a set: the table is read by people, not parsers).
+func TestREADMEListsTheFamilysLabels(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parenthesised := regexp.MustCompile(`\([^)]*\)`)
+	listed := map[string][]string{}
+	for line := range strings.Lines(string(readme)) {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`breach_") {
+			continue
+		}
+		var names []string
+		for n := range strings.SplitSeq(parenthesised.ReplaceAllString(cells[3], ""), ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+		for _, metric := range strings.Split(cells[1], ",") {
+			listed[strings.Trim(strings.TrimSpace(metric), "`")] = names
+		}
+	}
+	for _, fam := range families {
+		want := slices.Sorted(slices.Values(fam.labels))
+		if got, ok := listed[fam.name]; !ok || !slices.Equal(got, want) {
+			t.Errorf("README lists %s with labels %v (listed: %v), the family has %v", fam.name, got, ok, want)
+		}
 	}
 }
 

@@ -9,9 +9,14 @@ import (
 )
 
 // The text exposition format (version 0.0.4), written by hand so that an
-// address's lines can be rendered once and copied into every scrape. Every
-// function here produces exactly what expfmt's text encoder produces for
-// the same series; TestRenderingIsExpfmts proves it.
+// address's lines can be rendered once and copied into every scrape. For a
+// series whose labels are given in some order, every function here writes
+// the bytes expfmt's text encoder writes for a metric with those labels in
+// that order (FuzzRenderingIsExpfmts, for any values; TestRenderingIsExpfmts,
+// for a whole scrape). The order is each family's labels, address first:
+// not the name order client_golang's registry would give, which neither
+// Prometheus nor the text format require (TestServedLabelsAreTheFamilys
+// holds every series to its family's labels).
 
 // familyHeader is a family's HELP and TYPE lines.
 func familyHeader(name, help, typ string) []byte {
@@ -35,8 +40,8 @@ var (
 // label is one label pair; value is unescaped.
 type label struct{ name, value string }
 
-// appendSeries appends one series line: name{labels} value. Labels must be
-// in the exposition's order (by name).
+// appendSeries appends one series line: name{labels} value, the labels in
+// the order given: the family's (family.labels).
 func appendSeries(b []byte, name string, v float64, labels ...label) []byte {
 	b = append(b, name...)
 	if len(labels) > 0 {
