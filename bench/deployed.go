@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
@@ -101,7 +103,7 @@ type DeployedResult struct {
 	AlertSeconds   float64 `json:"alert_seconds"`
 	// The snapshot: SIGTERM to exit (listeners shut down, then the last
 	// snapshot written and synced), the file it left, and
-	// persist.Encode+persist.Write of the same state in this process.
+	// persist.Folder.Save (encode and write) of the same state in this process.
 	ShutdownSeconds    float64 `json:"shutdown_seconds"`
 	SnapshotBytes      int64   `json:"snapshot_bytes"`
 	EncodeWriteSeconds float64 `json:"encode_write_seconds"`
@@ -270,7 +272,7 @@ type restoredSetup struct {
 	creds        credentials
 	emails       []string
 	refreshed    time.Time     // address i was refreshed at refreshed + i ms
-	encodeWrite  time.Duration // persist.Encode and persist.Write of the snapshot
+	encodeWrite  time.Duration // persist.Folder.Save of the snapshot: encode and write
 }
 
 // newRestoredSetup writes it for n addresses (in the config, or in
@@ -315,18 +317,23 @@ func newRestoredSetup(prefix string, n, addressFiles int, more string) (*restore
 		saved.Entries[i] = watchlist.SavedEntry{Address: breach.Address{Email: e}, State: breach.Verified,
 			Sources: sourcesFor(i), LastRefresh: at, LastAttempt: at}
 	}
-	if err := os.Mkdir(rs.storage, 0o700); err != nil {
+	// The state folder as the exporter opens it; closed (unlocked) before
+	// the exporter starts on it.
+	folder, err := persist.Open(rs.storage, prometheus.NewRegistry(), log.NewNopLogger())
+	if err != nil {
 		return fail(err)
 	}
 	start := time.Now()
-	data, err := persist.Encode(persist.State{Watchlist: saved}, time.Now())
+	err = folder.Save(persist.State{Watchlist: saved}, time.Now())
+	rs.encodeWrite = time.Since(start)
 	if err == nil {
-		err = persist.Write(rs.storage, data)
+		err = folder.Close()
+	} else {
+		folder.Close()
 	}
 	if err != nil {
 		return fail(fmt.Errorf("writing the snapshot: %w", err))
 	}
-	rs.encodeWrite = time.Since(start)
 	return rs, nil
 }
 

@@ -233,16 +233,7 @@ func startOnSnapshot(t *testing.T, st persist.State, now time.Time, addresses st
 	down := testkit.NewStandIn(t, nil)
 	down.Refuse()
 	dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
-	data, err := persist.Encode(st, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(storage, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := persist.Write(storage, data); err != nil {
-		t.Fatal(err)
-	}
+	saveSnapshot(t, storage, st, now)
 	writeConfig(t, dir, down.BaseURL(), "addresses: "+addresses+"\n")
 	reg := prometheus.NewRegistry()
 	exp, err := New(Options{ConfigFile: filepath.Join(dir, "config.yml"), Registerer: reg, Clock: clockwork.NewFakeClockAt(now),
@@ -339,5 +330,19 @@ func TestRestoredAddressesCountsTheSnapshot(t *testing.T) {
 	_, reg := startOnSnapshot(t, persist.State{}, now, "[alice@example.com, bob@example.com]")
 	if got := testkit.Samples(t, reg)["breach_exporter_state_restored_addresses{}"]; got != 0 {
 		t.Errorf("an empty snapshot restored %v addresses", got)
+	}
+}
+
+// saveSnapshot writes st as the snapshot of the state folder storage, as
+// a running exporter does.
+func saveSnapshot(t *testing.T, storage string, st persist.State, now time.Time) {
+	t.Helper()
+	folder, err := persist.Open(storage, prometheus.NewRegistry(), log.NewNopLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer folder.Close()
+	if err := folder.Save(st, now); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -215,27 +215,13 @@ func Decode(data []byte) (State, error) {
 
 func (f *fileV1) state() (State, error) {
 	st := State{Journal: f.Journal, Stream: f.Stream}
-	switch {
-	case f.Version < 4 && len(f.Accounts) > 0, f.Version >= 4 && f.Plan != "":
-		return State{}, fmt.Errorf("version %d has the plan of one account or of each, not the other", f.Version)
-	case f.Version < 4 && f.Plan != "":
-		st.Watchlist.Accounts = []watchlist.SavedAccount{{Name: breach.DefaultAccount, Plan: f.Plan}}
+	var err error
+	if st.Watchlist.Accounts, err = f.accounts(); err != nil {
+		return State{}, err
 	}
-	for i, a := range f.Accounts {
-		if a.Name == "" || slices.ContainsFunc(f.Accounts[:i], func(b accountV4) bool { return b.Name == a.Name }) {
-			return State{}, fmt.Errorf("accounts[%d]: no name, or the name of another", i)
-		}
-		st.Watchlist.Accounts = append(st.Watchlist.Accounts, watchlist.SavedAccount(a))
+	if st.Webhook, err = f.webhookCounts(); err != nil {
+		return State{}, err
 	}
-	if f.Version == 1 && (f.Journal != 0 || f.Webhook != (webhookV2{})) {
-		return State{}, errors.New("version 1 has no webhook counts nor journal position")
-	}
-	for _, v := range []float64{f.Webhook.Accepted, f.Webhook.UntrackedDiscoveryOff, f.Webhook.UntrackedDiscoveryLimit, f.Webhook.UntrackedOtherAccount} {
-		if !validCount(v) {
-			return State{}, errors.New("webhook: a count that is negative or not finite")
-		}
-	}
-	st.Webhook = breach.WebhookCounts(f.Webhook)
 	seen := make(map[string]int, len(f.Addresses))
 	for i, a := range f.Addresses {
 		if err := a.validate(); err != nil {
@@ -248,55 +234,130 @@ func (f *fileV1) state() (State, error) {
 			return State{}, fmt.Errorf("addresses[%d]: the address of addresses[%d] again", i, j)
 		}
 		seen[k] = i
-		if f.Version < 4 && a.Account != "" {
-			return State{}, fmt.Errorf("addresses[%d]: version %d has no account", i, f.Version)
-		}
-		e := watchlist.SavedEntry{Address: breach.Address{Email: a.Email, Account: a.Account, Discovered: a.Discovered}, State: a.State,
-			LastRefresh: a.LastRefresh, LastAttempt: a.LastAttempt, Failures: a.Failures}
-		for _, s := range a.Sources {
-			e.Sources = append(e.Sources, breach.SourceState(s))
-		}
-		for j, c := range a.Alerts {
-			family, ok := familyOf(c.Family)
-			if !ok || c.Source == "" || !validCount(c.Value) ||
-				(c.Label == "") != (family != watchlist.AlertsBySeverity && family != watchlist.ExposedFields) {
-				return State{}, fmt.Errorf("addresses[%d].alerts[%d]: not an alert count the exporter writes", i, j)
-			}
-			e.Alerts = append(e.Alerts, watchlist.AlertCount{Family: family, Source: c.Source, Label: c.Label, Value: c.Value})
-		}
-		if f.Version < 3 && (len(a.Feeds) > 0 || len(a.Acknowledged) > 0) {
-			return State{}, fmt.Errorf("addresses[%d]: version %d has no feeds nor acknowledged", i, f.Version)
-		}
-		for j, m := range a.Feeds {
-			if _, dup := e.Feeds[m.Source]; m.Source == "" || dup || m.ChangeSeen.IsZero() && !m.LastChangedAt.IsZero() {
-				return State{}, fmt.Errorf("addresses[%d].feeds[%d]: not a feed the exporter writes", i, j)
-			}
-			if e.Feeds == nil {
-				e.Feeds = map[string]watchlist.FeedMoments{}
-			}
-			e.Feeds[m.Source] = watchlist.FeedMoments{LastChangedAt: m.LastChangedAt, ChangeSeen: m.ChangeSeen, Critical: m.Critical}
-		}
-		for j, ack := range a.Acknowledged {
-			k := acknowledge.Key{Source: ack.Source, HandledAt: ack.HandledAt.UTC()}
-			if _, dup := e.Acknowledged[k]; dup || ack.HandledAt.IsZero() || ack.LoadedAt.IsZero() {
-				return State{}, fmt.Errorf("addresses[%d].acknowledged[%d]: not an acknowledgement the exporter writes", i, j)
-			}
-			if e.Acknowledged == nil {
-				e.Acknowledged = map[acknowledge.Key]time.Time{}
-			}
-			e.Acknowledged[k] = ack.LoadedAt
+		e, err := a.entry(f.Version)
+		if err != nil {
+			return State{}, fmt.Errorf("addresses[%d]%w", i, err)
 		}
 		st.Watchlist.Entries = append(st.Watchlist.Entries, e)
 	}
+	if st.Seen, err = f.seen(); err != nil {
+		return State{}, err
+	}
+	return st, nil
+}
+
+// accounts are the saved accounts: one plan before version 4, a list of
+// named accounts since.
+func (f *fileV1) accounts() ([]watchlist.SavedAccount, error) {
+	var out []watchlist.SavedAccount
+	switch {
+	case f.Version < 4 && len(f.Accounts) > 0, f.Version >= 4 && f.Plan != "":
+		return nil, fmt.Errorf("version %d has the plan of one account or of each, not the other", f.Version)
+	case f.Version < 4 && f.Plan != "":
+		out = []watchlist.SavedAccount{{Name: breach.DefaultAccount, Plan: f.Plan}}
+	}
+	for i, a := range f.Accounts {
+		if a.Name == "" || slices.ContainsFunc(f.Accounts[:i], func(b accountV4) bool { return b.Name == a.Name }) {
+			return nil, fmt.Errorf("accounts[%d]: no name, or the name of another", i)
+		}
+		out = append(out, watchlist.SavedAccount(a))
+	}
+	return out, nil
+}
+
+func (f *fileV1) webhookCounts() (breach.WebhookCounts, error) {
+	if f.Version == 1 && (f.Journal != 0 || f.Webhook != (webhookV2{})) {
+		return breach.WebhookCounts{}, errors.New("version 1 has no webhook counts nor journal position")
+	}
+	for _, v := range []float64{f.Webhook.Accepted, f.Webhook.UntrackedDiscoveryOff, f.Webhook.UntrackedDiscoveryLimit, f.Webhook.UntrackedOtherAccount} {
+		if !validCount(v) {
+			return breach.WebhookCounts{}, errors.New("webhook: a count that is negative or not finite")
+		}
+	}
+	return breach.WebhookCounts(f.Webhook), nil
+}
+
+func (f *fileV1) seen() ([]breach.RememberedWebhook, error) {
+	var out []breach.RememberedWebhook
 	for i, s := range f.Seen {
 		var d breach.RememberedWebhook
 		if n, err := hex.Decode(d.Digest[:], []byte(s.Digest)); err != nil || n != sha256.Size || len(s.Digest) != 2*sha256.Size {
-			return State{}, fmt.Errorf("seen[%d]: not a SHA-256 digest", i)
+			return nil, fmt.Errorf("seen[%d]: not a SHA-256 digest", i)
 		}
 		d.At = s.At
-		st.Seen = append(st.Seen, d)
+		out = append(out, d)
 	}
-	return st, nil
+	return out, nil
+}
+
+// entry is the watchlist entry of a saved address of a file of version v.
+// a is valid (validate). Its errors go after "addresses[i]": they start
+// with ": " or with the member, ".alerts[j]: ".
+func (a addressV1) entry(v int) (watchlist.SavedEntry, error) {
+	if v < 4 && a.Account != "" {
+		return watchlist.SavedEntry{}, fmt.Errorf(": version %d has no account", v)
+	}
+	e := watchlist.SavedEntry{Address: breach.Address{Email: a.Email, Account: a.Account, Discovered: a.Discovered}, State: a.State,
+		LastRefresh: a.LastRefresh, LastAttempt: a.LastAttempt, Failures: a.Failures}
+	for _, s := range a.Sources {
+		e.Sources = append(e.Sources, breach.SourceState(s))
+	}
+	var err error
+	if e.Alerts, err = a.alerts(); err != nil {
+		return watchlist.SavedEntry{}, err
+	}
+	if v < 3 && (len(a.Feeds) > 0 || len(a.Acknowledged) > 0) {
+		return watchlist.SavedEntry{}, fmt.Errorf(": version %d has no feeds nor acknowledged", v)
+	}
+	if e.Feeds, err = a.feeds(); err != nil {
+		return watchlist.SavedEntry{}, err
+	}
+	if e.Acknowledged, err = a.acknowledged(); err != nil {
+		return watchlist.SavedEntry{}, err
+	}
+	return e, nil
+}
+
+func (a addressV1) alerts() ([]watchlist.AlertCount, error) {
+	var out []watchlist.AlertCount
+	for j, c := range a.Alerts {
+		family, ok := familyOf(c.Family)
+		if !ok || c.Source == "" || !validCount(c.Value) ||
+			(c.Label == "") != (family != watchlist.AlertsBySeverity && family != watchlist.ExposedFields) {
+			return nil, fmt.Errorf(".alerts[%d]: not an alert count the exporter writes", j)
+		}
+		out = append(out, watchlist.AlertCount{Family: family, Source: c.Source, Label: c.Label, Value: c.Value})
+	}
+	return out, nil
+}
+
+func (a addressV1) feeds() (map[string]watchlist.FeedMoments, error) {
+	var out map[string]watchlist.FeedMoments
+	for j, m := range a.Feeds {
+		if _, dup := out[m.Source]; m.Source == "" || dup || m.ChangeSeen.IsZero() && !m.LastChangedAt.IsZero() {
+			return nil, fmt.Errorf(".feeds[%d]: not a feed the exporter writes", j)
+		}
+		if out == nil {
+			out = map[string]watchlist.FeedMoments{}
+		}
+		out[m.Source] = watchlist.FeedMoments{LastChangedAt: m.LastChangedAt, ChangeSeen: m.ChangeSeen, Critical: m.Critical}
+	}
+	return out, nil
+}
+
+func (a addressV1) acknowledged() (map[acknowledge.Key]time.Time, error) {
+	var out map[acknowledge.Key]time.Time
+	for j, ack := range a.Acknowledged {
+		k := acknowledge.Key{Source: ack.Source, HandledAt: ack.HandledAt.UTC()}
+		if _, dup := out[k]; dup || ack.HandledAt.IsZero() || ack.LoadedAt.IsZero() {
+			return nil, fmt.Errorf(".acknowledged[%d]: not an acknowledgement the exporter writes", j)
+		}
+		if out == nil {
+			out = map[acknowledge.Key]time.Time{}
+		}
+		out[k] = ack.LoadedAt
+	}
+	return out, nil
 }
 
 func familyOf(name string) (watchlist.AlertFamily, bool) {
@@ -334,19 +395,10 @@ func (a addressV1) validate() error {
 	return nil
 }
 
-// Write replaces the snapshot in dir with data atomically: a crash at any
-// moment leaves either the old complete file or the new one.
-func Write(dir string, data []byte) error {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return write(root, data)
-}
-
-// write is Write in an open folder. The temporary file's name is fixed:
-// one process writes in a folder at a time (its lock).
+// write replaces the snapshot in root with data atomically: a crash at
+// any moment leaves either the old complete file or the new one. The
+// temporary file's name is fixed: one process writes in a folder at a
+// time (its lock).
 func write(root *os.Root, data []byte) error {
 	const tmp = FileName + ".tmp"
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)

@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
@@ -235,14 +238,12 @@ func writeFullState(t *testing.T, storage string, addresses []string) {
 			Address: breach.Address{Email: a, Discovered: i >= worstConfigured}, State: breach.Verified,
 			Sources: sources, LastRefresh: refreshed, LastAttempt: refreshed})
 	}
-	if err := os.MkdirAll(storage, 0o700); err != nil {
+	folder, err := persist.Open(storage, prometheus.NewRegistry(), log.NewNopLogger())
+	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := persist.Encode(persist.State{Watchlist: saved}, time.Now())
-	if err == nil {
-		err = persist.Write(storage, data)
-	}
-	if err != nil {
+	defer folder.Close()
+	if err := folder.Save(persist.State{Watchlist: saved}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 }
