@@ -122,55 +122,13 @@ func New(o Options) (_ *Exporter, err error) {
 	if err != nil {
 		return nil, err
 	}
-	apiMetrics, err := api.NewMetrics(o.Registerer)
+	e, err := newExporter(o, bundle)
 	if err != nil {
 		return nil, err
 	}
-	fileMetrics, err := addrfile.NewMetrics(o.Registerer)
+	saved, err := e.openState(bundle)
 	if err != nil {
 		return nil, err
-	}
-	e := &Exporter{
-		opts:        o,
-		logger:      o.Logger,
-		clock:       o.Clock,
-		config:      config.NewCurrent(bundle),
-		watchlist:   watchlist.New(),
-		fileMetrics: fileMetrics,
-		addresses:   map[string]*addrfile.Source{},
-		reloading:   make(chan struct{}, 1),
-		apiMetrics:  apiMetrics,
-		schedulers:  map[string]chan struct{}{},
-		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "breach_exporter_config_last_reload_successful",
-			Help: "1 when the last config load succeeded, else 0.",
-		}),
-		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "breach_exporter_config_last_reload_success_timestamp_seconds",
-			Help: "When the config was last loaded successfully (Unix seconds).",
-		}),
-	}
-	e.storeAtStart = storeSection(bundle)
-	if bundle.Config.Store != nil {
-		if o.Webhook && o.StoragePath == "" {
-			// 204 promises the alert is durable: with replicas, in this
-			// replica's journal until the store holds it.
-			return nil, fmt.Errorf("store: --storage.path is required with a store and the webhook receiver: each replica keeps the alerts it accepted in its own journal until the store holds them")
-		}
-		if e.replicas, err = newReplicas(bundle, o.Registerer, log.With(e.logger, "component", "store"), e.watchlist, e.config); err != nil {
-			return nil, err
-		}
-	}
-	var saved *persist.State
-	persistLogger := log.With(e.logger, "component", "persist")
-	if o.StoragePath != "" {
-		if e.folder, err = persist.Open(o.StoragePath, o.Registerer, persistLogger); err != nil {
-			e.release()
-			return nil, fmt.Errorf("--storage.path %q: %w", o.StoragePath, err)
-		}
-		if st, ok := e.folder.Load(); ok {
-			saved = &st
-		}
 	}
 	// From here on a failed start releases the folder.
 	defer func() {
@@ -178,60 +136,11 @@ func New(o Options) (_ *Exporter, err error) {
 			e.release()
 		}
 	}()
-	if e.replicas != nil {
-		saved = e.replicas.start(saved)
-	}
-	if saved != nil {
-		e.watchlist.Restore(saved.Watchlist, e.clock.Now())
-	}
-	// The first sync drops what the snapshot holds and the config no
-	// longer allows. The address files are read first: their addresses
-	// are watched from the first scrape on.
-	if e.addressWatch, err = filewatch.New(filewatch.Options{
-		Reload:     e.rereadAddresses,
-		MaxMatches: addrfile.MaxFilesPerGlob,
-		Limit:      max(fileread.MaxAddressListBytes, fileread.MaxAddressYAMLBytes),
-		Logger:     log.With(e.logger, "component", "addresses_files"),
-	}); err != nil {
+	if err = e.restore(bundle, saved); err != nil {
 		return nil, err
 	}
-	e.watchAddresses(bundle)
-	e.readAddresses(bundle)
-	e.syncWatchlist(bundle)
-	e.warn(bundle)
-	if saved != nil {
-		restored := 0
-		for _, se := range saved.Watchlist.Entries {
-			if e.watchlist.Watches(se.Address.Email) {
-				restored++
-			}
-		}
-		if e.folder != nil {
-			e.folder.Restored(restored)
-		}
-		level.Info(e.logger).Log("msg", "Restored the state snapshot", "addresses", restored, "remembered_webhooks", len(saved.Seen))
-	}
-	for _, a := range bundle.Accounts {
-		apiMetrics.Ensure(a.Name)
-	}
-	e.renderer = collector.NewRenderer(e.watchlist, e.config, o.Webhook)
-	var replayed int
-	if o.Webhook {
-		if replayed, err = e.startReceiver(saved); err != nil {
-			return nil, err
-		}
-	}
-	if e.replicas != nil {
-		var after string
-		if saved != nil {
-			after = saved.Stream
-		}
-		e.replicas.catchUp(after)
-	}
-	e.savedGeneration, e.savedSeen = e.changes()
-	if replayed > 0 {
-		// The next tick folds the replayed alerts into a snapshot.
-		e.savedSeen = 0
+	if err = e.resume(saved); err != nil {
+		return nil, err
 	}
 	for _, c := range []prometheus.Collector{versioncollector.NewCollector("breach_exporter"), e.reloadOK, e.reloadTime} {
 		if err := o.Registerer.Register(c); err != nil {
@@ -252,6 +161,140 @@ func New(o Options) (_ *Exporter, err error) {
 	e.files.Watch(watchedFiles(bundle)...)
 	e.markReload(true)
 	return e, nil
+}
+
+// newExporter is the Exporter of bundle with its metrics, before any state
+// is read.
+func newExporter(o Options, bundle *config.Bundle) (*Exporter, error) {
+	apiMetrics, err := api.NewMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	fileMetrics, err := addrfile.NewMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Exporter{
+		opts:         o,
+		logger:       o.Logger,
+		clock:        o.Clock,
+		config:       config.NewCurrent(bundle),
+		watchlist:    watchlist.New(),
+		storeAtStart: storeSection(bundle),
+		fileMetrics:  fileMetrics,
+		addresses:    map[string]*addrfile.Source{},
+		reloading:    make(chan struct{}, 1),
+		apiMetrics:   apiMetrics,
+		schedulers:   map[string]chan struct{}{},
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "breach_exporter_config_last_reload_successful",
+			Help: "1 when the last config load succeeded, else 0.",
+		}),
+		reloadTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "breach_exporter_config_last_reload_success_timestamp_seconds",
+			Help: "When the config was last loaded successfully (Unix seconds).",
+		}),
+	}, nil
+}
+
+// openState connects to the shared store (with a store section), opens
+// and locks the state folder (with --storage.path) and returns the state
+// to start from: the snapshot's, or the store's checkpoint where it is
+// newer; nil for none. On error, what it opened is released.
+func (e *Exporter) openState(bundle *config.Bundle) (*persist.State, error) {
+	o := e.opts
+	if bundle.Config.Store != nil {
+		if o.Webhook && o.StoragePath == "" {
+			// 204 promises the alert is durable: with replicas, in this
+			// replica's journal until the store holds it.
+			return nil, fmt.Errorf("store: --storage.path is required with a store and the webhook receiver: each replica keeps the alerts it accepted in its own journal until the store holds them")
+		}
+		var err error
+		if e.replicas, err = newReplicas(bundle, o.Registerer, log.With(e.logger, "component", "store"), e.watchlist, e.config); err != nil {
+			return nil, err
+		}
+	}
+	var saved *persist.State
+	if o.StoragePath != "" {
+		var err error
+		if e.folder, err = persist.Open(o.StoragePath, o.Registerer, log.With(e.logger, "component", "persist")); err != nil {
+			e.release()
+			return nil, fmt.Errorf("--storage.path %q: %w", o.StoragePath, err)
+		}
+		if st, ok := e.folder.Load(); ok {
+			saved = &st
+		}
+	}
+	if e.replicas != nil {
+		saved = e.replicas.start(saved)
+	}
+	return saved, nil
+}
+
+// restore puts saved (nil: nothing) in the watchlist, then syncs it to the
+// config and the address files: the first sync drops what the snapshot
+// holds and the config no longer allows. The address files are read first:
+// their addresses are watched from the first scrape on.
+func (e *Exporter) restore(bundle *config.Bundle, saved *persist.State) error {
+	if saved != nil {
+		e.watchlist.Restore(saved.Watchlist, e.clock.Now())
+	}
+	var err error
+	if e.addressWatch, err = filewatch.New(filewatch.Options{
+		Reload:     e.rereadAddresses,
+		MaxMatches: addrfile.MaxFilesPerGlob,
+		Limit:      max(fileread.MaxAddressListBytes, fileread.MaxAddressYAMLBytes),
+		Logger:     log.With(e.logger, "component", "addresses_files"),
+	}); err != nil {
+		return err
+	}
+	e.watchAddresses(bundle)
+	e.readAddresses(bundle)
+	e.syncWatchlist(bundle)
+	e.warn(bundle)
+	if saved != nil {
+		restored := 0
+		for _, se := range saved.Watchlist.Entries {
+			if e.watchlist.Watches(se.Address.Email) {
+				restored++
+			}
+		}
+		if e.folder != nil {
+			e.folder.Restored(restored)
+		}
+		level.Info(e.logger).Log("msg", "Restored the state snapshot", "addresses", restored, "remembered_webhooks", len(saved.Seen))
+	}
+	for _, a := range bundle.Accounts {
+		e.apiMetrics.Ensure(a.Name)
+	}
+	e.renderer = collector.NewRenderer(e.watchlist, e.config, e.opts.Webhook)
+	return nil
+}
+
+// resume starts the receiver (with --webhook.listen-address), with
+// the journal's alerts since saved, catches up with the shared store's
+// stream and notes the state the next snapshot compares with.
+func (e *Exporter) resume(saved *persist.State) error {
+	var replayed int
+	if e.opts.Webhook {
+		var err error
+		if replayed, err = e.startReceiver(saved); err != nil {
+			return err
+		}
+	}
+	if e.replicas != nil {
+		var after string
+		if saved != nil {
+			after = saved.Stream
+		}
+		e.replicas.catchUp(after)
+	}
+	e.savedGeneration, e.savedSeen = e.changes()
+	if replayed > 0 {
+		// The next tick folds the replayed alerts into a snapshot.
+		e.savedSeen = 0
+	}
+	return nil
 }
 
 // watchedFiles are the files of bundle whose change is reloaded without a
@@ -623,7 +666,8 @@ func (e *Exporter) changes() (generation, seen uint64) {
 }
 
 // Save writes the state snapshot when anything changed since the last one;
-// without persistence it does nothing.
+// without persistence it does nothing. With replicas, the same encoding is
+// the shared store's checkpoint.
 func (e *Exporter) Save() error {
 	if e.folder == nil && e.replicas == nil {
 		return nil
@@ -632,73 +676,104 @@ func (e *Exporter) Save() error {
 	if generation, seen := e.changes(); generation == e.savedGeneration && seen == e.savedSeen && !e.replicas.checkpointBehind() {
 		return nil
 	}
-	st := persist.State{}
-	var generation, seen uint64
+	c := e.cutState()
+	var written bool
+	var err error
+	if e.replicas == nil {
+		written, err = true, e.folder.Save(c.state, e.clock.Now())
+	} else {
+		written, err = e.saveReplicated(c)
+	}
+	if err != nil || !written {
+		return err
+	}
+	e.savedGeneration, e.savedSeen = c.generation, c.seen
+	e.dropFromJournal(c.mark)
+	return nil
+}
+
+// dropFromJournal removes the journal's records up to mark, which a
+// written snapshot holds.
+func (e *Exporter) dropFromJournal(mark persist.Mark) {
+	if e.journal == nil {
+		return
+	}
+	if err := e.journal.Drop(mark); err != nil {
+		level.Warn(e.logger).Log("msg", "Could not remove journal files the snapshot holds; the next start skips their records", "err", err)
+	}
+}
+
+// stateCut is the state as one moment of the journal and, with replicas,
+// of the shared store's stream had it.
+type stateCut struct {
+	state persist.State
+	// mark is the journal's position at the cut; what the snapshot holds
+	// is dropped from the journal once it is written.
+	mark persist.Mark
+	// keep: the journal holds alerts the store does not yet, whose records
+	// must stay; no local snapshot is written.
+	keep bool
+	// What changes returned at the cut.
+	generation, seen uint64
+}
+
+// cutState copies the state to save: between two journal writes, so that
+// the state and the journal position agree, and with replicas after a
+// whole event of the stream, with its ID.
+func (e *Exporter) cutState() *stateCut {
+	c := &stateCut{}
 	grab := func() {
-		st.Watchlist, generation = e.watchlist.Save()
+		c.state.Watchlist, c.generation = e.watchlist.Save()
 		if e.hook != nil {
-			st.Seen, seen = e.hook.Remembered()
-			st.Webhook = e.hook.Counts()
+			c.state.Seen, c.seen = e.hook.Remembered()
+			c.state.Webhook = e.hook.Counts()
 		}
 	}
 	take := grab
 	if e.replicas != nil {
-		// After a whole event of the stream, with its ID.
-		take = func() { st.Stream = e.replicas.take(grab) }
+		take = func() { c.state.Stream = e.replicas.take(grab) }
 	}
-	var mark persist.Mark
-	keep := false
-	if e.journal != nil {
-		// Between two journal writes, so that the state and the journal
-		// position agree. With replicas, the records of alerts the store
-		// does not hold yet must stay: no snapshot is written then.
-		mark = e.journal.Cut(func() {
-			take()
-			keep = e.replicas != nil && e.replicas.pending()
-		})
-		st.Journal = mark.Position
-	} else {
+	if e.journal == nil {
 		take()
+		return c
 	}
-	if e.replicas == nil {
-		if err := e.folder.Save(st, e.clock.Now()); err != nil {
-			return err
-		}
-	} else {
-		// One encoding serves the store's checkpoint and the local
-		// snapshot.
-		start, now := time.Now(), e.clock.Now()
-		data, err := persist.Encode(st, now)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		err = e.replicas.checkpoint(ctx, data, st.Stream)
-		cancel()
-		if err != nil {
-			level.Warn(e.logger).Log("msg", "Could not write the checkpoint to the store; another replica's, or the next one, serves a start", "err", err)
-		}
-		if e.folder == nil {
-			e.savedGeneration, e.savedSeen = generation, seen
-			return nil
-		}
-		if keep {
-			// The snapshot, its journal point and the receiver's counts
-			// go together: written once the store holds every alert
-			// again.
-			return nil
-		}
-		if err := e.folder.SaveEncoded(data, start, now); err != nil {
-			return err
-		}
+	c.mark = e.journal.Cut(func() {
+		take()
+		c.keep = e.replicas != nil && e.replicas.pending()
+	})
+	c.state.Journal = c.mark.Position
+	return c
+}
+
+// saveReplicated encodes c once for the store's checkpoint and the local
+// snapshot and writes both. written is false when the snapshot waits: the
+// snapshot, its journal point and the receiver's counts go together,
+// written once the store holds every alert again.
+func (e *Exporter) saveReplicated(c *stateCut) (written bool, _ error) {
+	start, now := time.Now(), e.clock.Now()
+	data, err := persist.Encode(c.state, now)
+	if err != nil {
+		return false, err
 	}
-	e.savedGeneration, e.savedSeen = generation, seen
-	if e.journal != nil {
-		if err := e.journal.Drop(mark); err != nil {
-			level.Warn(e.logger).Log("msg", "Could not remove journal files the snapshot holds; the next start skips their records", "err", err)
-		}
+	e.writeCheckpoint(data, c.state.Stream)
+	switch {
+	case e.folder == nil:
+		return true, nil
+	case c.keep:
+		return false, nil
 	}
-	return nil
+	return true, e.folder.SaveEncoded(data, start, now)
+}
+
+// writeCheckpoint writes data, the state at the stream's event id, as the
+// shared store's checkpoint (replicated.go); a failure is logged, not
+// returned: the local snapshot does not wait for the store.
+func (e *Exporter) writeCheckpoint(data []byte, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if err := e.replicas.checkpoint(ctx, data, id); err != nil {
+		level.Warn(e.logger).Log("msg", "Could not write the checkpoint to the store; another replica's, or the next one, serves a start", "err", err)
+	}
 }
 
 // Close writes the last snapshot and releases the state folder: call it
