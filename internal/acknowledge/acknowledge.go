@@ -164,12 +164,21 @@ func shown(v string) string {
 }
 
 func parseEntry(n *yaml.Node, now time.Time) (Entry, []error) {
-	e := Entry{Line: n.Line}
-	var errs []error
-	fail := func(format string, args ...any) { errs = append(errs, lineError(n, format, args...)) }
 	if n.Kind != yaml.MappingNode {
-		return e, []error{lineError(n, "acknowledgement: expected a mapping (address, source, handled_at, by, comment)")}
+		return Entry{Line: n.Line}, []error{lineError(n, "acknowledgement: expected a mapping (address, source, handled_at, by, comment)")}
 	}
+	e, hasHandledAt, errs := readEntry(n)
+	for _, msg := range e.problems(hasHandledAt, now) {
+		errs = append(errs, lineError(n, "%s", msg))
+	}
+	return e, errs
+}
+
+// readEntry reads the keys of the mapping n. hasHandledAt: the entry has
+// the key, whether its value is a time or not.
+func readEntry(n *yaml.Node) (e Entry, hasHandledAt bool, errs []error) {
+	e.Line = n.Line
+	fail := func(format string, args ...any) { errs = append(errs, lineError(n, format, args...)) }
 	seen := map[string]bool{}
 	for i := 0; i < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -203,6 +212,13 @@ func parseEntry(n *yaml.Node, now time.Time) (Entry, []error) {
 			fail("acknowledgement: unknown key %s at line %d", shown(k.Value), k.Line)
 		}
 	}
+	return e, seen["handled_at"], errs
+}
+
+// problems are what is wrong with the values of the entry e, read at now.
+func (e Entry) problems(hasHandledAt bool, now time.Time) []string {
+	var out []string
+	fail := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	switch {
 	case e.Address == "":
 		fail("acknowledgement: address is missing")
@@ -212,7 +228,7 @@ func parseEntry(n *yaml.Node, now time.Time) (Entry, []error) {
 	if e.Source != "" && !breach.Known(breach.KnownSources, e.Source) {
 		fail("acknowledgement: unknown feed %s in source (one of %v, or omitted for every feed)", shown(e.Source), breach.KnownSources)
 	}
-	if e.HandledAt.IsZero() && !seen["handled_at"] {
+	if e.HandledAt.IsZero() && !hasHandledAt {
 		fail("acknowledgement: handled_at is missing")
 	} else if e.HandledAt.After(now.Add(MaxFutureSkew)) {
 		fail("acknowledgement: handled_at %s is in the future: it would acknowledge what the feed has not reported yet", e.HandledAt.Format(time.RFC3339))
@@ -228,7 +244,7 @@ func parseEntry(n *yaml.Node, now time.Time) (Entry, []error) {
 			fail("acknowledgement: %s must be valid UTF-8 of at most %d bytes", f.name, f.max)
 		}
 	}
-	return e, errs
+	return out
 }
 
 func lineError(n *yaml.Node, format string, args ...any) error {

@@ -291,26 +291,62 @@ func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.
 	r.labels = mode
 	r.discoveryLimit = discoveryLimit
 	r.generation++
-	kept := make(map[string]*account, len(accounts)+1)
-	keep := func(name string) *account {
-		a := kept[name]
-		if a == nil {
-			a = r.accountOf(name)
-			a.entries = map[string]*Entry{}
-			kept[name] = a
-		}
-		return a
-	}
+	s := &syncing{r: r, kept: make(map[string]*account, len(accounts)+1),
+		next: make(map[string]*Entry, len(configured)+len(r.entries))}
 	for _, name := range accounts {
-		keep(name)
+		s.keep(name)
 	}
 	if len(accounts) == 0 {
-		keep(breach.DefaultAccount) // no accounts: the one of the single-account shape
+		s.keep(breach.DefaultAccount) // no accounts: the one of the single-account shape
 	}
-	next := make(map[string]*Entry, len(configured)+len(r.entries))
+	s.configured(configured, keys, labels)
+	s.discovered(mode, discoveryLimit)
+	r.entries = s.next
+	// A removed account's scheduler is woken too: it then finds its
+	// account gone and returns, so a name added back gets a new one.
+	for name, a := range r.accounts {
+		if s.kept[name] == nil {
+			signal(a)
+		}
+	}
+	r.accounts = s.kept
+	for _, a := range s.kept {
+		signal(a)
+	}
+}
+
+// syncing is one Sync under the lock: the accounts and entries it keeps.
+type syncing struct {
+	r    *List
+	kept map[string]*account
+	next map[string]*Entry
+}
+
+// keep keeps the account name, emptied of its entries, which the sync
+// adds back.
+func (s *syncing) keep(name string) *account {
+	a := s.kept[name]
+	if a == nil {
+		a = s.r.accountOf(name)
+		a.entries = map[string]*Entry{}
+		s.kept[name] = a
+	}
+	return a
+}
+
+// add keeps e under its key k, in its account.
+func (s *syncing) add(k string, e *Entry) {
+	s.next[k] = e
+	s.kept[e.Address.Account].entries[k] = e
+}
+
+// configured keeps the configured addresses (keys and labels computed
+// before the lock), new ones new.
+func (s *syncing) configured(configured []breach.Address, keys, labels []string) {
+	r := s.r
 	for i, a := range configured {
 		k := keys[i]
-		if next[k] != nil {
+		if s.next[k] != nil {
 			continue // the config rejects duplicates; a hand-made list may not
 		}
 		a.Account = a.AccountName()
@@ -326,12 +362,18 @@ func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.
 			e.Label = labels[i]
 			r.touch(e)
 		}
-		next[k] = e
-		keep(a.Account).entries[k] = e
+		s.keep(a.Account)
+		s.add(k, e)
 	}
+}
+
+// discovered keeps the oldest discoveryLimit discovered addresses that are
+// not configured now and whose account is kept, labelled under mode.
+func (s *syncing) discovered(mode breach.Labeler, discoveryLimit int) {
+	r := s.r
 	var discovered []*Entry
 	for k, e := range r.entries {
-		if e.Address.Discovered && next[k] == nil && kept[e.Address.Account] != nil {
+		if e.Address.Discovered && s.next[k] == nil && s.kept[e.Address.Account] != nil {
 			discovered = append(discovered, e)
 		}
 	}
@@ -340,9 +382,7 @@ func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.
 		discovered = discovered[:discoveryLimit]
 	}
 	for _, e := range discovered {
-		k := e.Address.Key()
-		next[k] = e
-		kept[e.Address.Account].entries[k] = e
+		s.add(e.Address.Key(), e)
 	}
 	r.discovered = len(discovered)
 	for _, e := range discovered {
@@ -350,18 +390,6 @@ func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.
 			e.Label = label
 			r.touch(e)
 		}
-	}
-	r.entries = next
-	// A removed account's scheduler is woken too: it then finds its
-	// account gone and returns, so a name added back gets a new one.
-	for name, a := range r.accounts {
-		if kept[name] == nil {
-			signal(a)
-		}
-	}
-	r.accounts = kept
-	for _, a := range kept {
-		signal(a)
 	}
 }
 
