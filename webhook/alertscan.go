@@ -275,13 +275,10 @@ func (s *scanner) stringArray(out *[]string, known []string) bool {
 // int64Value reads an integer in int64's range; a fraction or exponent,
 // which encoding/json refuses for an integer field, is left to it.
 func (s *scanner) int64Value(out *int64) bool {
-	neg := s.i < len(s.data) && s.data[s.i] == '-'
-	if neg {
-		s.i++
-	}
+	neg := s.next("-")
 	start := s.i
 	var v uint64
-	for s.i < len(s.data) && '0' <= s.data[s.i] && s.data[s.i] <= '9' {
+	for s.atDigit() {
 		if v > (1<<63)/10 {
 			return false
 		}
@@ -293,8 +290,7 @@ func (s *scanner) int64Value(out *int64) bool {
 		return false
 	case v > 1<<63, v == 1<<63 && !neg:
 		return false
-	}
-	if s.i < len(s.data) && (s.data[s.i] == '.' || s.data[s.i] == 'e' || s.data[s.i] == 'E') {
+	case s.at(".eE"):
 		return false
 	}
 	*out = int64(v)
@@ -335,29 +331,16 @@ func (s *scanner) skipScalar() bool {
 
 // number reads a JSON number (RFC 8259's grammar).
 func (s *scanner) number() bool {
-	if s.i < len(s.data) && s.data[s.i] == '-' {
-		s.i++
-	}
-	switch {
-	case s.i < len(s.data) && s.data[s.i] == '0':
-		s.i++
-	case !s.digits():
+	s.next("-")
+	if !s.next("0") && !s.digits() {
 		return false
 	}
-	if s.i < len(s.data) && s.data[s.i] == '.' {
-		s.i++
-		if !s.digits() {
-			return false
-		}
+	if s.next(".") && !s.digits() {
+		return false
 	}
-	if s.i < len(s.data) && (s.data[s.i] == 'e' || s.data[s.i] == 'E') {
-		s.i++
-		if s.i < len(s.data) && (s.data[s.i] == '+' || s.data[s.i] == '-') {
-			s.i++
-		}
-		if !s.digits() {
-			return false
-		}
+	if s.next("eE") {
+		s.next("+-")
+		return s.digits()
 	}
 	return true
 }
@@ -365,10 +348,29 @@ func (s *scanner) number() bool {
 // digits reads one or more decimal digits.
 func (s *scanner) digits() bool {
 	start := s.i
-	for s.i < len(s.data) && '0' <= s.data[s.i] && s.data[s.i] <= '9' {
+	for s.atDigit() {
 		s.i++
 	}
 	return s.i > start
+}
+
+// at says whether the next byte is one of set.
+func (s *scanner) at(set string) bool {
+	return s.i < len(s.data) && strings.IndexByte(set, s.data[s.i]) >= 0
+}
+
+// atDigit says whether the next byte is a decimal digit.
+func (s *scanner) atDigit() bool {
+	return s.i < len(s.data) && '0' <= s.data[s.i] && s.data[s.i] <= '9'
+}
+
+// next reads the next byte if it is one of set.
+func (s *scanner) next(set string) bool {
+	if !s.at(set) {
+		return false
+	}
+	s.i++
+	return true
 }
 
 // stringLiteral reads a string and returns its raw bytes between the

@@ -114,58 +114,79 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	bundle := h.config.Load()
-	s := &bundle.Config.Webhook
+	v, outcome := h.verify(w, r, bundle)
+	if outcome != "" {
+		return outcome
+	}
+	return h.accept(w, r, &v, &bundle.Config.Webhook)
+}
 
+// verified is a request whose body is signed with an account's secret and
+// holds a valid alert.created event.
+type verified struct {
+	body    []byte
+	account string
+	alert   Alert
+}
+
+// verify reads and checks the request. When it is not a valid signed
+// alert, it answers it and returns the outcome; else no outcome.
+func (h *Handler) verify(w http.ResponseWriter, r *http.Request, bundle *config.Bundle) (verified, string) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		return h.reject(w, r, http.StatusMethodNotAllowed, outcomeMethodNotAllowed, "method "+r.Method)
+		return verified{}, h.reject(w, r, http.StatusMethodNotAllowed, outcomeMethodNotAllowed, "method "+r.Method)
 	}
 
-	body, err := readBody(w, r, s.MaxBodyBytes)
+	body, err := readBody(w, r, bundle.Config.Webhook.MaxBodyBytes)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return h.reject(w, r, http.StatusRequestEntityTooLarge, outcomeTooLarge, "body over the size cap")
+			return verified{}, h.reject(w, r, http.StatusRequestEntityTooLarge, outcomeTooLarge, "body over the size cap")
 		}
 		// Client gone, read timeout or broken chunking: nothing to verify.
-		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "body unreadable")
+		return verified{}, h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "body unreadable")
 	}
 
 	account := h.macs.signedBy(r.Header, body, bundle)
 	if account == nil {
-		return h.reject(w, r, http.StatusUnauthorized, outcomeInvalidSignature, "signature missing, malformed or wrong")
+		return verified{}, h.reject(w, r, http.StatusUnauthorized, outcomeInvalidSignature, "signature missing, malformed or wrong")
 	}
 
 	// Verified from here on: the body may be looked at.
 	if !isJSONMediaType(r.Header.Get("Content-Type")) {
-		return h.reject(w, r, http.StatusUnsupportedMediaType, outcomeUnsupportedMediaType, "content type is not application/json")
+		return verified{}, h.reject(w, r, http.StatusUnsupportedMediaType, outcomeUnsupportedMediaType, "content type is not application/json")
 	}
 	event, alert, err := parseBody(body)
 	if err != nil {
-		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, err.Error())
+		return verified{}, h.reject(w, r, http.StatusBadRequest, outcomeMalformed, err.Error())
 	}
 	// A signed body is the service's, but a buggy sender echoing an API
 	// token (any account's) must not make it a label value or put it in a
 	// log line, as a reply of the API that carries it is refused too.
 	if h.tokens.contain(body, bundle) {
-		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "the body carries an API token")
+		return verified{}, h.reject(w, r, http.StatusBadRequest, outcomeMalformed, "the body carries an API token")
 	}
 	if event != breach.EventAlertCreated {
-		return h.ignore(w, r, outcomeUnknownEvent)
+		return verified{}, h.ignore(w, r, outcomeUnknownEvent)
 	}
 	// An address not watched may become a discovered one: polled, and a
 	// label value. A watched one was checked when it came in.
 	if !h.watchlist.Watches(alert.Address) && !breach.ValidEmail(alert.Address) {
-		return h.reject(w, r, http.StatusBadRequest, outcomeMalformed,
+		return verified{}, h.reject(w, r, http.StatusBadRequest, outcomeMalformed,
 			fmt.Sprintf("address is not a valid email address of at most %d bytes", breach.MaxAddressBytes))
 	}
+	return verified{body: body, account: account.Name, alert: alert}, ""
+}
 
+// accept answers a verified alert: a duplicate or a stale one is ignored;
+// any other is accepted, 204, once durable.
+func (h *Handler) accept(w http.ResponseWriter, r *http.Request, v *verified, s *config.WebhookConfig) string {
 	now := h.clock.Now()
 	maxAge := time.Duration(s.MaxEventAge)
-	stale := maxAge > 0 && alert.ObservedAt.Before(now.Add(-maxAge))
+	stale := maxAge > 0 && v.alert.ObservedAt.Before(now.Add(-maxAge))
 	// Only accepted bodies are remembered: a duplicate is a body that was
 	// already counted, so a replay of a stale one is stale again.
-	key := sha256.Sum256(body)
+	key := sha256.Sum256(v.body)
 	if h.dedup.check(key, now, !stale, time.Duration(s.DedupWindow), s.DedupMaxEntries) {
 		return h.ignore(w, r, outcomeDuplicate)
 	}
@@ -177,8 +198,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) string {
 	// go-kit even a filtered debug line costs its timestamp and caller on the
 	// endpoint's busiest path. 204 means durable: a failed commit is 503,
 	// which the sender retries.
-	a := h.accepted(key, account.Name, alert, now)
-	err = errForwardBacklog
+	a := h.accepted(key, v.account, v.alert, now)
+	err := errForwardBacklog
 	if h.full == nil || !h.full() {
 		err = h.commit(a, s.DedupMaxEntries)
 	}
