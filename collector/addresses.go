@@ -119,8 +119,30 @@ func renderBlock(e *watchlist.Entry, acks *acknowledge.Set, withAlerts bool, on 
 	w.add(addressNewDatabases, e.News.NewDatabases)
 	w.add(addressNewSensitive, e.News.SensitiveFields)
 
-	dbs, fields := sc.dbs[:0], sc.fields[:0]
 	sources := sourcesByName(e.Sources)
+	renderAcknowledged(w, e, acks, sources)
+	renderSources(w, sources, sc)
+	if withAlerts {
+		renderAlerts(w, e.Alerts, sc)
+	}
+
+	b := &block{version: e.Version, label: e.Label, ends: make([]int, len(perAddress))}
+	n := 0
+	for _, l := range w.lines {
+		n += len(l)
+	}
+	b.data = make([]byte, 0, n)
+	for i, l := range w.lines {
+		b.data = append(b.data, l...)
+		b.ends[i] = len(b.data)
+	}
+	return b
+}
+
+// renderAcknowledged renders the acknowledgement in force for each feed of
+// e that has one: those the API lists (sources) and those a critical
+// webhook named.
+func renderAcknowledged(w *blockWriter, e *watchlist.Entry, acks *acknowledge.Set, sources []breach.SourceState) {
 	names := make([]string, len(sources))
 	for i, src := range sources {
 		names[i] = src.Source
@@ -137,13 +159,19 @@ func renderBlock(e *watchlist.Entry, acks *acknowledge.Set, withAlerts bool, on 
 			w.add(sourceAcknowledged, v, label{"source", s}, label{"by", a.By}, label{"comment", a.Comment})
 		}
 	}
+}
+
+// renderSources renders the series of each feed the API lists, sources
+// in name order.
+func renderSources(w *blockWriter, sources []breach.SourceState, sc *scratch) {
+	dbs, fields := sc.dbs[:0], sc.fields[:0]
 	for _, src := range sources {
 		source := label{"source", src.Source}
 		w.add(sourceBreaches, float64(src.BreachCount), source)
 		w.add(sourcePlaintext, boolValue(src.HasPlaintextPassword), source)
 		w.add(sourceLastScanned, unixSeconds(src.LastScannedAt), source)
 		w.add(sourceLastChanged, unixSeconds(src.LastChangedAt), source)
-		if on[sourceDatabases.index] || on[sourceDatabaseInfo.index] {
+		if w.on[sourceDatabases.index] || w.on[sourceDatabaseInfo.index] {
 			// The watchlist keeps each name once.
 			names := src.SourceDBs
 			w.add(sourceDatabases, float64(len(names)), source)
@@ -165,22 +193,6 @@ func renderBlock(e *watchlist.Entry, acks *acknowledge.Set, withAlerts bool, on 
 	sc.dbs, sc.fields = dbs, fields
 	w.addSorted(sourceDatabaseInfo, "database", dbs)
 	w.addSorted(sourceFieldExposed, "field", fields)
-	if withAlerts {
-		renderAlerts(w, e.Alerts, sc)
-	}
-	lines := w.lines
-
-	b := &block{version: e.Version, label: e.Label, ends: make([]int, len(perAddress))}
-	n := 0
-	for _, l := range lines {
-		n += len(l)
-	}
-	b.data = make([]byte, 0, n)
-	for i, l := range lines {
-		b.data = append(b.data, l...)
-		b.ends[i] = len(b.data)
-	}
-	return b
 }
 
 // renderAlerts renders an address's alert series: breach_alerts_total for
