@@ -133,19 +133,6 @@ func ValidEmail(s string) bool {
 	return err == nil && parsed.Address == s
 }
 
-// Distinct returns values without repeats, in order of first appearance.
-func Distinct(values []string) []string {
-	seen := make(map[string]bool, len(values))
-	out := make([]string, 0, len(values))
-	for _, v := range values {
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // RememberedWebhook is a signed webhook body the receiver accepted, by the
 // SHA-256 of its bytes, and when: what its duplicate check remembers and the
 // state snapshot keeps across a restart.

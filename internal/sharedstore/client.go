@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
@@ -77,7 +76,6 @@ type Client struct {
 	up      prometheus.Gauge
 	errs    *prometheus.CounterVec
 	missed  prometheus.Counter
-	upNow   atomic.Bool
 	stateMu sync.Mutex
 	state   int // stateUnknown until the first outcome, then stateUp or stateDown
 
@@ -241,9 +239,6 @@ func (s *Client) Run(ctx context.Context) {
 	}
 }
 
-// Up reports whether the store answered the last command.
-func (s *Client) Up() bool { return s.upNow.Load() }
-
 // Close closes the client.
 func (s *Client) Close() error { return s.rdb.Close() }
 
@@ -279,7 +274,6 @@ func (s *Client) setUp(up bool, err error) {
 	if up {
 		next = stateUp
 	}
-	s.upNow.Store(up)
 	if next == s.state {
 		return
 	}

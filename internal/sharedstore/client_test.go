@@ -100,8 +100,8 @@ func TestOpenChecksTheURLWithoutConnecting(t *testing.T) {
 	if s.rdb.Options().Password != "other" || s.rdb.Options().DB != 2 || s.rdb.Options().TLSConfig == nil {
 		t.Errorf("options: password %q, db %d, tls %v", s.rdb.Options().Password, s.rdb.Options().DB, s.rdb.Options().TLSConfig != nil)
 	}
-	if s.Up() {
-		t.Error("Up before any command")
+	if testutil.ToFloat64(s.up) != 0 {
+		t.Error("up before any command")
 	}
 	got := testkit.Samples(t, reg)
 	want := map[string]float64{
@@ -168,7 +168,7 @@ func TestReserveHandsOutEverySlotOnce(t *testing.T) {
 	if err != nil || ttl <= n*spacing || ttl > n*spacing+2*time.Minute+time.Second {
 		t.Errorf("the budget key's expiry: %v, %v", ttl, err)
 	}
-	if !a.Up() || testutil.ToFloat64(a.up) != 1 {
+	if testutil.ToFloat64(a.up) != 1 {
 		t.Error("the store answered, yet it is not up")
 	}
 }
@@ -495,9 +495,9 @@ func TestFollowGoesOnAfterTheStoreWasUnreachable(t *testing.T) {
 	waitFor(t, 10*time.Second, "the store to be up", func() bool { return testutil.ToFloat64(a.up) == 1 })
 
 	r.Pause()
-	waitFor(t, 30*time.Second, "the store to be down", func() bool { return testutil.ToFloat64(a.up) == 0 && !a.Up() })
+	waitFor(t, 30*time.Second, "the store to be down", func() bool { return testutil.ToFloat64(a.up) == 0 })
 	r.Resume()
-	waitFor(t, 30*time.Second, "the store to be up again", func() bool { return testutil.ToFloat64(a.up) == 1 && a.Up() })
+	waitFor(t, 30*time.Second, "the store to be up again", func() bool { return testutil.ToFloat64(a.up) == 1 })
 	for i := range 3 {
 		if _, err := b.Publish(ctx, "k", []byte(fmt.Sprint("after", i))); err != nil {
 			t.Fatal(err)
@@ -621,8 +621,8 @@ func TestCommandsWhileTheStoreIsDownFailInTime(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("Reserve took %v to fail", d)
 	}
-	if s.Up() || testutil.ToFloat64(s.errs.WithLabelValues("reserve")) != 1 {
-		t.Errorf("after a failed reserve: up %v, errors %v", s.Up(), testutil.ToFloat64(s.errs.WithLabelValues("reserve")))
+	if testutil.ToFloat64(s.up) != 0 || testutil.ToFloat64(s.errs.WithLabelValues("reserve")) != 1 {
+		t.Errorf("after a failed reserve: up %v, errors %v", testutil.ToFloat64(s.up), testutil.ToFloat64(s.errs.WithLabelValues("reserve")))
 	}
 	// A caller that gives up says nothing about the store.
 	cctx, cancel := context.WithCancel(ctx)
@@ -638,7 +638,7 @@ func TestCommandsWhileTheStoreIsDownFailInTime(t *testing.T) {
 		_, err := s.Reserve(ctx, "k", time.Second)
 		return err == nil
 	})
-	if !s.Up() {
+	if testutil.ToFloat64(s.up) != 1 {
 		t.Error("not up after a command succeeded")
 	}
 }
@@ -665,11 +665,11 @@ func TestStoreThatRefusesWritesIsDown(t *testing.T) {
 	if _, err := a.Reserve(ctx, "k", time.Second); err == nil {
 		t.Fatal("Reserve succeeded on a store out of memory")
 	}
-	waitFor(t, 10*time.Second, "the store to be down", func() bool { return testutil.ToFloat64(a.up) == 0 && !a.Up() })
+	waitFor(t, 10*time.Second, "the store to be down", func() bool { return testutil.ToFloat64(a.up) == 0 })
 	if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the store to be up again", func() bool { return testutil.ToFloat64(a.up) == 1 && a.Up() })
+	waitFor(t, 10*time.Second, "the store to be up again", func() bool { return testutil.ToFloat64(a.up) == 1 })
 }
 
 // Stream IDs order as pairs of numbers, not as strings.

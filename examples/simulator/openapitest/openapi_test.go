@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
 func TestMain(m *testing.M) {
@@ -94,7 +95,7 @@ func TestOpenAPIDocumentValidates(t *testing.T) {
 	}
 	for name, want := range map[string][]string{
 		"Plan":   sim.Plans(),
-		"Source": sim.Sources(),
+		"Source": breach.KnownSources,
 		"Field":  sim.Fields(),
 	} {
 		var got []string

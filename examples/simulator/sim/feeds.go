@@ -17,9 +17,6 @@ import (
 // breach.KnownSources' order (part of the seed's determinism) and lists
 // fields in breach.KnownFields' order.
 
-// Sources returns the feeds in the order the simulator reports them.
-func Sources() []string { return slices.Clone(breach.KnownSources) }
-
 // Fields returns the exposed-value categories in the order they are reported.
 func Fields() []string { return slices.Clone(breach.KnownFields) }
 
