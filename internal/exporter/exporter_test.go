@@ -33,11 +33,66 @@ func combolist(count int64) sim.Answer {
 		FieldsExposed: []string{"password"}, HasPlaintextPassword: true, LastScannedAt: at, LastChangedAt: at})
 }
 
+// running is one life of an exporter: built by startExporter, running
+// until stop, which then closes it (the last snapshot), as main does at
+// shutdown. Every test that runs an exporter starts it here.
+type running struct {
+	exp  *Exporter
+	reg  *prometheus.Registry
+	logs *testkit.SyncBuffer // what it logged, in logfmt
+
+	stopRun  func()
+	stopped  bool
+	closeErr error
+	// closeMayFail: the test takes the state folder away, so the last
+	// snapshot failing is the test's to check, not a failure.
+	closeMayFail bool
+}
+
+// startExporter builds an exporter with o (its Registerer and Logger are
+// the harness's) and runs it until stop, or the test's end.
+func startExporter(t *testing.T, o Options) *running {
+	t.Helper()
+	r, err := tryStartExporter(t, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// tryStartExporter is startExporter for a start that may fail.
+func tryStartExporter(t *testing.T, o Options) (*running, error) {
+	t.Helper()
+	r := &running{reg: prometheus.NewRegistry(), logs: &testkit.SyncBuffer{}}
+	o.Registerer, o.Logger = r.reg, log.NewLogfmtLogger(r.logs)
+	var err error
+	if r.exp, err = New(o); err != nil {
+		return nil, err
+	}
+	r.stopRun = testkit.Go(t, r.exp.Run)
+	t.Cleanup(func() {
+		if err := r.stop(); err != nil && !r.closeMayFail {
+			t.Errorf("last snapshot: %v", err)
+		}
+	})
+	return r, nil
+}
+
+// stop stops Run and closes the exporter, once; it returns Close's error.
+func (r *running) stop() error {
+	if !r.stopped {
+		r.stopped = true
+		r.stopRun()
+		r.closeErr = r.exp.Close()
+	}
+	return r.closeErr
+}
+
+// fixture is an exporter with the receiver on, without persistence,
+// against the API stand-in.
 type fixture struct {
+	*running
 	t     *testing.T
-	logs  *testkit.SyncBuffer
-	exp   *Exporter
-	reg   *prometheus.Registry
 	clock *clockwork.FakeClock
 	api   *testkit.StandIn
 	dir   string
@@ -51,26 +106,19 @@ func newFixture(t *testing.T, configTail string) *fixture {
 // every address verified with combolist(1) unless setup says otherwise.
 func newFixtureWith(t *testing.T, configTail string, setup func(*testkit.StandIn)) *fixture {
 	t.Helper()
-	f := &fixture{t: t, reg: prometheus.NewRegistry(), clock: clockwork.NewFakeClock(), dir: t.TempDir(), logs: &testkit.SyncBuffer{}}
+	f := &fixture{t: t, clock: clockwork.NewFakeClock(), dir: t.TempDir()}
 	f.api = testkit.NewStandIn(t, f.clock)
 	f.api.AnswerOthers(combolist(1))
 	if setup != nil {
 		setup(f.api)
 	}
 	writeConfig(t, f.dir, f.api.BaseURL(), configTail)
-	var err error
-	f.exp, err = New(Options{
+	f.running = startExporter(t, Options{
 		ConfigFile: filepath.Join(f.dir, "config.yml"),
 		UserAgent:  "breach_exporter/test",
-		Logger:     log.NewLogfmtLogger(f.logs),
-		Registerer: f.reg,
 		Clock:      f.clock,
 		Webhook:    true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.Go(t, f.exp.Run)
 	return f
 }
 

@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
@@ -24,39 +22,16 @@ import (
 
 // replica is one exporter of a replicated test, on the real clock: the
 // store keeps time with its own.
-type replica struct {
-	exp  *Exporter
-	reg  *prometheus.Registry
-	logs *testkit.SyncBuffer
-	stop func()
-}
+type replica struct{ *running }
 
 func startReplica(t *testing.T, dir, storage string) *replica {
 	t.Helper()
-	r := &replica{reg: prometheus.NewRegistry(), logs: &testkit.SyncBuffer{}}
-	var err error
-	r.exp, err = New(Options{
+	return &replica{startExporter(t, Options{
 		ConfigFile:       filepath.Join(dir, "config.yml"),
-		Logger:           log.NewLogfmtLogger(r.logs),
-		Registerer:       r.reg,
 		Webhook:          true,
 		StoragePath:      storage,
 		SnapshotInterval: time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopRun := testkit.Go(t, r.exp.Run)
-	stopped := false
-	r.stop = func() {
-		if !stopped {
-			stopped = true
-			stopRun()
-			r.exp.Close()
-		}
-	}
-	t.Cleanup(r.stop)
-	return r
+	})}
 }
 
 func (r *replica) scrape(t *testing.T) map[string]float64 {

@@ -24,13 +24,10 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
-// run is one life of an exporter with persistence: it runs until stop,
-// which also writes the last snapshot, as main does at shutdown.
+// run is one life of an exporter with persistence, on a fake clock.
 type run struct {
-	exp   *Exporter
-	reg   *prometheus.Registry
+	*running
 	clock *clockwork.FakeClock
-	stop  func()
 }
 
 // start runs an exporter watching addresses (a YAML list) against the API
@@ -45,34 +42,13 @@ func start(t *testing.T, dir, storage, baseURL, addresses, webhookTail string) *
 func startAt(t *testing.T, clock *clockwork.FakeClock, dir, storage, baseURL, addresses, webhookTail string) *run {
 	t.Helper()
 	writeConfig(t, dir, baseURL, webhookTail+"addresses: "+addresses+"\n")
-	r := &run{reg: prometheus.NewRegistry(), clock: clock}
-	var err error
-	r.exp, err = New(Options{
+	return &run{clock: clock, running: startExporter(t, Options{
 		ConfigFile:       filepath.Join(dir, "config.yml"),
-		Logger:           log.NewNopLogger(),
-		Registerer:       r.reg,
-		Clock:            r.clock,
+		Clock:            clock,
 		Webhook:          true,
 		StoragePath:      storage,
 		SnapshotInterval: time.Minute,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopRun := testkit.Go(t, r.exp.Run)
-	stopped := false
-	r.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		stopRun()
-		if err := r.exp.Close(); err != nil {
-			t.Errorf("last snapshot: %v", err)
-		}
-	}
-	t.Cleanup(r.stop)
-	return r
+	})}
 }
 
 // feedLines renders the feed series and address states, the lines a

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,11 +26,8 @@ func startOn(t *testing.T, storage string) (*Exporter, *prometheus.Registry, err
 	api.Refuse()
 	dir := t.TempDir()
 	writeConfig(t, dir, api.BaseURL(), "addresses: []\n")
-	reg := prometheus.NewRegistry()
-	exp, err := New(Options{
+	r, err := tryStartExporter(t, Options{
 		ConfigFile:       filepath.Join(dir, "config.yml"),
-		Logger:           log.NewNopLogger(),
-		Registerer:       reg,
 		Clock:            clockwork.NewFakeClock(),
 		Webhook:          true,
 		StoragePath:      storage,
@@ -40,12 +36,8 @@ func startOn(t *testing.T, storage string) (*Exporter, *prometheus.Registry, err
 	if err != nil {
 		return nil, nil, err
 	}
-	stop := testkit.Go(t, exp.Run)
-	t.Cleanup(func() {
-		stop()
-		exp.Close()
-	})
-	return exp, reg, nil
+	r.closeMayFail = true
+	return r.exp, r.reg, nil
 }
 
 func post(exp *Exporter, address string) int {
