@@ -273,6 +273,59 @@ type webhookTarget struct {
 	exposition func() []byte
 }
 
+// webhookRounds is what every webhook intake measurement shares: one set
+// of credentials, the addresses, the signed alerts (a warm-up of 4 per
+// client, then the timed ones) and the simulator the exporters poll.
+type webhookRounds struct {
+	creds       credentials
+	emails      []string
+	warm, timed []signedAlert
+	clients     int
+	api         *simulatorAPI
+}
+
+func newWebhookRounds(clients, requests, addresses int) (*webhookRounds, error) {
+	w := &webhookRounds{creds: newCredentials(), emails: benchEmails(addresses), clients: clients}
+	alerts, err := signedAlerts(requests+4*clients, w.emails, w.creds.secret)
+	if err != nil {
+		return nil, err
+	}
+	w.timed, w.warm = alerts[:requests], alerts[requests:]
+	if w.api, err = newSimulatorAPI(w.creds, w.emails, nil); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *webhookRounds) stop() { w.api.stop() }
+
+// sent is how many alerts a round sends, warm-up included.
+func (w *webhookRounds) sent() int { return len(w.warm) + len(w.timed) }
+
+// round times one round against target; accepted is what it counted,
+// 0 for a target that does not count.
+func (w *webhookRounds) round(target webhookTarget) (r roundResult, accepted int, err error) {
+	r, err = timedRound(target.url, w.warm, w.timed, w.clients)
+	if err == nil && target.counted != nil {
+		accepted, err = target.counted()
+	}
+	return r, accepted, err
+}
+
+// eachRound runs run for every variant rounds times, rotating which goes
+// first, so that none always inherits another's garbage or warm caches,
+// and back to back, so that load from elsewhere hits them alike.
+func eachRound(rounds, variants int, run func(variant int) error) error {
+	for round := range rounds {
+		for i := range variants {
+			if err := run((round + i) % variants); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // MeasureWebhook compares accepted signed alerts per second through the
 // exporter's real receiver (webhook.NewServer around the exporter's handler,
 // the exporter running against the simulator, its journal on: each 204
@@ -283,63 +336,43 @@ func MeasureWebhook(o WebhookOptions) (WebhookResult, error) {
 		return WebhookResult{}, errors.New("every webhook option must be at least 1")
 	}
 	res := WebhookResult{Clients: o.Clients, Requests: o.Requests, Rounds: o.Rounds}
-	creds := newCredentials()
-	emails := benchEmails(o.Addresses)
-	warmup := 4 * o.Clients
-	alerts, err := signedAlerts(o.Requests+warmup, emails, creds.secret)
+	w, err := newWebhookRounds(o.Clients, o.Requests, o.Addresses)
 	if err != nil {
 		return res, err
 	}
-	timed, warm := alerts[:o.Requests], alerts[o.Requests:]
-
-	api, err := newSimulatorAPI(creds, emails, nil)
-	if err != nil {
-		return res, err
-	}
-	defer api.stop()
+	defer w.stop()
 
 	rates := map[receiver][]float64{}
-	for round := range o.Rounds {
-		// Rotate which goes first, so none always inherits another's
-		// garbage or warm caches.
-		for i := range receivers {
-			kind := receivers[(round+i)%len(receivers)]
-			var target webhookTarget
-			switch kind {
-			case receiverOurs:
-				target, err = startOurReceiver(webhookSetup(api.baseURL, emails), creds)
-			case receiverDurable:
-				target, err = startDurableReceiver(creds.secret)
-			default:
-				target, err = startBareReceiver(creds.secret)
-			}
-			if err != nil {
-				return res, err
-			}
-			round, err := timedRound(target.url, warm, timed, o.Clients)
-			if err == nil && target.counted != nil {
-				var accepted int
-				accepted, err = target.counted()
-				res.Accepted += accepted
-				res.Sent += len(warm) + len(timed)
-			}
-			target.stop()
-			if err != nil {
-				return res, fmt.Errorf("%s receiver: %w", kind, err)
-			}
-			rates[kind] = append(rates[kind], round.rate)
-			share := 1 / float64(o.Rounds)
-			switch kind {
-			case receiverOurs:
-				res.OursProcessAllocs += round.allocs * share
-				res.OursCPUMicros += round.cpuMicros * share
-			case receiverDurable:
-				res.DurableCPUMicros += round.cpuMicros * share
-			default:
-				res.BaselineProcessAllocs += round.allocs * share
-				res.BaselineCPUMicros += round.cpuMicros * share
-			}
+	err = eachRound(o.Rounds, len(receivers), func(variant int) error {
+		kind := receivers[variant]
+		var target webhookTarget
+		var err error
+		switch kind {
+		case receiverOurs:
+			target, err = startOurReceiver(webhookSetup(w.api.baseURL, w.emails), w.creds)
+		case receiverDurable:
+			target, err = startDurableReceiver(w.creds.secret)
+		default:
+			target, err = startBareReceiver(w.creds.secret)
 		}
+		if err != nil {
+			return err
+		}
+		round, accepted, err := w.round(target)
+		if err == nil && target.counted != nil {
+			res.Accepted += accepted
+			res.Sent += w.sent()
+		}
+		target.stop()
+		if err != nil {
+			return fmt.Errorf("%s receiver: %w", kind, err)
+		}
+		rates[kind] = append(rates[kind], round.rate)
+		res.addRound(kind, round, 1/float64(o.Rounds))
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	res.OursRounds, res.BaselineRounds, res.DurableRounds = rates[receiverOurs], rates[receiverBare], rates[receiverDurable]
 	res.OursPerSecond, res.BaselinePerSecond = medianFloat(res.OursRounds), medianFloat(res.BaselineRounds)
@@ -348,16 +381,31 @@ func MeasureWebhook(o WebhookOptions) (WebhookResult, error) {
 	res.DurableRatio = medianRatio(res.DurableRounds, res.BaselineRounds)
 	res.OursToDurable = medianRatio(res.OursRounds, res.DurableRounds)
 
-	res.OursServerAllocs, res.OursServerBytes, err = ourServerAllocs(emails, creds, o.AllocRuns)
+	res.OursServerAllocs, res.OursServerBytes, err = ourServerAllocs(w.emails, w.creds, o.AllocRuns)
 	if err != nil {
 		return res, err
 	}
-	bareAlerts, err := signedAlerts(2*(o.AllocRuns+1), emails, creds.secret)
+	bareAlerts, err := signedAlerts(2*(o.AllocRuns+1), w.emails, w.creds.secret)
 	if err != nil {
 		return res, err
 	}
-	res.BaselineServerAllocs, res.BaselineServerBytes, err = serverAllocs(bareHMACHandler(creds.secret), bareAlerts)
+	res.BaselineServerAllocs, res.BaselineServerBytes, err = serverAllocs(bareHMACHandler(w.creds.secret), bareAlerts)
 	return res, err
+}
+
+// addRound adds a round of kind to the means of allocations and CPU per
+// request, each round weighing share.
+func (res *WebhookResult) addRound(kind receiver, round roundResult, share float64) {
+	switch kind {
+	case receiverOurs:
+		res.OursProcessAllocs += round.allocs * share
+		res.OursCPUMicros += round.cpuMicros * share
+	case receiverDurable:
+		res.DurableCPUMicros += round.cpuMicros * share
+	default:
+		res.BaselineProcessAllocs += round.allocs * share
+		res.BaselineCPUMicros += round.cpuMicros * share
+	}
 }
 
 // roundResult is one timed round: accepted requests per second, and

@@ -48,51 +48,44 @@ func MeasureWebhookAccounts(o WebhookAccountsOptions) (WebhookAccountsResult, er
 		return WebhookAccountsResult{}, errors.New("accounts must be at least 2, every other option at least 1")
 	}
 	res := WebhookAccountsResult{Accounts: o.Accounts, Clients: o.Clients, Requests: o.Requests, Rounds: o.Rounds}
-	creds := newCredentials()
-	emails := benchEmails(o.Addresses)
+	w, err := newWebhookRounds(o.Clients, o.Requests, o.Addresses)
+	if err != nil {
+		return res, err
+	}
+	defer w.stop()
 	others := make([][]byte, o.Accounts-1)
 	for i := range others {
 		others[i] = []byte(randomHex(24))
 	}
-	alerts, err := signedAlerts(o.Requests+4*o.Clients, emails, creds.secret)
-	if err != nil {
-		return res, err
-	}
-	timed, warm := alerts[:o.Requests], alerts[o.Requests:]
-	api, err := newSimulatorAPI(creds, emails, nil)
-	if err != nil {
-		return res, err
-	}
-	defer api.stop()
 
-	for round := range o.Rounds {
-		for i := range 2 {
-			many := (round+i)%2 == 0 // rotate which goes first
-			setup := exporterSetup{baseURL: api.baseURL, emails: emails, requestsPerMinute: 1, webhook: true, persist: true}
-			if many {
-				setup.otherAccounts = others
-			}
-			target, err := startOurReceiver(setup, creds)
-			if err != nil {
-				return res, err
-			}
-			r, err := timedRound(target.url, warm, timed, o.Clients)
-			if err == nil {
-				var accepted int
-				accepted, err = target.counted()
-				res.Accepted += accepted
-				res.Sent += len(warm) + len(timed)
-			}
-			target.stop()
-			if err != nil {
-				return res, fmt.Errorf("%d accounts (many %t): %w", o.Accounts, many, err)
-			}
-			if many {
-				res.ManyRounds = append(res.ManyRounds, r.rate)
-			} else {
-				res.OneRounds = append(res.OneRounds, r.rate)
-			}
+	err = eachRound(o.Rounds, 2, func(variant int) error {
+		many := variant == 0
+		setup := exporterSetup{baseURL: w.api.baseURL, emails: w.emails, requestsPerMinute: 1, webhook: true, persist: true}
+		if many {
+			setup.otherAccounts = others
 		}
+		target, err := startOurReceiver(setup, w.creds)
+		if err != nil {
+			return err
+		}
+		r, accepted, err := w.round(target)
+		if err == nil {
+			res.Accepted += accepted
+			res.Sent += w.sent()
+		}
+		target.stop()
+		if err != nil {
+			return fmt.Errorf("%d accounts (many %t): %w", o.Accounts, many, err)
+		}
+		if many {
+			res.ManyRounds = append(res.ManyRounds, r.rate)
+		} else {
+			res.OneRounds = append(res.OneRounds, r.rate)
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	res.ManyPerSecond, res.OnePerSecond = medianFloat(res.ManyRounds), medianFloat(res.OneRounds)
 	res.Ratio = medianRatio(res.ManyRounds, res.OneRounds)

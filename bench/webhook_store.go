@@ -66,75 +66,77 @@ func MeasureWebhookStore(o WebhookOptions) (WebhookStoreResult, error) {
 		return res, err
 	}
 	defer redis.stop()
-	creds := newCredentials()
-	emails := benchEmails(o.Addresses)
-	warmup := 4 * o.Clients
-	alerts, err := signedAlerts(o.Requests+warmup, emails, creds.secret)
+	w, err := newWebhookRounds(o.Clients, o.Requests, o.Addresses)
 	if err != nil {
 		return res, err
 	}
-	timed, warm := alerts[:o.Requests], alerts[o.Requests:]
-	api, err := newSimulatorAPI(creds, emails, nil)
-	if err != nil {
-		return res, err
-	}
-	defer api.stop()
+	defer w.stop()
 
-	for round := range o.Rounds {
-		for i := range 2 {
-			withStore := (round+i)%2 == 0
-			setup := webhookSetup(api.baseURL, emails)
-			if withStore {
-				// A prefix of its own: every round starts from an
-				// empty store.
-				setup.storeURL, setup.storePrefix = redis.url(), "bench-"+randomHex(4)
-			}
-			target, err := startOurReceiver(setup, creds)
-			if err != nil {
-				return res, err
-			}
-			began, cpu0 := time.Now(), cpuTime()
-			var redis0 time.Duration
-			if withStore {
-				redis0, err = processCPU(redis.cmd.Process.Pid)
-			}
-			var r roundResult
-			if err == nil {
-				r, err = timedRound(target.url, warm, timed, o.Clients)
-			}
-			if err == nil && withStore {
-				err = waitStoreCounted(&res, target, len(warm)+len(timed), began)
-			} else if err == nil {
-				// Without a store the 204 comes after the count.
-				var accepted int
-				if accepted, err = target.counted(); err == nil && accepted != len(warm)+len(timed) {
-					err = fmt.Errorf("%d alerts sent, %d counted accepted", len(warm)+len(timed), accepted)
-				}
-			}
-			cpu := cpuTime() - cpu0
-			if err == nil && withStore {
-				var redis1 time.Duration
-				redis1, err = processCPU(redis.cmd.Process.Pid)
-				cpu += redis1 - redis0
-			}
-			target.stop()
-			if err != nil {
-				return res, fmt.Errorf("exporter, store %v: %w", withStore, err)
-			}
-			perAlert := float64(cpu.Microseconds()) / float64(len(warm)+len(timed)) / float64(o.Rounds)
-			if withStore {
-				res.StoreRounds = append(res.StoreRounds, r.rate)
-				res.StoreCPUMicros += perAlert
-			} else {
-				res.AloneRounds = append(res.AloneRounds, r.rate)
-				res.AloneCPUMicros += perAlert
-			}
+	err = eachRound(o.Rounds, 2, func(variant int) error {
+		withStore := variant == 0
+		setup := webhookSetup(w.api.baseURL, w.emails)
+		if withStore {
+			// A prefix of its own: every round starts from an empty
+			// store.
+			setup.storeURL, setup.storePrefix = redis.url(), "bench-"+randomHex(4)
 		}
+		target, err := startOurReceiver(setup, w.creds)
+		if err != nil {
+			return err
+		}
+		r, cpu, err := storeRound(&res, w, target, redis, withStore)
+		target.stop()
+		if err != nil {
+			return fmt.Errorf("exporter, store %v: %w", withStore, err)
+		}
+		perAlert := float64(cpu.Microseconds()) / float64(w.sent()) / float64(o.Rounds)
+		if withStore {
+			res.StoreRounds = append(res.StoreRounds, r.rate)
+			res.StoreCPUMicros += perAlert
+		} else {
+			res.AloneRounds = append(res.AloneRounds, r.rate)
+			res.AloneCPUMicros += perAlert
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
 	}
 	res.StorePerSecond, res.AlonePerSecond = medianFloat(res.StoreRounds), medianFloat(res.AloneRounds)
 	res.ForwardedPerSecond = medianFloat(res.ForwardedRounds)
 	res.Ratio = medianRatio(res.StoreRounds, res.AloneRounds)
 	return res, nil
+}
+
+// storeRound times one round against target and waits until it counted
+// every alert: with the store, until the store holds them and the exporter
+// applied them from its stream. cpu is the CPU time spent from the first
+// send until then, redis-server's included with the store.
+func storeRound(res *WebhookStoreResult, w *webhookRounds, target webhookTarget, redis *redisServer, withStore bool) (r roundResult, cpu time.Duration, err error) {
+	began, cpu0 := time.Now(), cpuTime()
+	var redis0 time.Duration
+	if withStore {
+		redis0, err = processCPU(redis.cmd.Process.Pid)
+	}
+	if err == nil {
+		r, err = timedRound(target.url, w.warm, w.timed, w.clients)
+	}
+	if err == nil && withStore {
+		err = waitStoreCounted(res, target, w.sent(), began)
+	} else if err == nil {
+		// Without a store the 204 comes after the count.
+		var accepted int
+		if accepted, err = target.counted(); err == nil && accepted != w.sent() {
+			err = fmt.Errorf("%d alerts sent, %d counted accepted", w.sent(), accepted)
+		}
+	}
+	cpu = cpuTime() - cpu0
+	if err == nil && withStore {
+		var redis1 time.Duration
+		redis1, err = processCPU(redis.cmd.Process.Pid)
+		cpu += redis1 - redis0
+	}
+	return r, cpu, err
 }
 
 // waitStoreCounted polls the exporter until every alert it answered 204

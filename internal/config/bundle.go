@@ -110,45 +110,13 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 			l.add(checkWebConfig(w))
 		}
 	}
-	// The API client reads these itself (and the CA file again on new
-	// connections when it changed); checked first, they are regular files
-	// of bounded size when it does.
-	tls := &cfg.API.TLSConfig
-	if err := checkTLSFiles(tls.CAFile, tls.CertFile, tls.KeyFile); err != nil {
-		l.add(fmt.Errorf("api.tls_config: %w", err))
-	}
-	if len(l.problems) == 0 {
-		// Only a valid config has a client to build: its TLS and proxy
-		// problems are already listed otherwise.
-		var err error
-		for _, a := range b.Accounts {
-			a.BaseURL, err = url.Parse(a.Config.API.BaseURL)
-			l.add(err)
-		}
-		b.HTTPClient, err = commoncfg.NewClientFromConfig(commoncfg.HTTPClientConfig{
-			TLSConfig:   cfg.API.TLSConfig,
-			ProxyConfig: cfg.API.ProxyConfig,
-		}, "breach_api", commoncfg.WithUserAgent(o.UserAgent))
-		if err != nil {
-			l.add(fmt.Errorf("api.tls_config: %w", err))
-		}
-	}
+	l.httpClient(b, o.UserAgent)
 	labels, err := labelerOf(&cfg.Labels)
 	l.add(err)
 	if labels != nil {
 		l.add(checkLabelsUnique(cfg, labels))
 	}
-	if cfg.AcknowledgementsFile != "" {
-		b.Acknowledgements, err = acknowledge.Load(cfg.AcknowledgementsFile, time.Now())
-		for _, p := range acknowledge.Problems(err) {
-			l.add(fmt.Errorf("acknowledgements_file: %w", p))
-		}
-	}
-	b.StorePassword, err = cfg.Store.readStorePassword()
-	l.add(err)
-	if cfg.Store != nil && cfg.Store.hasPassword() {
-		b.Warnings = append(b.Warnings, l.placed(errors.New(StorePasswordWarning)).Error())
-	}
+	l.readFiles(b)
 	if o.AddressFiles {
 		l.problems = append(l.problems, addressFileProblems(cfg)...)
 	}
@@ -163,13 +131,59 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 	return b, nil
 }
 
+// httpClient checks the TLS files and, when nothing is wrong so far,
+// builds b's API client and the accounts' base URLs.
+func (l *bundleLoader) httpClient(b *Bundle, userAgent string) {
+	cfg := b.Config
+	// The API client reads these itself (and the CA file again on new
+	// connections when it changed); checked first, they are regular files
+	// of bounded size when it does.
+	tls := &cfg.API.TLSConfig
+	if err := checkTLSFiles(tls.CAFile, tls.CertFile, tls.KeyFile); err != nil {
+		l.add(fmt.Errorf("api.tls_config: %w", err))
+	}
+	if len(l.problems) > 0 {
+		// Only a valid config has a client to build: its TLS and proxy
+		// problems are already listed otherwise.
+		return
+	}
+	var err error
+	for _, a := range b.Accounts {
+		a.BaseURL, err = url.Parse(a.Config.API.BaseURL)
+		l.add(err)
+	}
+	b.HTTPClient, err = commoncfg.NewClientFromConfig(commoncfg.HTTPClientConfig{
+		TLSConfig:   cfg.API.TLSConfig,
+		ProxyConfig: cfg.API.ProxyConfig,
+	}, "breach_api", commoncfg.WithUserAgent(userAgent))
+	if err != nil {
+		l.add(fmt.Errorf("api.tls_config: %w", err))
+	}
+}
+
+// readFiles reads the acknowledgements and the store's password into b.
+func (l *bundleLoader) readFiles(b *Bundle) {
+	cfg := b.Config
+	var err error
+	if cfg.AcknowledgementsFile != "" {
+		b.Acknowledgements, err = acknowledge.Load(cfg.AcknowledgementsFile, time.Now())
+		for _, p := range acknowledge.Problems(err) {
+			l.add(fmt.Errorf("acknowledgements_file: %w", p))
+		}
+	}
+	b.StorePassword, err = cfg.Store.readStorePassword()
+	l.add(err)
+	if cfg.Store != nil && cfg.Store.hasPassword() {
+		b.Warnings = append(b.Warnings, l.placed(errors.New(StorePasswordWarning)).Error())
+	}
+}
+
 // readAccounts reads every account's token and secrets into b.Accounts,
 // and returns the tokens, in the accounts' order. Two accounts with one
 // secret would not know whose an alert is, and two with one token would
 // spend one key's budget twice: both are problems.
 func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 	cfg := b.Config
-	single := cfg.Single()
 	tokens := make([]string, 0, len(cfg.AccountsInForce()))
 	tokenOf := map[string]string{}
 	secretOf := map[string]string{}
@@ -177,28 +191,14 @@ func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 		path := cfg.accountPath(i)
 		ab := &AccountBundle{Name: a.Name, Config: a}
 		b.Accounts = append(b.Accounts, ab)
-		secrets, err := readSecrets(path, a.Webhook.SecretFiles, single)
-		switch {
-		case !webhook && err != nil:
-			for _, p := range l.placed(err) {
-				b.Warnings = append(b.Warnings, p.Error()+" (ignored: the receiver is off)")
-			}
-		case err != nil:
-			l.add(err)
-		case len(secrets) == 0 && webhook && single:
-			l.add(fmt.Errorf("webhook: the receiver is enabled (--webhook.listen-address) but no secret is configured: set webhook.secret_files or %s", WebhookSecretEnv))
-		case len(secrets) == 0 && webhook:
-			l.add(fmt.Errorf("%swebhook.secret_files: the receiver is enabled (--webhook.listen-address): every account needs a secret", path))
-		case webhook:
-			ab.Secrets = secrets
-		}
+		ab.Secrets = l.accountSecrets(b, path, a, webhook)
 		for j, secret := range ab.Secrets {
 			if other, dup := secretOf[string(secret)]; dup && other != a.Name {
 				l.add(fmt.Errorf("%swebhook.secret_files[%d]: holds the same secret as account %q: an alert must belong to one account", path, j, other))
 			}
 			secretOf[string(secret)] = a.Name
 		}
-		token, err := readToken(path, a.API.TokenFile, single)
+		token, err := readToken(path, a.API.TokenFile, cfg.Single())
 		l.add(err)
 		if other, dup := tokenOf[token]; dup && err == nil {
 			l.add(fmt.Errorf("%sapi.token_file: holds the same token as account %q: one key has one budget", path, other))
@@ -207,6 +207,29 @@ func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 		tokens = append(tokens, token)
 	}
 	return tokens
+}
+
+// accountSecrets reads the webhook secrets of the account a, at path in the
+// file, and returns them when the receiver is on. Off, a secret that
+// cannot be read is a warning of b.
+func (l *bundleLoader) accountSecrets(b *Bundle, path string, a Account, webhook bool) [][]byte {
+	single := b.Config.Single()
+	secrets, err := readSecrets(path, a.Webhook.SecretFiles, single)
+	switch {
+	case !webhook && err != nil:
+		for _, p := range l.placed(err) {
+			b.Warnings = append(b.Warnings, p.Error()+" (ignored: the receiver is off)")
+		}
+	case err != nil:
+		l.add(err)
+	case len(secrets) == 0 && webhook && single:
+		l.add(fmt.Errorf("webhook: the receiver is enabled (--webhook.listen-address) but no secret is configured: set webhook.secret_files or %s", WebhookSecretEnv))
+	case len(secrets) == 0 && webhook:
+		l.add(fmt.Errorf("%swebhook.secret_files: the receiver is enabled (--webhook.listen-address): every account needs a secret", path))
+	case webhook:
+		return secrets
+	}
+	return nil
 }
 
 // addressFileProblems reads the address files as the exporter will and

@@ -18,6 +18,14 @@ import (
 // rather than the first: a bad value, an unknown or repeated key, a node of
 // the wrong kind. A key that fails keeps its default, so validation can
 // still look at the rest. It also returns the line of every field it saw.
+//
+// The walk is by hand because yaml.v3's own (a Decoder with KnownFields)
+// does not reach that far: a type that decodes itself and fails (a
+// duration, the TLS or proxy settings) ends its decoding with that one
+// error and no line, hiding every other problem; and it checks a
+// mapping's keys for repeats pair by pair, quadratic in the size of the
+// file (20,000 keys under api: 2.2 s against 0.1 s here). The leaves are
+// yaml.v3's.
 func decode(data []byte, out any) (lineIndex, Problems) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -70,13 +78,7 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) {
 	case t.Kind() == reflect.Struct && !custom:
 		d.fail(n, path, "must be a mapping of keys, not %s", kindName(n))
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode && !custom:
-		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
-		for i, item := range n.Content {
-			itemPath := fmt.Sprintf("%s[%d]", path, i)
-			d.lines[itemPath] = item.Line
-			d.value(item, itemPath, s.Index(i))
-		}
-		v.Set(s)
+		d.sequence(n, path, v)
 	case t.Kind() == reflect.Pointer && !custom:
 		p := reflect.New(t.Elem())
 		before := len(d.problems)
@@ -85,16 +87,31 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) {
 			v.Set(p)
 		}
 	default:
-		// A leaf (or a type that decodes itself): yaml and the type's own
-		// unmarshaler judge it. Decoding into a fresh value keeps the
-		// default whole when it fails.
-		p := reflect.New(t)
-		if err := n.Decode(p.Interface()); err != nil {
-			d.fail(n, path, "%s", leafMessage(err))
-			return
-		}
-		v.Set(p.Elem())
+		d.leaf(n, path, v)
 	}
+}
+
+// sequence decodes the items of n into the slice v.
+func (d *decoder) sequence(n *yaml.Node, path string, v reflect.Value) {
+	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, item := range n.Content {
+		itemPath := fmt.Sprintf("%s[%d]", path, i)
+		d.lines[itemPath] = item.Line
+		d.value(item, itemPath, s.Index(i))
+	}
+	v.Set(s)
+}
+
+// leaf decodes a leaf (or a type that decodes itself): yaml and the
+// type's own unmarshaler judge it. Decoding into a fresh value keeps the
+// default whole when it fails.
+func (d *decoder) leaf(n *yaml.Node, path string, v reflect.Value) {
+	p := reflect.New(v.Type())
+	if err := n.Decode(p.Interface()); err != nil {
+		d.fail(n, path, "%s", leafMessage(err))
+		return
+	}
+	v.Set(p.Elem())
 }
 
 // mapping decodes the keys of n into the fields of the struct v.
