@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -107,16 +108,40 @@ func newScrapeSetup(n int) (*scrapeSetup, error) {
 	var yml strings.Builder
 	// Every detail family: the collector-only figures are about rendering
 	// every series the collector can emit.
-	yml.WriteString("api:\n  base_url: http://127.0.0.1:1/api/v1\nmetrics:\n  detail_families: [" +
+	yml.WriteString("api:\n  base_url: http://127.0.0.1:1/api/v1\n  token_file: token\nmetrics:\n  detail_families: [" +
 		strings.Join(config.DetailFamilies, ", ") + "]\naddresses:\n")
 	for i := range n {
 		fmt.Fprintf(&yml, "  - user%06d@example.com\n", i)
 	}
-	cfg, err := config.Parse([]byte(yml.String()))
+	cfg, err := loadConfig(yml.String())
 	if err != nil {
 		return nil, err
 	}
 	return &scrapeSetup{cfg: cfg}, nil
+}
+
+// loadConfig loads yml as the exporter does (config.LoadBundle), from a
+// folder of its own holding the token its api.token_file names, "token";
+// the folder is removed after.
+func loadConfig(yml string) (*config.Config, error) {
+	dir, err := os.MkdirTemp("", "breach-bench-config-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "config.yml")
+	err = os.WriteFile(filepath.Join(dir, "token"), []byte(newCredentials().token), 0o600)
+	if err == nil {
+		err = os.WriteFile(path, []byte(yml), 0o600)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := config.LoadBundle(path, config.LoadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return b.Config, nil
 }
 
 // sourcesFor makes address i's /breaches answer with every feed scanned,

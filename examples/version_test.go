@@ -3,10 +3,14 @@
 package examples
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/breach-exporter/breach_exporter/internal/config"
 )
@@ -114,9 +118,7 @@ func TestReleaseExampleConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := config.Parse(data); err != nil {
-		t.Fatal(err)
-	}
+	loadsWithItsSecrets(t, string(data), "")
 }
 
 // The kustomization's config is valid; the chart's default config is the
@@ -130,7 +132,43 @@ func TestKubernetesConfigIsValid(t *testing.T) {
 	if !ok {
 		t.Fatal("kubernetes/configmap.yaml holds no breach_exporter.yml")
 	}
-	if _, err := config.Parse([]byte(data)); err != nil {
+	loadsWithItsSecrets(t, data, "/etc/breach_exporter/secrets/")
+}
+
+// loadsWithItsSecrets checks that data is a config the exporter starts
+// with (config.LoadBundle, the receiver on), written in a folder of its
+// own where the token and secret files it names exist, with the folder
+// dir of absolute paths moved there.
+func loadsWithItsSecrets(t *testing.T, data, dir string) {
+	t.Helper()
+	tmp := t.TempDir()
+	if dir != "" {
+		data = strings.ReplaceAll(data, dir, tmp+"/")
+	}
+	var cfg exporterConfig
+	if err := yaml.Unmarshal([]byte(data), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range cfg.secretFiles() {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(tmp, f)
+		}
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		content := "svc_ak_example_token" // the token comes first
+		if i > 0 {
+			content = fmt.Sprintf("example-webhook-secret-%d-0123456789abcdef", i)
+		}
+		if err := os.WriteFile(f, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(tmp, "breach_exporter.yml")
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.LoadBundle(path, config.LoadOptions{Webhook: true}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -78,12 +79,23 @@ var labsSecret = []byte("labs-webhook-secret-0123456789")
 // testToken is the API token of the bundle in force.
 const testToken = "svc_ak_webhook-test-token"
 
-func (s settings) bundle(t testing.TB) *config.Bundle {
+// baseConfig is a config with every default, loaded as a start loads
+// one (LoadBundle), for the settings to change.
+func baseConfig(t testing.TB) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse([]byte("api: {base_url: 'http://127.0.0.1:1/api/v1'}\n"))
+	dir := t.TempDir()
+	testkit.WriteFile(t, filepath.Join(dir, "token"), testToken)
+	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), "api: {base_url: 'http://127.0.0.1:1/api/v1', token_file: token}\n")
+	b, err := config.LoadBundle(filepath.Join(dir, "config.yml"), config.LoadOptions{})
 	if err != nil {
 		t.Fatalf("base config: %v", err)
 	}
+	return b.Config
+}
+
+func (s settings) bundle(t testing.TB) *config.Bundle {
+	t.Helper()
+	cfg := baseConfig(t)
 	w := &cfg.Webhook
 	if s.MaxBodyBytes != 0 {
 		w.MaxBodyBytes = s.MaxBodyBytes

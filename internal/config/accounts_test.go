@@ -48,10 +48,10 @@ func TestAccountsParse(t *testing.T) {
 // The single-account shape is the account "default", its top-level
 // addresses_files included.
 func TestSingleAccountShapeIsDefault(t *testing.T) {
-	c := mustParse(t, minimalYAML+"  requests_per_minute: 20\naddresses_files: [\"a/*.txt\"]\naddresses: [a@x.org]\n")
+	c := mustParse(t, minimalYAML+"  requests_per_minute: 20\naddresses_files: [\"/a/*.txt\"]\naddresses: [a@x.org]\n")
 	got := c.AccountsInForce()
 	if len(got) != 1 || got[0].Name != breach.DefaultAccount || got[0].API.RequestsPerMinute != 20 ||
-		!reflect.DeepEqual(got[0].AddressesFiles, []string{"a/*.txt"}) || len(got[0].Addresses) != 1 {
+		!reflect.DeepEqual(got[0].AddressesFiles, []string{"/a/*.txt"}) || len(got[0].Addresses) != 1 {
 		t.Errorf("AccountsInForce() = %+v, want one default account with the top-level settings", got)
 	}
 }
@@ -73,23 +73,23 @@ addresses: [b@x.org]
 webhook:
   secret_files: [s]
 `
-	_, err := Parse([]byte(yml))
+	_, err := parseFile(t, yml)
 	if err == nil {
 		t.Fatal("Parse: no error")
 	}
 	for _, want := range []string{
-		`line 2: api.base_url: not with accounts`,
-		`line 4: accounts[0].name: "Corp" must be`,
-		`line 5: accounts[0].api.base_url: "ftp://x.org" must be an absolute`,
-		`line 5: accounts[0].api.requests_per_minute: 0 is out of range`,
-		`line 6: accounts[0].addresses[1]: "A@x.org" duplicates accounts[0].addresses[0]`,
-		`line 7: accounts[0].addresses_files[0]: "[bad" is not a valid glob`,
-		`line 9: accounts[1].api.requests_per_minute: 61 is out of range`,
-		`line 10: accounts[1].addresses[0]: "a@X.org" is in accounts "Corp" (accounts[0].addresses[0]) and "labs"`,
-		`line 11: accounts[2].name: "labs" duplicates accounts[1].name`,
-		`line 12: accounts[2].api.base_url: is required`,
-		`line 13: addresses: not with accounts`,
-		`line 15: webhook.secret_files: not with accounts`,
+		`config.yml:2: api.base_url: not with accounts`,
+		`config.yml:4: accounts[0].name: "Corp" must be`,
+		`config.yml:5: accounts[0].api.base_url: "ftp://x.org" must be an absolute`,
+		`config.yml:5: accounts[0].api.requests_per_minute: 0 is out of range`,
+		`config.yml:6: accounts[0].addresses[1]: "A@x.org" duplicates accounts[0].addresses[0]`,
+		`config.yml:7: accounts[0].addresses_files[0]: "[bad" is not a valid glob`,
+		`config.yml:9: accounts[1].api.requests_per_minute: 61 is out of range`,
+		`config.yml:10: accounts[1].addresses[0]: "a@X.org" is in accounts "Corp" (accounts[0].addresses[0]) and "labs"`,
+		`config.yml:11: accounts[2].name: "labs" duplicates accounts[1].name`,
+		`config.yml:12: accounts[2].api.base_url: is required`,
+		`config.yml:13: addresses: not with accounts`,
+		`config.yml:15: webhook.secret_files: not with accounts`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("problems lack %q:\n%v", want, err)

@@ -8,8 +8,8 @@ import (
 )
 
 func TestValidateAddressesFiles(t *testing.T) {
-	_, err := Parse([]byte(minimalYAML + "refresh: {files_interval: 0s}\n" +
-		"addresses_files: ['a/*.txt', 'a/*.txt', '', 'b/[.txt', 'c*/x.txt']\n"))
+	_, err := parseFile(t, minimalYAML+"refresh: {files_interval: 0s}\n"+
+		"addresses_files: ['a/*.txt', 'a/*.txt', '', 'b/[.txt', 'c*/x.txt']\n")
 	for _, want := range []string{
 		"refresh.files_interval: 0s must be greater than 0",
 		`addresses_files[1]: "a/*.txt" duplicates addresses_files[0]`,

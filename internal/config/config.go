@@ -158,22 +158,12 @@ func defaultWebhook() WebhookConfig {
 	}
 }
 
-// Load reads, strictly parses, completes with defaults and validates the
+// load reads, strictly parses, completes with defaults and validates the
 // file at path, and makes its relative file paths relative to the file's
-// directory. It does not read the token or the webhook secrets. Its error
-// is a Problems listing everything wrong, each naming the file and, where
-// the file has it, the line.
-func Load(path string) (*Config, error) {
-	c, _, problems := load(path)
-	if len(problems) > 0 {
-		return nil, problems
-	}
-	return c, nil
-}
-
-// load is Load that also returns what LoadBundle needs to go on checking
-// a config that has problems: the config as far as it decoded (nil when the
-// file could not be read or parsed) and the line of each field.
+// directory: the first step of LoadBundle. It does not read the token or
+// the webhook secrets. It returns the config as far as it decoded (nil
+// when the file could not be read or parsed), the line of each field, and
+// every problem, each naming the file and, where the file has it, the line.
 func load(path string) (*Config, lineIndex, Problems) {
 	data, err := fileread.Read(path, fileread.MaxConfigBytes)
 	if err != nil {
@@ -184,16 +174,6 @@ func load(path string) (*Config, lineIndex, Problems) {
 		c.setDirectory(filepath.Dir(path))
 	}
 	return c, lines, problems.place(path, lines)
-}
-
-// Parse is Load without the file: strict parse, defaults, validation.
-// Relative paths are left as they are.
-func Parse(data []byte) (*Config, error) {
-	c, lines, problems := parse(data)
-	if len(problems) > 0 {
-		return nil, problems.place("", lines)
-	}
-	return c, nil
 }
 
 func parse(data []byte) (*Config, lineIndex, Problems) {

@@ -19,11 +19,33 @@ import (
 
 const minimalYAML = "api:\n  base_url: https://breaches.example.com/api/v1\n"
 
+// loadFile is the file's part of LoadBundle (load): strict parse,
+// defaults, validation, relative paths made relative to the file's
+// folder; not the token nor the secrets.
+func loadFile(path string) (*Config, error) {
+	c, _, problems := load(path)
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return c, nil
+}
+
+// parseFile is loadFile of yml, written to config.yml in a folder of the
+// test's.
+func parseFile(t *testing.T, yml string) (*Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yml")
+	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return loadFile(path)
+}
+
 func mustParse(t *testing.T, yml string) *Config {
 	t.Helper()
-	c, err := Parse([]byte(yml))
+	c, err := parseFile(t, yml)
 	if err != nil {
-		t.Fatalf("Parse: %v\n%s", err, yml)
+		t.Fatalf("parse: %v\n%s", err, yml)
 	}
 	return c
 }
@@ -68,7 +90,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestLoadFullExample(t *testing.T) {
-	c, err := Load(filepath.Join("testdata", "full.yml"))
+	c, err := loadFile(filepath.Join("testdata", "full.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +126,7 @@ func TestLoadFullExample(t *testing.T) {
 	tls, proxy := c.API.TLSConfig, c.API.ProxyConfig
 	c.API.TLSConfig, c.API.ProxyConfig = config.TLSConfig{}, config.ProxyConfig{}
 	if !reflect.DeepEqual(*c, want) {
-		t.Errorf("Load(full.yml) =\n%+v\nwant\n%+v", *c, want)
+		t.Errorf("loadFile(full.yml) =\n%+v\nwant\n%+v", *c, want)
 	}
 	if tls.CAFile != "/etc/ssl/certs/breaches-ca.pem" || tls.ServerName != "breaches.example.com" || tls.MinVersion != config.TLSVersions["TLS12"] {
 		t.Errorf("tls_config = %+v", tls)
@@ -118,7 +140,7 @@ func TestLoadFullExample(t *testing.T) {
 }
 
 func TestLoadMinimalExample(t *testing.T) {
-	c, err := Load(filepath.Join("testdata", "minimal.yml"))
+	c, err := loadFile(filepath.Join("testdata", "minimal.yml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,9 +161,9 @@ func TestLoadBrokenExamples(t *testing.T) {
 	} {
 		t.Run(file, func(t *testing.T) {
 			path := filepath.Join("testdata", "broken", file)
-			c, err := Load(path)
+			c, err := loadFile(path)
 			if err == nil {
-				t.Fatalf("Load(%s) = %+v, want an error", file, c)
+				t.Fatalf("loadFile(%s) = %+v, want an error", file, c)
 			}
 			for _, want := range append(wants, path) {
 				if !strings.Contains(err.Error(), want) {
@@ -154,8 +176,8 @@ func TestLoadBrokenExamples(t *testing.T) {
 
 func TestLoadMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "absent.yml")
-	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), path) {
-		t.Errorf("Load(absent) error = %v, want one naming %s", err, path)
+	if _, err := loadFile(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("loadFile(absent) error = %v, want one naming %s", err, path)
 	}
 }
 
@@ -170,7 +192,7 @@ func TestLoadResolvesRelativePathsAgainstConfigDir(t *testing.T) {
 	if err := os.WriteFile(path, []byte(yml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Load(path)
+	c, err := loadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,11 +207,6 @@ func TestLoadResolvesRelativePathsAgainstConfigDir(t *testing.T) {
 			t.Errorf("%s = %q, want %q", tc.field, tc.got, tc.want)
 		}
 	}
-
-	// Parse has no file, so it leaves paths as written.
-	if c := mustParse(t, yml); c.API.TokenFile != "secrets/token" {
-		t.Errorf("Parse: api.token_file = %q, want it unchanged", c.API.TokenFile)
-	}
 }
 
 func TestParseErrors(t *testing.T) {
@@ -198,7 +215,7 @@ func TestParseErrors(t *testing.T) {
 		yml   string
 		wants []string
 	}{
-		{"unknown top-level key", minimalYAML + "adresses: [a@x.org]\n", []string{`unknown key "adresses"`, "line 3"}},
+		{"unknown top-level key", minimalYAML + "adresses: [a@x.org]\n", []string{`unknown key "adresses"`, "config.yml:3"}},
 		{"unknown api key", minimalYAML + "  rate: 5\n", []string{`unknown key "rate"`}},
 		{"unknown refresh key", minimalYAML + "refresh:\n  every: 5m\n", []string{`unknown key "every"`}},
 		{"unknown labels key", minimalYAML + "labels:\n  adress: hash\n", []string{`unknown key "adress"`}},
@@ -212,10 +229,10 @@ func TestParseErrors(t *testing.T) {
 		{"bad webhook.max_event_age", minimalYAML + "webhook:\n  max_event_age: old\n", []string{"webhook.max_event_age", `"old"`}},
 		{"bad api.proxy_url", minimalYAML + "  proxy_url: '::'\n", []string{"api.proxy_url", `"::"`}},
 		{"bad tls min_version", minimalYAML + "  tls_config:\n    min_version: TLS99\n", []string{"api.tls_config", "TLS99"}},
-		{"api not a mapping", "api: https://x.org\n", []string{"line 1: api: must be a mapping of keys"}},
-		{"address a list", minimalYAML + "addresses:\n  - [a@x.org]\n", []string{"line 4", "into address"}},
-		{"requests_per_minute not a number", minimalYAML + "  requests_per_minute: many\n", []string{"line 3", "many"}},
-		{"discover_addresses not a bool", minimalYAML + "webhook:\n  discover_addresses: maybe\n", []string{"line 4", "maybe"}},
+		{"api not a mapping", "api: https://x.org\n", []string{"config.yml:1: api: must be a mapping of keys"}},
+		{"address a list", minimalYAML + "addresses:\n  - [a@x.org]\n", []string{"config.yml:4", "into address"}},
+		{"requests_per_minute not a number", minimalYAML + "  requests_per_minute: many\n", []string{"config.yml:3", "many"}},
+		{"discover_addresses not a bool", minimalYAML + "webhook:\n  discover_addresses: maybe\n", []string{"config.yml:4", "maybe"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assertParseFails(t, tc.yml, tc.wants...) })
 	}
@@ -260,7 +277,7 @@ func TestDiscover(t *testing.T) {
 // line of its key or item, in the order of the file.
 func TestLoadReportsEveryProblemWithItsLine(t *testing.T) {
 	path := filepath.Join("testdata", "broken", "five_errors.yml")
-	_, err := Load(path)
+	_, err := loadFile(path)
 	var problems Problems
 	if !errors.As(err, &problems) {
 		t.Fatalf("Load error = %v, want a Problems", err)
@@ -279,11 +296,11 @@ func TestLoadReportsEveryProblemWithItsLine(t *testing.T) {
 
 func TestParseDuplicateKeyNamesBothLines(t *testing.T) {
 	assertParseFails(t, minimalYAML+"refresh:\n  interval: 5m\n  interval: 6m\n",
-		`line 5: refresh: duplicate key "interval" (first at line 4)`)
+		`config.yml:5: refresh: duplicate key "interval" (first at line 4)`)
 }
 
 func TestParseSyntaxErrorHasLine(t *testing.T) {
-	assertParseFails(t, minimalYAML+"refresh:\n\tinterval: 5m\n", "line 4: not valid YAML")
+	assertParseFails(t, minimalYAML+"refresh:\n\tinterval: 5m\n", "config.yml:4: not valid YAML")
 }
 
 func TestParseMergeKeys(t *testing.T) {

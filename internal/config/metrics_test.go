@@ -9,14 +9,14 @@ import (
 
 func TestMetricsDetailFamilies(t *testing.T) {
 	const base = "api:\n  base_url: https://breaches.example.com/api/v1\n"
-	c, err := Parse([]byte(base))
+	c, err := parseFile(t, base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.Metrics.DetailFamilies) != 0 {
 		t.Errorf("default detail families %v, want none", c.Metrics.DetailFamilies)
 	}
-	c, err = Parse([]byte(base + "metrics:\n  detail_families: [breach_source_database_info, breach_source_field_exposed]\n"))
+	c, err = parseFile(t, base + "metrics:\n  detail_families: [breach_source_database_info, breach_source_field_exposed]\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +27,7 @@ func TestMetricsDetailFamilies(t *testing.T) {
 	for _, name := range DetailFamilies {
 		all += "    - " + name + "\n"
 	}
-	if c, err = Parse([]byte(all)); err != nil || !slices.Equal(c.Metrics.DetailFamilies, DetailFamilies) {
+	if c, err = parseFile(t, all); err != nil || !slices.Equal(c.Metrics.DetailFamilies, DetailFamilies) {
 		t.Errorf("every detail family: %v, %v", c, err)
 	}
 
@@ -36,5 +36,5 @@ func TestMetricsDetailFamilies(t *testing.T) {
 	assertParseFails(t, base+"metrics:\n  detail_families: [breach_source_databases, breach_source_databases]\n",
 		"metrics.detail_families[1]", "duplicates metrics.detail_families[0]")
 	assertParseFails(t, base+"metrics:\n  details: []\n", `unknown key "details"`)
-	assertParseFails(t, base+"metrics:\n  detail_families: breach_source_databases\n", "line 4")
+	assertParseFails(t, base+"metrics:\n  detail_families: breach_source_databases\n", "config.yml:4")
 }

@@ -14,7 +14,7 @@ import (
 // message starts with the field path (api.timeout, addresses[2].alias), so
 // whoever reads it knows what to edit even where the line is unknown.
 type Problem struct {
-	File string // the configuration file; empty for Parse
+	File string // the configuration file
 	Line int    // 1-based line in File; 0 when unknown
 	Msg  string
 }

@@ -18,8 +18,8 @@ func TestStoreAbsentByDefault(t *testing.T) {
 }
 
 func TestStoreParse(t *testing.T) {
-	c := mustParse(t, minimalYAML+"store:\n  url: rediss://valkey.example.com:6380/2\n  password_file: secrets/redis\n")
-	want := StoreConfig{URL: "rediss://valkey.example.com:6380/2", PasswordFile: "secrets/redis", KeyPrefix: DefaultKeyPrefix}
+	c := mustParse(t, minimalYAML+"store:\n  url: rediss://valkey.example.com:6380/2\n  password_file: /secrets/redis\n")
+	want := StoreConfig{URL: "rediss://valkey.example.com:6380/2", PasswordFile: "/secrets/redis", KeyPrefix: DefaultKeyPrefix}
 	if c.Store == nil || *c.Store != want {
 		t.Fatalf("store = %+v, want %+v", c.Store, want)
 	}
@@ -36,15 +36,15 @@ func TestStoreValidationErrors(t *testing.T) {
 		yml   string
 		wants []string
 	}{
-		{"url missing", store + "  key_prefix: x\n", []string{"line 3: store.url", "required"}},
-		{"url not redis", store + "  url: http://127.0.0.1:6379\n", []string{"line 4: store.url", `"http://127.0.0.1:6379"`, "redis://"}},
+		{"url missing", store + "  key_prefix: x\n", []string{"config.yml:3: store.url", "required"}},
+		{"url not redis", store + "  url: http://127.0.0.1:6379\n", []string{"config.yml:4: store.url", `"http://127.0.0.1:6379"`, "redis://"}},
 		{"url without scheme", store + "  url: 127.0.0.1:6379\n", []string{"store.url"}},
 		{"url no host", store + "  url: 'redis:///0'\n", []string{"store.url", "no host"}},
 		{"url db not a number", store + "  url: redis://r:6379/zero\n", []string{"store.url", "database number"}},
 		{"url db with a path", store + "  url: redis://r:6379/0/1\n", []string{"store.url", "database number"}},
 		{"url unparsable", store + "  url: 'redis://[::1'\n", []string{"store.url", "not a valid URL"}},
-		{"unknown key", store + "  url: redis://r\n  passwd_file: x\n", []string{"line 5: store:", `unknown key "passwd_file"`}},
-		{"key_prefix empty", store + "  url: redis://r\n  key_prefix: ''\n", []string{"line 5: store.key_prefix", "empty"}},
+		{"unknown key", store + "  url: redis://r\n  passwd_file: x\n", []string{"config.yml:5: store:", `unknown key "passwd_file"`}},
+		{"key_prefix empty", store + "  url: redis://r\n  key_prefix: ''\n", []string{"config.yml:5: store.key_prefix", "empty"}},
 		{"key_prefix too long", store + "  url: redis://r\n  key_prefix: " + strings.Repeat("p", 65) + "\n", []string{"store.key_prefix", "65 bytes, at most 64"}},
 		{"key_prefix space", store + "  url: redis://r\n  key_prefix: 'a b'\n", []string{"store.key_prefix", `"a b"`, "whitespace or braces"}},
 		{"key_prefix braces", store + "  url: redis://r\n  key_prefix: '{a}'\n", []string{"store.key_prefix", "braces"}},
@@ -57,11 +57,11 @@ func TestStoreValidationErrors(t *testing.T) {
 // A store URL's password may be in the config file (it works), but no
 // problem shows it.
 func TestStoreURLPasswordNeverShown(t *testing.T) {
-	_, err := Parse([]byte(minimalYAML + "store: {url: 'ftp://u:hunter2@r:6379'}\n"))
+	_, err := parseFile(t, minimalYAML + "store: {url: 'ftp://u:hunter2@r:6379'}\n")
 	if err == nil || !strings.Contains(err.Error(), "store.url") || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error %v must name store.url and hide the password", err)
 	}
-	_, err = Parse([]byte(minimalYAML + "store: {url: 'redis://u:hunter2@[::1'}\n"))
+	_, err = parseFile(t, minimalYAML + "store: {url: 'redis://u:hunter2@[::1'}\n")
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error %v must hide the password", err)
 	}

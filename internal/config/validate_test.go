@@ -66,7 +66,7 @@ func TestValidationAccepts(t *testing.T) {
 		{"long aliases that differ early", "api:\n  base_url: https://x.org\nlabels: {address: alias}\naddresses:\n  - {email: a@x.org, alias: a" + strings.Repeat("o", 300) + "}\n  - {email: b@x.org, alias: b" + strings.Repeat("o", 300) + "}\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := Parse([]byte(tc.yml)); err != nil {
+			if _, err := parseFile(t, tc.yml); err != nil {
 				t.Errorf("Parse: %v", err)
 			}
 		})
@@ -74,7 +74,7 @@ func TestValidationAccepts(t *testing.T) {
 }
 
 func TestValidateReportsEveryProblem(t *testing.T) {
-	_, err := Parse([]byte("api:\n  requests_per_minute: 99\nrefresh:\n  interval: 0s\naddresses: [nope]\n"))
+	_, err := parseFile(t, "api:\n  requests_per_minute: 99\nrefresh:\n  interval: 0s\naddresses: [nope]\n")
 	if err == nil {
 		t.Fatal("Parse succeeded, want errors")
 	}
@@ -111,7 +111,7 @@ func TestValidateTLSConfigBuiltInCode(t *testing.T) {
 }
 
 func TestBaseURLPasswordNeverShown(t *testing.T) {
-	_, err := Parse([]byte("api:\n  base_url: https://user:hunter2@x.org/api/v1\n"))
+	_, err := parseFile(t, "api:\n  base_url: https://user:hunter2@x.org/api/v1\n")
 	if err == nil {
 		t.Fatal("credentials in base_url accepted")
 	}
@@ -131,7 +131,7 @@ func TestValidationErrorsHideAddresses(t *testing.T) {
 		if mode == "hash" {
 			yml = strings.Replace(yml, ", address_key_file: key", "", 1)
 		}
-		_, err := Parse([]byte(yml))
+		_, err := parseFile(t, yml)
 		if err == nil {
 			t.Fatalf("%s: accepted", mode)
 		}
@@ -148,9 +148,9 @@ func TestValidationErrorsHideAddresses(t *testing.T) {
 
 func assertParseFails(t *testing.T, yml string, wants ...string) {
 	t.Helper()
-	c, err := Parse([]byte(yml))
+	c, err := parseFile(t, yml)
 	if err == nil {
-		t.Fatalf("Parse = %+v, want an error", c)
+		t.Fatalf("parse = %+v, want an error", c)
 	}
 	for _, want := range wants {
 		if !strings.Contains(err.Error(), want) {
