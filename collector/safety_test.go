@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 // A registry family with the name of one of the collector's, whether the
@@ -32,20 +34,29 @@ func TestGatheredFamilyWithTheCollectorsNameFailsTheScrape(t *testing.T) {
 			t.Errorf("gathered %s: %d %q, want 500 naming it", name, rec.Code, rec.Body.String())
 		}
 	}
-	// Names beside the collector's are merged in order.
+	// A name that only starts like the collector's is served, merged with
+	// the collector's families in name order.
+	other := families[0].name + "_other"
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: families[0].name + "_other", Help: "h"}))
+	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: other, Help: "h"}))
 	rec := httptest.NewRecorder()
 	NewHandler(f.c, reg, log.NewNopLogger()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
-		t.Errorf("a registry without a shared name: %d %q", rec.Code, rec.Body.String())
+		t.Fatalf("a registry without a shared name: %d %q", rec.Code, rec.Body.String())
+	}
+	var order []string
+	for _, mf := range testkit.ParseText(t, rec.Body.String()) {
+		order = append(order, mf.GetName())
+	}
+	if !slices.Contains(order, other) || !slices.IsSorted(order) {
+		t.Errorf("families served in the order %v, want %s among them, all in name order", order, other)
 	}
 }
 
 // FuzzRenderingIsExpfmts: for any label values, help text and value, the
 // hand-written text lines are byte for byte what expfmt's text encoder
-// writes for the same series: UTF-8, quotes, backslashes, newlines and
-// invalid UTF-8 included.
+// writes for the same series with its labels in the same order: UTF-8,
+// quotes, backslashes, newlines and invalid UTF-8 included.
 func FuzzRenderingIsExpfmts(f *testing.F) {
 	f.Add("alice@example.com", "archive", "Help.", 1.0)
 	f.Add(`quote " inside`, `back\slash`, "help with \\ and \n newline", 0.0)
