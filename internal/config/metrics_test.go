@@ -16,7 +16,7 @@ func TestMetricsDetailFamilies(t *testing.T) {
 	if len(c.Metrics.DetailFamilies) != 0 {
 		t.Errorf("default detail families %v, want none", c.Metrics.DetailFamilies)
 	}
-	c, err = parseFile(t, base + "metrics:\n  detail_families: [breach_source_database_info, breach_source_field_exposed]\n")
+	c, err = parseFile(t, base+"metrics:\n  detail_families: [breach_source_database_info, breach_source_field_exposed]\n")
 	if err != nil {
 		t.Fatal(err)
 	}

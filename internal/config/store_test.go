@@ -57,11 +57,11 @@ func TestStoreValidationErrors(t *testing.T) {
 // A store URL's password may be in the config file (it works), but no
 // problem shows it.
 func TestStoreURLPasswordNeverShown(t *testing.T) {
-	_, err := parseFile(t, minimalYAML + "store: {url: 'ftp://u:hunter2@r:6379'}\n")
+	_, err := parseFile(t, minimalYAML+"store: {url: 'ftp://u:hunter2@r:6379'}\n")
 	if err == nil || !strings.Contains(err.Error(), "store.url") || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error %v must name store.url and hide the password", err)
 	}
-	_, err = parseFile(t, minimalYAML + "store: {url: 'redis://u:hunter2@[::1'}\n")
+	_, err = parseFile(t, minimalYAML+"store: {url: 'redis://u:hunter2@[::1'}\n")
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("error %v must hide the password", err)
 	}
