@@ -130,9 +130,10 @@ type Scheduler struct {
 	warnedPlan  string // the plan last checked for webhook delivery
 	cycleFor    cycleInputs
 	overBudget  bool // the addresses did not fit in the interval when last computed
-	// deferred are addresses another replica held when this one tried to
-	// claim them, and until when they wait (replicas only).
-	deferred map[string]time.Time
+	// due indexes the account's addresses by when each may go next,
+	// including the ones another replica held when this one tried to
+	// claim them (replicas only).
+	due *dueIndex
 	// readyIn is, during a claimed request, when it is ready again for
 	// any replica; its outcome may shorten it (replicas only).
 	readyIn *time.Duration
@@ -151,7 +152,7 @@ func New(o Options) *Scheduler {
 		webhook:   o.Webhook,
 		shared:    o.SharedStore,
 		out:       o.Outcomes,
-		deferred:  map[string]time.Time{},
+		due:       newDueIndex(),
 	}
 	if s.out == nil {
 		s.out = local{o.Watchlist}

@@ -129,7 +129,6 @@ func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, 
 			return job{}, false
 		}
 		if ok {
-			s.pruneDeferred(now)
 			return j, true
 		}
 		// Another replica reads it, or read it and its answer is on the
@@ -140,9 +139,9 @@ func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, 
 		case j.urgent:
 			// A refresh waits for the holder's read to end, which is
 			// usually soon; an address read when the lease runs out.
-			s.deferred[j.key] = now.Add(urgentRetry)
+			s.due.deferUntil(j.key, now.Add(urgentRetry), now)
 		default:
-			s.deferred[j.key] = now.Add(claimLease)
+			s.due.deferUntil(j.key, now.Add(claimLease), now)
 		}
 		if s.retry != nil && s.retry.me == j.me && s.retry.key == j.key {
 			s.retry = nil
@@ -186,29 +185,5 @@ func (s *Scheduler) storeFailed(err error) {
 func (s *Scheduler) setReadyIn(d time.Duration) {
 	if s.readyIn != nil {
 		*s.readyIn = d
-	}
-}
-
-// deferredUntil is when a planned address may be claimed again after a
-// claim failed; it forgets the deferrals that ran out.
-func (s *Scheduler) deferredUntil(key string, now time.Time) time.Time {
-	until, ok := s.deferred[key]
-	if ok && !until.After(now) {
-		delete(s.deferred, key)
-		return time.Time{}
-	}
-	return until
-}
-
-// pruneDeferred forgets the deferrals that ran out once they outnumber the
-// account's addresses, so addresses a reload removed do not pile up.
-func (s *Scheduler) pruneDeferred(now time.Time) {
-	if len(s.deferred) <= s.watchlist.AccountLen(s.account) {
-		return
-	}
-	for k, until := range s.deferred {
-		if !until.After(now) {
-			delete(s.deferred, k)
-		}
 	}
 }

@@ -195,10 +195,11 @@ type account struct {
 	cycle     time.Duration
 	entries   map[string]*Entry // the account's share of List.entries
 	changed   chan struct{}     // see Changed
+	changes   scheduleChanges   // see ScheduleChanges
 }
 
 func newAccount() *account {
-	return &account{entries: map[string]*Entry{}, changed: make(chan struct{}, 1)}
+	return &account{entries: map[string]*Entry{}, changed: make(chan struct{}, 1), changes: scheduleChanges{all: true}}
 }
 
 // List is safe for concurrent use.
@@ -297,6 +298,7 @@ func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.
 		if a == nil {
 			a = r.accountOf(name)
 			a.entries = map[string]*Entry{}
+			a.noteAll()
 			kept[name] = a
 		}
 		return a
@@ -383,7 +385,9 @@ func (r *List) newLabelledEntry(a breach.Address, label string) *Entry {
 // add watches e under key k, in its account. Called with r.mu held.
 func (r *List) add(k string, e *Entry) {
 	r.entries[k] = e
-	r.accountOf(e.Address.Account).entries[k] = e
+	a := r.accountOf(e.Address.Account)
+	a.entries[k] = e
+	a.note(k)
 }
 
 // remove stops watching the entry under key k. Called with r.mu held.
@@ -391,6 +395,7 @@ func (r *List) remove(k string, e *Entry) {
 	delete(r.entries, k)
 	if a := r.accounts[e.Address.Account]; a != nil {
 		delete(a.entries, k)
+		a.note(k)
 		signal(a)
 	}
 }
