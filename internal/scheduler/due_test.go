@@ -130,3 +130,43 @@ func agreesWithAWalk(t *testing.T, seed uint64) {
 		}
 	}
 }
+
+// Changes past the number of addresses, not drained in between, make the
+// watchlist hand over all of them at once; the index is then as right.
+func TestDueIndexAfterMoreChangesThanAddresses(t *testing.T) {
+	changes := func(w *watchlist.List) {
+		for i := range 300 {
+			email := fmt.Sprintf("new%03d@example.com", i)
+			w.RecordAlert(breach.DefaultAccount, email, watchlist.AlertDelta{})
+			w.Started(breach.Key(email), t0.Add(time.Duration(i)*time.Second))
+			if i%2 == 0 {
+				w.Drop(breach.Key(email))
+			}
+		}
+		w.Started(breach.Key("a@example.com"), t0)
+	}
+	start := func() (*watchlist.List, *dueIndex) {
+		w := watchlist.New()
+		w.Sync(nil, []breach.Address{{Email: "a@example.com"}, {Email: "b@example.com"}}, breach.LabelEmail, 1000)
+		x := newDueIndex()
+		x.update(w, breach.DefaultAccount, time.Hour, t0)
+		return w, x
+	}
+
+	w, _ := start()
+	changes(w)
+	if !w.ScheduleChanges(breach.DefaultAccount, func(string, watchlist.Schedule, bool) {}) {
+		t.Fatal("450 changes over at most 152 addresses were listed one by one")
+	}
+
+	w, x := start()
+	changes(w)
+	now := t0.Add(time.Hour + 100*time.Second)
+	x.update(w, breach.DefaultAccount, time.Hour, now)
+	if got, want := x.pick(now), walk(w, breach.DefaultAccount, nil, time.Hour, now); got != want {
+		t.Fatalf("the index picks\n%+v\na walk picks\n%+v", got, want)
+	}
+	if len(x.byKey) != w.AccountLen(breach.DefaultAccount) {
+		t.Fatalf("the index holds %d addresses, the watchlist %d", len(x.byKey), w.AccountLen(breach.DefaultAccount))
+	}
+}
