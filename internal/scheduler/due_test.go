@@ -91,7 +91,9 @@ func agreesWithAWalk(t *testing.T, seed uint64) {
 	some := func() string { return emails[rng.IntN(len(emails))] }
 	ops := []func(){
 		sync,
-		func() { w.RecordAlert(accounts[rng.IntN(2)], fmt.Sprintf("new%02d@example.com", rng.IntN(20)), watchlist.AlertDelta{}) },
+		func() {
+			w.RecordAlert(accounts[rng.IntN(2)], fmt.Sprintf("new%02d@example.com", rng.IntN(20)), watchlist.AlertDelta{})
+		},
 		func() { w.Drop(breach.Key(fmt.Sprintf("new%02d@example.com", rng.IntN(20)))) },
 		func() { w.Refresh(some()) },
 		func() { w.Started(breach.Key(some()), now) },

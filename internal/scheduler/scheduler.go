@@ -91,6 +91,7 @@ type settings struct {
 	rpm        int           // our budget, 1..60
 	interval   time.Duration // an address is re-read at most this often (unless Refresh asks sooner)
 	meInterval time.Duration
+	timeout    time.Duration // api.timeout: the longest one request may take
 }
 
 func settingsOf(s *config.Bundle, a *config.AccountBundle) settings {
@@ -98,6 +99,7 @@ func settingsOf(s *config.Bundle, a *config.AccountBundle) settings {
 		rpm:        a.Config.API.RequestsPerMinute,
 		interval:   time.Duration(s.Config.Refresh.Interval),
 		meInterval: time.Duration(s.Config.Refresh.MeInterval),
+		timeout:    time.Duration(s.Config.API.Timeout),
 	}
 }
 

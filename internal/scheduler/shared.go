@@ -19,7 +19,7 @@ import (
 // (*sharedstore.Client): one request budget per API key and claims on the
 // work. nil when the exporter runs alone.
 type SharedStore interface {
-	Reserve(ctx context.Context, key string, spacing time.Duration) (time.Duration, error)
+	Reserve(ctx context.Context, key string, spacing, horizon time.Duration) (wait time.Duration, ok bool, err error)
 	Pause(ctx context.Context, key string, d time.Duration) error
 	Claim(ctx context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error)
 	Release(ctx context.Context, scope, item string, readyIn time.Duration) error
@@ -52,11 +52,10 @@ func (l local) SetAccount(account, plan string, up bool)                     { l
 func (l local) SetRateLimit(account string, rl breach.RateLimit)             { l.w.SetRateLimit(account, rl) }
 
 const (
-	// claimLease is how long a claim on an address or on /me holds: a
-	// replica that dies has its work taken over within it. It outlasts a
-	// request (api.timeout is at most 30 s, and the budget's wait comes
-	// before the claim).
-	claimLease = 30 * time.Second
+	// claimMargin is how long a claim holds past the longest request:
+	// recording and publishing the outcome (each step bounded by the
+	// store's timeouts of a few seconds), then the release.
+	claimMargin = 20 * time.Second
 	// claimTries bounds the claims one budget slot tries: another replica
 	// may hold the address this one planned, before its answer arrives.
 	claimTries = 8
@@ -68,7 +67,21 @@ const (
 	// urgentRetry is how soon a refresh another replica's claim held is
 	// tried again.
 	urgentRetry = 2 * time.Second
+	// budgetHorizon is the furthest ahead a slot of the shared budget is
+	// taken, and the longest pause (a 429's, capped at maxPause, plus its
+	// jitter). A budget the store lost (a restart or a flush while
+	// replicas poll) starts again only after it: by then every slot taken
+	// before, and the pause, are over, and no fixed minute holds more than
+	// the budget (SharedStore.Reserve).
+	budgetHorizon = maxPause + resetJitter
 )
+
+// claimLease is how long a claim on an address or on /me holds: a replica
+// that dies has its work taken over within it. It outlasts the longest
+// request the config allows, api.timeout (which bounds a request, its body
+// included; the budget's wait comes before the claim): 30 s at the
+// default 10 s.
+func claimLease(st settings) time.Duration { return st.timeout + claimMargin }
 
 // sharedSpacing is the least time between two requests of all replicas on
 // one key. One request less than the budget a minute: the replicas' sends
@@ -100,20 +113,10 @@ func itemOf(j job) string {
 // replica holds. It reports false when there is none, or the store did
 // not answer (then requests pause for storeRetry).
 func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, st settings) (job, bool) {
-	wait, err := s.shared.Reserve(ctx, budgetKey(acct), sharedSpacing(st.rpm))
-	if err != nil {
-		s.storeFailed(err)
+	if !s.takeSlot(ctx, acct, st) {
 		return job{}, false
 	}
-	if wait > 0 {
-		t := s.clock.NewTimer(wait)
-		select {
-		case <-t.Chan():
-		case <-ctx.Done():
-			t.Stop()
-			return job{}, false
-		}
-	}
+	lease := claimLease(st)
 	for range claimTries {
 		now := s.clock.Now()
 		j, at := s.next(now, st)
@@ -123,7 +126,7 @@ func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, 
 		// A retry after a 429 or 401 is not urgent: its release made it
 		// ready at once, and a replica that read it since then (its ready
 		// time later again) has done the retry's work.
-		ok, err := s.shared.Claim(ctx, s.account, itemOf(j), claimLease, j.urgent)
+		ok, err := s.shared.Claim(ctx, s.account, itemOf(j), lease, j.urgent)
 		if err != nil {
 			s.storeFailed(err)
 			return job{}, false
@@ -141,13 +144,41 @@ func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, 
 			// usually soon; an address read when the lease runs out.
 			s.due.deferUntil(j.key, now.Add(urgentRetry), now)
 		default:
-			s.due.deferUntil(j.key, now.Add(claimLease), now)
+			s.due.deferUntil(j.key, now.Add(lease), now)
 		}
 		if s.retry != nil && s.retry.me == j.me && s.retry.key == j.key {
 			s.retry = nil
 		}
 	}
 	return job{}, false
+}
+
+// takeSlot takes a slot of the key's shared budget and waits for it. It
+// reports false when ctx ended, the store did not answer (requests then
+// pause for storeRetry), or the next free slot is past the horizon.
+func (s *Scheduler) takeSlot(ctx context.Context, acct *config.AccountBundle, st settings) bool {
+	wait, ok, err := s.shared.Reserve(ctx, budgetKey(acct), sharedSpacing(st.rpm), budgetHorizon)
+	if err != nil {
+		s.storeFailed(err)
+		return false
+	}
+	if !ok {
+		// The next free slot is further off than any pause: the store
+		// lost the budget and starts it again after the horizon.
+		s.pauseUntil = later(s.pauseUntil, s.clock.Now().Add(wait-budgetHorizon))
+		return false
+	}
+	if wait <= 0 {
+		return true
+	}
+	t := s.clock.NewTimer(wait)
+	select {
+	case <-t.Chan():
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
 }
 
 // releaseShared gives the claim back after a request: the item is ready
