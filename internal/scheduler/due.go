@@ -34,6 +34,11 @@ type dueIndex struct {
 	ready    dueHeap
 	urgent   dueHeap
 	held     dueHeap
+	// gone are the addresses removed since takeGone, for the store's
+	// ready times (replicas only); reloads counts the reads of every
+	// address.
+	gone    []string
+	reloads int
 }
 
 // dueItem is one address in the index.
@@ -81,6 +86,7 @@ func (x *dueIndex) update(w *watchlist.List, account string, interval time.Durat
 // reload reads every address of the account again; those it keeps keep
 // their deferral. The caller rebuilds the heaps.
 func (x *dueIndex) reload(w *watchlist.List, account string) {
+	x.reloads++
 	old := x.byKey
 	x.byKey = make(map[string]*dueItem, len(old))
 	w.Plan(account, func(k string, e *watchlist.Entry) {
@@ -91,6 +97,11 @@ func (x *dueIndex) reload(w *watchlist.List, account string) {
 		it.sch = e.Schedule
 		x.byKey[k] = it
 	})
+	for k := range old {
+		if x.byKey[k] == nil {
+			x.gone = append(x.gone, k)
+		}
+	}
 }
 
 // set records an address's schedule, or that it is gone.
@@ -100,6 +111,7 @@ func (x *dueIndex) set(k string, sch watchlist.Schedule, watched bool, now time.
 		if it != nil {
 			heap.Remove(it.in, it.pos)
 			delete(x.byKey, k)
+			x.gone = append(x.gone, k)
 		}
 		return
 	}
@@ -168,6 +180,23 @@ func (x *dueIndex) rebuild(now time.Time) {
 	for _, h := range heaps {
 		heap.Init(h)
 	}
+}
+
+// takeGone returns the addresses removed since the last call.
+func (x *dueIndex) takeGone() []string {
+	gone := x.gone
+	x.gone = nil
+	return gone
+}
+
+// items are the store's names (itemOf) of every address, and of /me.
+func (x *dueIndex) items() map[string]bool {
+	items := make(map[string]bool, len(x.byKey)+1)
+	items[meItem] = true
+	for k := range x.byKey {
+		items[itemOf(job{key: k})] = true
+	}
+	return items
 }
 
 // firstUrgent is the refresh asked for first that no claim holds.

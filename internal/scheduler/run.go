@@ -33,6 +33,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 		now := s.clock.Now()
 		st := settingsOf(bundle, acct)
 		j, at := s.next(now, st)
+		s.forgetShared(ctx)
 		if at.After(now) {
 			if !s.wait(ctx, at, s.earliest(now, st)) {
 				return

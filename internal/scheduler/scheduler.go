@@ -136,6 +136,11 @@ type Scheduler struct {
 	// including the ones another replica held when this one tried to
 	// claim them (replicas only).
 	due *dueIndex
+	// pruned: the store's ready times were pruned of the addresses this
+	// replica does not watch, once after the start, tried last at the
+	// index's pruneTried-th read of every address (replicas only).
+	pruned     bool
+	pruneTried int
 	// readyIn is, during a claimed request, when it is ready again for
 	// any replica; its outcome may shorten it (replicas only).
 	readyIn *time.Duration

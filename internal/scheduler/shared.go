@@ -23,6 +23,10 @@ type SharedStore interface {
 	Pause(ctx context.Context, key string, d time.Duration) error
 	Claim(ctx context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error)
 	Release(ctx context.Context, scope, item string, readyIn time.Duration) error
+	// Forget and Prune remove addresses no longer watched from the ready
+	// times: the ones named, or all that keep rejects.
+	Forget(ctx context.Context, scope string, items []string) error
+	Prune(ctx context.Context, scope string, keep func(item string) bool) error
 }
 
 // Outcomes is where the scheduler writes what its requests taught it. It
@@ -74,6 +78,9 @@ const (
 	// before, and the pause, are over, and no fixed minute holds more than
 	// the budget (SharedStore.Reserve).
 	budgetHorizon = maxPause + resetJitter
+	// pruneTimeout bounds the pass over the store's ready times at start,
+	// which pages through one field per address ever read.
+	pruneTimeout = 10 * time.Second
 )
 
 // claimLease is how long a claim on an address or on /me holds: a replica
@@ -216,5 +223,39 @@ func (s *Scheduler) storeFailed(err error) {
 func (s *Scheduler) setReadyIn(d time.Duration) {
 	if s.readyIn != nil {
 		*s.readyIn = d
+	}
+}
+
+// forgetShared removes from the store's ready times the addresses the
+// due-time index lost (a reload or a 404 removed them), so the store does
+// not keep every address ever read. Once the index has read every address
+// after the start, it prunes every address this replica does not watch
+// instead (again at the next such read if that failed): those removed
+// while no replica ran. A
+// failure leaves the fields, which cost room but nothing else: one whose
+// ready time passed is as good as none.
+func (s *Scheduler) forgetShared(ctx context.Context) {
+	gone := s.due.takeGone()
+	prune := !s.pruned && s.due.reloads > s.pruneTried
+	if s.shared == nil || len(gone) == 0 && !prune {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, pruneTimeout)
+	defer cancel()
+	var err error
+	if prune {
+		s.pruneTried = s.due.reloads
+		keep := s.due.items()
+		err = s.shared.Prune(ctx, s.account, func(item string) bool { return keep[item] })
+		s.pruned = err == nil
+	} else {
+		items := make([]string, len(gone))
+		for i, k := range gone {
+			items[i] = itemOf(job{key: k})
+		}
+		err = s.shared.Forget(ctx, s.account, items)
+	}
+	if err != nil {
+		level.Debug(s.logger).Log("msg", "Could not remove addresses no longer watched from the store", "err", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -193,6 +194,32 @@ func (s storeAs) Release(_ context.Context, scope, item string, readyIn time.Dur
 		delete(s.claims, id)
 	}
 	s.releases = append(s.releases, fakeRelease{holder: s.holder, item: item, at: now, readyIn: readyIn})
+	return nil
+}
+
+func (s storeAs) Forget(_ context.Context, scope string, items []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fails("Forget"); err != nil {
+		return err
+	}
+	for _, item := range items {
+		delete(s.ready, scope+"/"+item)
+	}
+	return nil
+}
+
+func (s storeAs) Prune(_ context.Context, scope string, keep func(string) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fails("Prune"); err != nil {
+		return err
+	}
+	for id := range s.ready {
+		if sc, item, _ := strings.Cut(id, "/"); sc == scope && !keep(item) {
+			delete(s.ready, id)
+		}
+	}
 	return nil
 }
 

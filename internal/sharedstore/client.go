@@ -436,6 +436,50 @@ func (s *Client) Release(ctx context.Context, scope, item string, readyIn time.D
 	return nil
 }
 
+// forgetBatch bounds the items one HDEL names.
+const forgetBatch = 1000
+
+// Forget removes items from scope's ready times (Release): addresses this
+// replica no longer watches, so that the hash does not keep every address
+// ever read. Errors count as release errors: the same hash.
+func (s *Client) Forget(ctx context.Context, scope string, items []string) error {
+	for len(items) > 0 {
+		n := min(len(items), forgetBatch)
+		err := s.rdb.HDel(ctx, s.key("ready", scope), items[:n]...).Err()
+		if err = s.outcome(ctx, "release", err); err != nil {
+			return fmt.Errorf("store: forget: %w", err)
+		}
+		items = items[n:]
+	}
+	return nil
+}
+
+// Prune removes from scope's ready times every item keep rejects: what no
+// replica of the current config watches, removed while none was running.
+// It reads the hash a page at a time (HSCAN), so a large one does not
+// block the store.
+func (s *Client) Prune(ctx context.Context, scope string, keep func(item string) bool) error {
+	var cursor uint64
+	for {
+		fields, next, err := s.rdb.HScan(ctx, s.key("ready", scope), cursor, "*", forgetBatch).Result()
+		if err = s.outcome(ctx, "release", err); err != nil {
+			return fmt.Errorf("store: prune: %w", err)
+		}
+		var gone []string
+		for i := 0; i+1 < len(fields); i += 2 { // field, value pairs
+			if !keep(fields[i]) {
+				gone = append(gone, fields[i])
+			}
+		}
+		if err := s.Forget(ctx, scope, gone); err != nil {
+			return err
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
 // Checkpoint returns the newest checkpoint saved and the ID of the last
 // event it holds; ok is false when there is none.
 func (s *Client) Checkpoint(ctx context.Context) (data []byte, id string, ok bool, err error) {

@@ -313,6 +313,46 @@ func TestBudgetUnusedPastItsLifeStartsAtOnce(t *testing.T) {
 	}
 }
 
+// Prune pages through a hash larger than one page and keeps exactly what
+// keep accepts; Forget removes what it names.
+func TestPruneAndForget(t *testing.T) {
+	r := testkit.StartRedis(t)
+	s := open(t, r, "a", "")
+	rdb := raw(t, r)
+	ctx := context.Background()
+	const n = 2*forgetBatch + 500
+	values := make([]any, 0, 2*n)
+	for i := range n {
+		values = append(values, fmt.Sprint(i), "1")
+	}
+	if err := rdb.HSet(ctx, "breach_exporter:ready:acct", values...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	even := func(item string) bool {
+		var i int
+		fmt.Sscan(item, &i)
+		return i%2 == 0
+	}
+	if err := s.Prune(ctx, "acct", even); err != nil {
+		t.Fatal(err)
+	}
+	left, err := rdb.HKeys(ctx, "breach_exporter:ready:acct").Result()
+	if err != nil || len(left) != n/2 {
+		t.Fatalf("after the prune %d fields are left (%v), want %d", len(left), err, n/2)
+	}
+	for _, f := range left {
+		if !even(f) {
+			t.Fatalf("field %s was not pruned", f)
+		}
+	}
+	if err := s.Forget(ctx, "acct", left[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rdb.HKeys(ctx, "breach_exporter:ready:acct").Result(); err != nil || !slices.Equal(got, left[:1]) {
+		t.Fatalf("after forgetting all but %s: %v, %v", left[0], got, err)
+	}
+}
+
 func TestClaimAndRelease(t *testing.T) {
 	r := testkit.StartRedis(t)
 	a, b := open(t, r, "a", ""), open(t, r, "b", "")
