@@ -55,6 +55,9 @@ func (r *List) scheduleChanged(k string, e *Entry) {
 // address (Plan). The account's one scheduler calls it before each plan; f
 // must not call back into the watchlist.
 func (r *List) ScheduleChanges(account string, f func(key string, sch Schedule, watched bool)) (all bool) {
+	if r.noScheduleChanges(account) {
+		return false // the usual plan: a scrape copying the entries does not hold it up
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.accounts[account]
@@ -74,4 +77,13 @@ func (r *List) ScheduleChanges(account string, f func(key string, sch Schedule, 
 		}
 	}
 	return false
+}
+
+// noScheduleChanges reports whether the named account has no changes to
+// hand over, under the read lock only.
+func (r *List) noScheduleChanges(account string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	a := r.accounts[account]
+	return a != nil && !a.changes.all && len(a.changes.keys) == 0
 }
