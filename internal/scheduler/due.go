@@ -4,6 +4,7 @@ package scheduler
 
 import (
 	"container/heap"
+	"math"
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
@@ -55,15 +56,7 @@ type dueItem struct {
 
 func newDueIndex() *dueIndex {
 	x := &dueIndex{byKey: map[string]*dueItem{}}
-	x.waiting.less = func(a, b *dueItem) bool {
-		if !a.due.Equal(b.due) {
-			return a.due.Before(b.due)
-		}
-		return readBefore(a.sch, b.sch)
-	}
-	x.ready.less = func(a, b *dueItem) bool { return readBefore(a.sch, b.sch) }
-	x.urgent.less = func(a, b *dueItem) bool { return a.sch.Urgent < b.sch.Urgent }
-	x.held.less = func(a, b *dueItem) bool { return a.deferred.Before(b.deferred) }
+	x.waiting.by, x.ready.by, x.urgent.by, x.held.by = byDue, byRead, byTicket, byDeferral
 	return x
 }
 
@@ -109,7 +102,7 @@ func (x *dueIndex) set(k string, sch watchlist.Schedule, watched bool, now time.
 	it := x.byKey[k]
 	if !watched {
 		if it != nil {
-			heap.Remove(it.in, it.pos)
+			it.in.remove(it)
 			delete(x.byKey, k)
 			x.gone = append(x.gone, k)
 		}
@@ -119,18 +112,18 @@ func (x *dueIndex) set(k string, sch watchlist.Schedule, watched bool, now time.
 		it = &dueItem{key: k}
 		x.byKey[k] = it
 	} else {
-		heap.Remove(it.in, it.pos)
+		it.in.remove(it)
 	}
 	it.sch = sch
-	heap.Push(x.place(it, now), it)
+	x.place(it, now).push(it)
 }
 
 // defer holds an address until until: another replica's claim holds it.
 func (x *dueIndex) deferUntil(k string, until, now time.Time) {
 	if it := x.byKey[k]; it != nil {
-		heap.Remove(it.in, it.pos)
+		it.in.remove(it)
 		it.deferred = until
-		heap.Push(x.place(it, now), it)
+		x.place(it, now).push(it)
 	}
 }
 
@@ -155,13 +148,13 @@ func (x *dueIndex) place(it *dueItem, now time.Time) *dueHeap {
 func (x *dueIndex) advance(now time.Time) {
 	for _, h := range []*dueHeap{&x.waiting, &x.held} {
 		for h.Len() > 0 {
-			it := h.items[0]
+			it := h.slots[0].it
 			to := x.place(it, now)
 			if to == h {
 				break
 			}
-			heap.Pop(h)
-			heap.Push(to, it)
+			h.remove(it)
+			to.push(it)
 		}
 	}
 }
@@ -170,12 +163,12 @@ func (x *dueIndex) advance(now time.Time) {
 func (x *dueIndex) rebuild(now time.Time) {
 	heaps := []*dueHeap{&x.waiting, &x.ready, &x.urgent, &x.held}
 	for _, h := range heaps {
-		h.items = h.items[:0]
+		h.slots = h.slots[:0]
 	}
 	for _, it := range x.byKey {
 		h := x.place(it, now)
-		it.in, it.pos = h, len(h.items)
-		h.items = append(h.items, it)
+		it.in, it.pos = h, len(h.slots)
+		h.slots = append(h.slots, h.slotOf(it))
 	}
 	for _, h := range heaps {
 		heap.Init(h)
@@ -204,7 +197,7 @@ func (x *dueIndex) firstUrgent() (string, bool) {
 	if x.urgent.Len() == 0 {
 		return "", false
 	}
-	return x.urgent.items[0].key, true
+	return x.urgent.slots[0].it.key, true
 }
 
 // firstHeld is the held refresh that may be tried again first, and when.
@@ -212,7 +205,7 @@ func (x *dueIndex) firstHeld() (string, time.Time, bool) {
 	if x.held.Len() == 0 {
 		return "", time.Time{}, false
 	}
-	it := x.held.items[0]
+	it := x.held.slots[0].it
 	return it.key, it.deferred, true
 }
 
@@ -220,38 +213,90 @@ func (x *dueIndex) firstHeld() (string, time.Time, bool) {
 // earliest): a due one least recently attempted, or else the one due first.
 func (x *dueIndex) oldest(earliest time.Time) (string, time.Time, bool) {
 	if x.ready.Len() > 0 {
-		return x.ready.items[0].key, earliest, true
+		return x.ready.slots[0].it.key, earliest, true
 	}
 	if x.waiting.Len() > 0 {
-		it := x.waiting.items[0]
+		it := x.waiting.slots[0].it
 		return it.key, later(earliest, it.due), true
 	}
 	return "", time.Time{}, false
 }
 
-// dueHeap is a container/heap of index items that know their place.
+// dueHeap is a container/heap of index items that know their place. Each
+// slot holds its item's sort keys, so that sifting through a heap of
+// 100,000 reads one array rather than 100,000 items scattered in memory.
 type dueHeap struct {
-	items []*dueItem
-	less  func(a, b *dueItem) bool
+	slots []dueSlot
+	by    dueOrder
 }
 
-func (h *dueHeap) Len() int           { return len(h.items) }
-func (h *dueHeap) Less(i, j int) bool { return h.less(h.items[i], h.items[j]) }
+type dueSlot struct {
+	keys [3]int64 // compared in order
+	it   *dueItem
+}
+
+// dueOrder says what a heap's slots are sorted by.
+type dueOrder int
+
+const (
+	byDue      dueOrder = iota // when due, then as byRead
+	byRead                     // least recently attempted, then order added
+	byTicket                   // the refresh asked for first
+	byDeferral                 // the deferral that ends first
+)
+
+func (h *dueHeap) slotOf(it *dueItem) dueSlot {
+	read := [3]int64{nanos(it.sch.LastAttempt), int64(it.sch.Order)}
+	switch h.by {
+	case byDue:
+		return dueSlot{[3]int64{nanos(it.due), read[0], read[1]}, it}
+	case byRead:
+		return dueSlot{read, it}
+	case byTicket:
+		return dueSlot{[3]int64{int64(it.sch.Urgent)}, it}
+	default:
+		return dueSlot{[3]int64{nanos(it.deferred)}, it}
+	}
+}
+
+// nanos orders times as Before does; the zero time (never) first.
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+func (h *dueHeap) push(it *dueItem)   { heap.Push(h, h.slotOf(it)) }
+func (h *dueHeap) remove(it *dueItem) { heap.Remove(h, it.pos) }
+
+func (h *dueHeap) Len() int { return len(h.slots) }
+func (h *dueHeap) Less(i, j int) bool {
+	a, b := &h.slots[i].keys, &h.slots[j].keys
+	if a[0] != b[0] {
+		return a[0] < b[0]
+	}
+	if a[1] != b[1] {
+		return a[1] < b[1]
+	}
+	return a[2] < b[2]
+}
+
 func (h *dueHeap) Swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].pos, h.items[j].pos = i, j
+	h.slots[i], h.slots[j] = h.slots[j], h.slots[i]
+	h.slots[i].it.pos, h.slots[j].it.pos = i, j
 }
 
 func (h *dueHeap) Push(v any) {
-	it := v.(*dueItem)
-	it.in, it.pos = h, len(h.items)
-	h.items = append(h.items, it)
+	sl := v.(dueSlot)
+	sl.it.in, sl.it.pos = h, len(h.slots)
+	h.slots = append(h.slots, sl)
 }
 
 func (h *dueHeap) Pop() any {
-	n := len(h.items) - 1
-	it := h.items[n]
-	h.items[n] = nil
-	h.items = h.items[:n]
-	return it
+	n := len(h.slots) - 1
+	sl := h.slots[n]
+	h.slots[n] = dueSlot{}
+	h.slots = h.slots[:n]
+	return sl
 }

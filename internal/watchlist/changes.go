@@ -64,9 +64,9 @@ func (r *List) ScheduleChanges(account string, f func(key string, sch Schedule, 
 	if a == nil {
 		return true
 	}
-	c := a.changes
-	a.changes = scheduleChanges{}
+	c := &a.changes
 	if c.all {
+		a.changes = scheduleChanges{}
 		return true
 	}
 	for k := range c.keys {
@@ -76,6 +76,7 @@ func (r *List) ScheduleChanges(account string, f func(key string, sch Schedule, 
 			f(k, Schedule{}, false)
 		}
 	}
+	clear(c.keys) // kept for the next changes: a plan allocates nothing
 	return false
 }
 

@@ -71,7 +71,7 @@ func main() {
 		Only:             *only,
 		BudgetRun:        20 * time.Minute,
 		Budgets:          []int{60, 55},
-		Planning:         bench.PlanningOptions{Small: 1000, Large: 100000, Requests: 2000, Runs: 3},
+		Planning:         bench.PlanningOptions{Small: 1000, Large: 100000, Requests: 20000, Runs: 5},
 		LatencyAddresses: 4,
 		LatencySamples:   5,
 		Progress:         os.Stderr,
