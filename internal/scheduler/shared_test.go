@@ -619,24 +619,39 @@ func TestReplicasShareTheBudgetAndTheWork(t *testing.T) {
 	}
 }
 
+// oneRateLimit answers the nth call with a 429 whose window resets 20 s
+// later, and refuses nothing else.
+type oneRateLimit struct {
+	n                int
+	mu               sync.Mutex // replicas woken at the same instant call at once
+	limitedAt, reset time.Time
+}
+
+func (o *oneRateLimit) script(c call, _ *breach.RateLimit) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if c.n != o.n {
+		return nil
+	}
+	o.limitedAt, o.reset = c.at, c.at.Add(20*time.Second)
+	return &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: o.reset}
+}
+
+// times are when the 429 was sent and when its window resets; zero before.
+func (o *oneRateLimit) times() (limitedAt, reset time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.limitedAt, o.reset
+}
+
 func TestRateLimitPausesEveryReplica(t *testing.T) {
 	rs := newReplicaSet(t, Settings{Addresses: emails(100), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, 2, true)
-	var (
-		mu               sync.Mutex // replicas woken at the same instant call at once
-		limitedAt, reset time.Time
-	)
 	// One 429, and nothing else refused: a replica that kept sending
 	// during the pause would not be stopped by a 429 of its own.
-	rs.api.script = func(c call, rl *breach.RateLimit) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if c.n != 10 {
-			return nil
-		}
-		limitedAt, reset = c.at, c.at.Add(20*time.Second)
-		return &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: reset}
-	}
+	limit := &oneRateLimit{n: 10}
+	rs.api.script = limit.script
 	rs.advance(time.Minute)
+	limitedAt, reset := limit.times()
 
 	pauses, _, _ := rs.store.log()
 	until := reset.Add(resetJitter / 2)
@@ -796,30 +811,15 @@ func TestRetryAfterARateLimitIsReadOnce(t *testing.T) {
 func TestBudgetLostByTheStoreStaysWithinIt(t *testing.T) {
 	rs := newReplicaSet(t, Settings{Addresses: emails(300), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, 3, true)
 	rs.api.limit = 60
-	var (
-		mu               sync.Mutex
-		limitedAt, reset time.Time
-	)
-	rs.api.script = func(c call, rl *breach.RateLimit) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if c.n != 100 {
-			return nil
-		}
-		limitedAt, reset = c.at, c.at.Add(20*time.Second)
-		return &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: reset}
-	}
-	limited := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return !limitedAt.IsZero()
-	}
-	for !limited() {
+	limit := &oneRateLimit{n: 100}
+	rs.api.script = limit.script
+	for limitedAt, _ := limit.times(); limitedAt.IsZero(); limitedAt, _ = limit.times() {
 		rs.advance(time.Second)
 	}
 	rs.store.flush()
 	rs.advance(5 * time.Minute)
 
+	limitedAt, reset := limit.times()
 	calls := rs.api.log()
 	if n := rs.api.count429(); n != 0 {
 		t.Errorf("server answered 429 %d times past its limit, want 0", n)
