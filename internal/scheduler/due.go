@@ -118,7 +118,8 @@ func (x *dueIndex) set(k string, sch watchlist.Schedule, watched bool, now time.
 	x.place(it, now).push(it)
 }
 
-// defer holds an address until until: another replica's claim holds it.
+// deferUntil holds an address until until: another replica's claim holds
+// it.
 func (x *dueIndex) deferUntil(k string, until, now time.Time) {
 	if it := x.byKey[k]; it != nil {
 		it.in.remove(it)
@@ -127,7 +128,7 @@ func (x *dueIndex) deferUntil(k string, until, now time.Time) {
 	}
 }
 
-// place computes it's due time and returns the heap it belongs in as of
+// place computes its due time and returns the heap it belongs in as of
 // now.
 func (x *dueIndex) place(it *dueItem, now time.Time) *dueHeap {
 	if it.sch.Urgent != 0 {
@@ -159,7 +160,8 @@ func (x *dueIndex) advance(now time.Time) {
 	}
 }
 
-// rebuild places every address again: the interval changed.
+// rebuild places every address again: they were read again, or the
+// interval changed.
 func (x *dueIndex) rebuild(now time.Time) {
 	heaps := []*dueHeap{&x.waiting, &x.ready, &x.urgent, &x.held}
 	for _, h := range heaps {
