@@ -135,3 +135,21 @@ func benchmarkHandler(b *testing.B, h http.Handler, emails []string, creds crede
 	}
 	b.ReportMetric(float64((cpuTime()-cpuBefore).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
+
+// BenchmarkPlanning is MeasurePlanning for go test -bench and pprof: one
+// op is one run of 20,000 requests after the warm-up.
+func BenchmarkPlanning(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			var perRequest float64
+			for b.Loop() {
+				res, err := MeasurePlanning(n, 20000)
+				if err != nil {
+					b.Fatal(err)
+				}
+				perRequest = res.SecondsPerRequest
+			}
+			b.ReportMetric(perRequest*1e6, "us/request")
+		})
+	}
+}

@@ -121,6 +121,8 @@ type Report struct {
 	Scrape   []ScrapePair     `json:"scrape,omitempty"`
 	Deployed []DeployedResult `json:"deployed,omitempty"`
 	Budget   []BudgetResult   `json:"budget,omitempty"`
+	// Planning is the scheduler's cost per request, small size first.
+	Planning []PlanningResult `json:"planning,omitempty"`
 	Latency  *LatencyResult   `json:"alert_latency,omitempty"`
 	// UserCost is a real Prometheus scraping the binary, default against
 	// every detail family.

@@ -38,8 +38,11 @@ type SuiteOptions struct {
 	// Replicas is polling with several replicas sharing one key through
 	// the store; no Replicas: not measured.
 	Replicas ReplicasOptions
+	// Planning is the scheduler's cost per request at a small and a large
+	// number of addresses; no sizes: not measured.
+	Planning PlanningOptions
 	// Only names the one part to run (OnlyWebhookAccounts, OnlyReplicas,
-	// OnlyWebhookStore); empty: all.
+	// OnlyWebhookStore, OnlyPlanning); empty: all.
 	Only string
 	// BudgetRun is the fake time each budget run lasts.
 	BudgetRun time.Duration
@@ -104,6 +107,8 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 			err = measureWebhookStore(r, o.WebhookStore, progress)
 		case OnlyReplicas:
 			err = measureReplicas(r, o.Replicas, progress)
+		case OnlyPlanning:
+			err = measurePlanning(r, o.Planning, progress)
 		default:
 			return r, fmt.Errorf("suite: no part %q to run alone (only %s)", o.Only, OnlyParts)
 		}
@@ -198,6 +203,9 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 		}
 		r.Budget = append(r.Budget, b)
 	}
+	if err := measurePlanning(r, o.Planning, progress); err != nil {
+		return r, err
+	}
 
 	fmt.Fprintf(progress, "alert latency: %d samples\n", o.LatencySamples)
 	lat, err := MeasureAlertLatency(o.LatencyAddresses, o.LatencySamples)
@@ -219,10 +227,12 @@ const (
 	// OnlyReplicas is polling with several replicas (a few minutes of
 	// real time: the service's windows are real minutes).
 	OnlyReplicas = "replicas"
+	// OnlyPlanning is the scheduler's cost per request (seconds).
+	OnlyPlanning = "planning"
 )
 
 // OnlyParts lists them for messages and flags.
-const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas
+const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning
 
 func measureWebhookStore(r *Report, o WebhookOptions, progress io.Writer) error {
 	if o.Rounds == 0 {
@@ -342,6 +352,7 @@ func figures(r *Report) []Figure {
 				withGoal("0", b.RateLimited == 0),
 		)
 	}
+	fs = append(fs, planningFigures(r.Planning)...)
 	if l := r.Latency; l != nil {
 		fs = append(fs,
 			newFigure("alert to gauge, median", "s", l.MedianSeconds, l.FloorSeconds, "one GET /breaches").

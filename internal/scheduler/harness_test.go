@@ -28,6 +28,7 @@ type Settings struct {
 	RequestsPerMinute int
 	Interval          time.Duration
 	MeInterval        time.Duration
+	Timeout           time.Duration // api.timeout
 }
 
 // tokenFile stands in for api.token_file: what it holds (svc_ak_test until
@@ -54,7 +55,7 @@ func (f *tokenFile) write(token string) { f.content.Store(&token) }
 // bundle is the config bundle of st, reading its token from file.
 func bundle(st Settings, file *tokenFile) *config.Bundle {
 	cfg := &config.Config{
-		API:     config.APIConfig{RequestsPerMinute: st.RequestsPerMinute},
+		API:     config.APIConfig{RequestsPerMinute: st.RequestsPerMinute, Timeout: model.Duration(st.Timeout)},
 		Refresh: config.RefreshConfig{Interval: model.Duration(st.Interval), MeInterval: model.Duration(st.MeInterval)},
 		Labels:  config.LabelsConfig{Address: breach.LabelEmail},
 	}

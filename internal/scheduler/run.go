@@ -33,6 +33,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 		now := s.clock.Now()
 		st := settingsOf(bundle, acct)
 		j, at := s.next(now, st)
+		s.forgetShared(ctx)
 		if at.After(now) {
 			if !s.wait(ctx, at, s.earliest(now, st)) {
 				return
@@ -56,8 +57,7 @@ func (s *Scheduler) Run(ctx context.Context) {
 // another request first, but none can go out before earliest: so a change
 // re-plans at once only when the budget is idle, and otherwise shortens the
 // wait to earliest and re-plans then, once, however many changes come in
-// between. A plan scans every address; one per change would make a burst
-// of alerts cost the square of the addresses.
+// between.
 func (s *Scheduler) wait(ctx context.Context, until, earliest time.Time) bool {
 	// A change that came while a request was in flight is taken before
 	// starting the timer, so a wait never outlasts a change it missed.
@@ -129,10 +129,10 @@ func (s *Scheduler) earliest(now time.Time, st settings) time.Time {
 // may: a request retried after a 429 or 401 first, then Refresh'ed addresses
 // in the order asked (every other slot at most while other reads are due),
 // then /me when due, then the address read least recently once its interval
-// (or error backoff) has passed.
+// (or error backoff) has passed. It asks the due-time index (due.go), not
+// every address.
 func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
 	earliest := s.earliest(now, st)
-
 	if r := s.retry; r != nil {
 		if r.me {
 			return *r, earliest
@@ -142,49 +142,23 @@ func (s *Scheduler) next(now time.Time, st settings) (job, time.Time) {
 		}
 		s.retry = nil // a reload removed it during the pause
 	}
+	s.due.update(s.watchlist, s.account, st.interval, now)
 
-	var urgent, oldest watchlist.Schedule
-	var urgentKey, oldestKey, heldKey string
-	var oldestAt, heldAt time.Time
-	s.watchlist.Plan(s.account, func(k string, e *watchlist.Entry) {
-		sch := e.Schedule
-		if sch.Urgent != 0 && len(s.deferred) > 0 {
-			// Another replica holds it (replicas only): the other work
-			// goes on meanwhile, and it is tried again once deferred.
-			if until := s.deferredUntil(k, now); !until.IsZero() {
-				if heldKey == "" || until.Before(heldAt) {
-					heldKey, heldAt = k, until
-				}
-				return
-			}
-		}
-		if sch.Urgent != 0 {
-			if urgentKey == "" || sch.Urgent < urgent.Urgent {
-				urgent, urgentKey = sch, k
-			}
-			return
-		}
-		at := later(earliest, readyAt(sch, st.interval))
-		if len(s.deferred) > 0 {
-			at = later(at, s.deferredUntil(k, now))
-		}
-		if oldestKey == "" || at.Before(oldestAt) || at.Equal(oldestAt) && readBefore(sch, oldest) {
-			oldest, oldestKey, oldestAt = sch, k, at
-		}
-	})
+	oldestKey, oldestAt, haveOldest := s.due.oldest(earliest)
 	// Refreshes take at most every other slot while other reads are due, so
 	// a storm of alerts cannot starve addresses never read or long stale.
-	if urgentKey != "" && !(s.lastUrgent && oldestKey != "" && !oldestAt.After(earliest)) {
-		return job{urgent: true, key: urgentKey}, earliest
+	if k, ok := s.due.firstUrgent(); ok && !(s.lastUrgent && haveOldest && !oldestAt.After(earliest)) {
+		return job{urgent: true, key: k}, earliest
 	}
 	// A zero lastMe (not sent yet) makes /me due at once.
 	meAt := later(earliest, s.lastMe.Add(meEvery(st)))
 	j, at := job{key: oldestKey}, oldestAt
-	if oldestKey == "" || !oldestAt.Before(meAt) {
+	if !haveOldest || !oldestAt.Before(meAt) {
 		j, at = job{me: true}, meAt
 	}
-	if heldKey != "" && later(earliest, heldAt).Before(at) {
-		return job{urgent: true, key: heldKey}, later(earliest, heldAt)
+	// A refresh another replica holds goes once its holder is done.
+	if k, heldAt, ok := s.due.firstHeld(); ok && later(earliest, heldAt).Before(at) {
+		return job{urgent: true, key: k}, later(earliest, heldAt)
 	}
 	return j, at
 }

@@ -91,6 +91,7 @@ type settings struct {
 	rpm        int           // our budget, 1..60
 	interval   time.Duration // an address is re-read at most this often (unless Refresh asks sooner)
 	meInterval time.Duration
+	timeout    time.Duration // api.timeout: the longest one request may take
 }
 
 func settingsOf(s *config.Bundle, a *config.AccountBundle) settings {
@@ -98,6 +99,7 @@ func settingsOf(s *config.Bundle, a *config.AccountBundle) settings {
 		rpm:        a.Config.API.RequestsPerMinute,
 		interval:   time.Duration(s.Config.Refresh.Interval),
 		meInterval: time.Duration(s.Config.Refresh.MeInterval),
+		timeout:    time.Duration(s.Config.API.Timeout),
 	}
 }
 
@@ -130,9 +132,15 @@ type Scheduler struct {
 	warnedPlan  string // the plan last checked for webhook delivery
 	cycleFor    cycleInputs
 	overBudget  bool // the addresses did not fit in the interval when last computed
-	// deferred are addresses another replica held when this one tried to
-	// claim them, and until when they wait (replicas only).
-	deferred map[string]time.Time
+	// due indexes the account's addresses by when each may go next,
+	// including the ones another replica held when this one tried to
+	// claim them (replicas only).
+	due *dueIndex
+	// pruned: the store's ready times were pruned of the addresses this
+	// replica does not watch, once after the start, tried last at the
+	// index's pruneTried-th read of every address (replicas only).
+	pruned     bool
+	pruneTried int
 	// readyIn is, during a claimed request, when it is ready again for
 	// any replica; its outcome may shorten it (replicas only).
 	readyIn *time.Duration
@@ -151,7 +159,7 @@ func New(o Options) *Scheduler {
 		webhook:   o.Webhook,
 		shared:    o.SharedStore,
 		out:       o.Outcomes,
-		deferred:  map[string]time.Time{},
+		due:       newDueIndex(),
 	}
 	if s.out == nil {
 		s.out = local{o.Watchlist}

@@ -19,10 +19,14 @@ import (
 // (*sharedstore.Client): one request budget per API key and claims on the
 // work. nil when the exporter runs alone.
 type SharedStore interface {
-	Reserve(ctx context.Context, key string, spacing time.Duration) (time.Duration, error)
+	Reserve(ctx context.Context, key string, spacing, horizon time.Duration) (wait time.Duration, ok bool, err error)
 	Pause(ctx context.Context, key string, d time.Duration) error
 	Claim(ctx context.Context, scope, item string, lease time.Duration, urgent bool) (bool, error)
 	Release(ctx context.Context, scope, item string, readyIn time.Duration) error
+	// Forget and Prune remove addresses no longer watched from the ready
+	// times: the ones named, or all that keep rejects.
+	Forget(ctx context.Context, scope string, items []string) error
+	Prune(ctx context.Context, scope string, keep func(item string) bool) error
 }
 
 // Outcomes is where the scheduler writes what its requests taught it. It
@@ -52,11 +56,10 @@ func (l local) SetAccount(account, plan string, up bool)                     { l
 func (l local) SetRateLimit(account string, rl breach.RateLimit)             { l.w.SetRateLimit(account, rl) }
 
 const (
-	// claimLease is how long a claim on an address or on /me holds: a
-	// replica that dies has its work taken over within it. It outlasts a
-	// request (api.timeout is at most 30 s, and the budget's wait comes
-	// before the claim).
-	claimLease = 30 * time.Second
+	// claimMargin is how long a claim holds past the longest request:
+	// recording and publishing the outcome (each step bounded by the
+	// store's timeouts of a few seconds), then the release.
+	claimMargin = 20 * time.Second
 	// claimTries bounds the claims one budget slot tries: another replica
 	// may hold the address this one planned, before its answer arrives.
 	claimTries = 8
@@ -68,7 +71,24 @@ const (
 	// urgentRetry is how soon a refresh another replica's claim held is
 	// tried again.
 	urgentRetry = 2 * time.Second
+	// budgetHorizon is the furthest ahead a slot of the shared budget is
+	// taken, and the longest pause (a 429's, capped at maxPause, plus its
+	// jitter). A budget the store lost (a restart or a flush while
+	// replicas poll) starts again only after it: by then every slot taken
+	// before, and the pause, are over, and no fixed minute holds more than
+	// the budget (SharedStore.Reserve).
+	budgetHorizon = maxPause + resetJitter
+	// pruneTimeout bounds the pass over the store's ready times at start,
+	// which pages through one field per address ever read.
+	pruneTimeout = 10 * time.Second
 )
+
+// claimLease is how long a claim on an address or on /me holds: a replica
+// that dies has its work taken over within it. It outlasts the longest
+// request the config allows, api.timeout (which bounds a request, its body
+// included; the budget's wait comes before the claim): 30 s at the
+// default 10 s.
+func claimLease(st settings) time.Duration { return st.timeout + claimMargin }
 
 // sharedSpacing is the least time between two requests of all replicas on
 // one key. One request less than the budget a minute: the replicas' sends
@@ -100,20 +120,10 @@ func itemOf(j job) string {
 // replica holds. It reports false when there is none, or the store did
 // not answer (then requests pause for storeRetry).
 func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, st settings) (job, bool) {
-	wait, err := s.shared.Reserve(ctx, budgetKey(acct), sharedSpacing(st.rpm))
-	if err != nil {
-		s.storeFailed(err)
+	if !s.takeSlot(ctx, acct, st) {
 		return job{}, false
 	}
-	if wait > 0 {
-		t := s.clock.NewTimer(wait)
-		select {
-		case <-t.Chan():
-		case <-ctx.Done():
-			t.Stop()
-			return job{}, false
-		}
-	}
+	lease := claimLease(st)
 	for range claimTries {
 		now := s.clock.Now()
 		j, at := s.next(now, st)
@@ -123,13 +133,12 @@ func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, 
 		// A retry after a 429 or 401 is not urgent: its release made it
 		// ready at once, and a replica that read it since then (its ready
 		// time later again) has done the retry's work.
-		ok, err := s.shared.Claim(ctx, s.account, itemOf(j), claimLease, j.urgent)
+		ok, err := s.shared.Claim(ctx, s.account, itemOf(j), lease, j.urgent)
 		if err != nil {
 			s.storeFailed(err)
 			return job{}, false
 		}
 		if ok {
-			s.pruneDeferred(now)
 			return j, true
 		}
 		// Another replica reads it, or read it and its answer is on the
@@ -140,15 +149,43 @@ func (s *Scheduler) takeShared(ctx context.Context, acct *config.AccountBundle, 
 		case j.urgent:
 			// A refresh waits for the holder's read to end, which is
 			// usually soon; an address read when the lease runs out.
-			s.deferred[j.key] = now.Add(urgentRetry)
+			s.due.deferUntil(j.key, now.Add(urgentRetry), now)
 		default:
-			s.deferred[j.key] = now.Add(claimLease)
+			s.due.deferUntil(j.key, now.Add(lease), now)
 		}
 		if s.retry != nil && s.retry.me == j.me && s.retry.key == j.key {
 			s.retry = nil
 		}
 	}
 	return job{}, false
+}
+
+// takeSlot takes a slot of the key's shared budget and waits for it. It
+// reports false when ctx ended, the store did not answer (requests then
+// pause for storeRetry), or the next free slot is past the horizon.
+func (s *Scheduler) takeSlot(ctx context.Context, acct *config.AccountBundle, st settings) bool {
+	wait, ok, err := s.shared.Reserve(ctx, budgetKey(acct), sharedSpacing(st.rpm), budgetHorizon)
+	if err != nil {
+		s.storeFailed(err)
+		return false
+	}
+	if !ok {
+		// The next free slot is further off than any pause: the store
+		// lost the budget and starts it again after the horizon.
+		s.pauseUntil = later(s.pauseUntil, s.clock.Now().Add(wait-budgetHorizon))
+		return false
+	}
+	if wait <= 0 {
+		return true
+	}
+	t := s.clock.NewTimer(wait)
+	select {
+	case <-t.Chan():
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
 }
 
 // releaseShared gives the claim back after a request: the item is ready
@@ -189,26 +226,36 @@ func (s *Scheduler) setReadyIn(d time.Duration) {
 	}
 }
 
-// deferredUntil is when a planned address may be claimed again after a
-// claim failed; it forgets the deferrals that ran out.
-func (s *Scheduler) deferredUntil(key string, now time.Time) time.Time {
-	until, ok := s.deferred[key]
-	if ok && !until.After(now) {
-		delete(s.deferred, key)
-		return time.Time{}
-	}
-	return until
-}
-
-// pruneDeferred forgets the deferrals that ran out once they outnumber the
-// account's addresses, so addresses a reload removed do not pile up.
-func (s *Scheduler) pruneDeferred(now time.Time) {
-	if len(s.deferred) <= s.watchlist.AccountLen(s.account) {
+// forgetShared removes from the store's ready times the addresses the
+// due-time index lost (a reload or a 404 removed them), so the store does
+// not keep every address ever read. Once the index has read every address
+// after the start, it prunes every address this replica does not watch
+// instead (again at the next such read if that failed): those removed
+// while no replica ran. A
+// failure leaves the fields, which cost room but nothing else: one whose
+// ready time passed is as good as none.
+func (s *Scheduler) forgetShared(ctx context.Context) {
+	gone := s.due.takeGone()
+	prune := !s.pruned && s.due.reloads > s.pruneTried
+	if s.shared == nil || len(gone) == 0 && !prune {
 		return
 	}
-	for k, until := range s.deferred {
-		if !until.After(now) {
-			delete(s.deferred, k)
+	ctx, cancel := context.WithTimeout(ctx, pruneTimeout)
+	defer cancel()
+	var err error
+	if prune {
+		s.pruneTried = s.due.reloads
+		keep := s.due.items()
+		err = s.shared.Prune(ctx, s.account, func(item string) bool { return keep[item] })
+		s.pruned = err == nil
+	} else {
+		items := make([]string, len(gone))
+		for i, k := range gone {
+			items[i] = itemOf(job{key: k})
 		}
+		err = s.shared.Forget(ctx, s.account, items)
+	}
+	if err != nil {
+		level.Debug(s.logger).Log("msg", "Could not remove addresses no longer watched from the store", "err", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,8 +36,12 @@ type fakeStore struct {
 	err     error                // when set, the calls in failing fail with it
 	failing map[string]bool      // by method name; nil: all (the store is down)
 	tat     map[string]time.Time // per budget key: when its next slot starts
-	claims  map[string]fakeClaim // per scope and item
-	ready   map[string]time.Time // per scope and item: when it may be claimed unless urgent
+	// used are, per replica and budget key, the restart delay of a
+	// budget it used, as the real Client remembers them. The fake's keys
+	// never expire, so a use is never too old to tell a lost key.
+	used   map[string]time.Duration
+	claims map[string]fakeClaim // per scope and item
+	ready  map[string]time.Time // per scope and item: when it may be claimed unless urgent
 
 	pauses   []fakePause
 	releases []fakeRelease
@@ -60,7 +65,7 @@ type fakeRelease struct {
 }
 
 func newFakeStore(clock clockwork.Clock) *fakeStore {
-	return &fakeStore{clock: clock, tat: map[string]time.Time{}, claims: map[string]fakeClaim{}, ready: map[string]time.Time{}}
+	return &fakeStore{clock: clock, tat: map[string]time.Time{}, used: map[string]time.Duration{}, claims: map[string]fakeClaim{}, ready: map[string]time.Time{}}
 }
 
 // as is the store as one replica sees it: claims are held by name.
@@ -72,6 +77,14 @@ func (f *fakeStore) claim(holder, scope, item string, lease time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.claims[scope+"/"+item] = fakeClaim{holder: holder, until: f.clock.Now().Add(lease)}
+}
+
+// flush empties the store, as FLUSHALL or a restart without its data do;
+// the replicas remember what they used.
+func (f *fakeStore) flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tat, f.claims, f.ready = map[string]time.Time{}, map[string]fakeClaim{}, map[string]time.Time{}
 }
 
 // setErr fails the named methods, or all of them, with err; nil ends it.
@@ -106,16 +119,36 @@ type storeAs struct {
 	holder string
 }
 
-func (s storeAs) Reserve(_ context.Context, key string, spacing time.Duration) (time.Duration, error) {
+// next is the key's next slot as the store's scripts find it: a key the
+// replica used that is missing was lost, and starts again after the delay
+// the replica's last Reserve asked for. Called with s.mu held.
+func (s storeAs) next(key string, now time.Time) (time.Time, bool) {
+	if tat, ok := s.tat[key]; ok {
+		return later(tat, now), true
+	}
+	if restart, used := s.used[s.holder+"/"+key]; used {
+		return now.Add(restart), false
+	}
+	return now, false
+}
+
+func (s storeAs) Reserve(_ context.Context, key string, spacing, horizon time.Duration) (time.Duration, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.fails("Reserve"); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	now := s.clock.Now()
-	tat := later(s.tat[key], now)
+	tat, stored := s.next(key, now)
+	s.used[s.holder+"/"+key] = horizon + spacing
+	if tat.Sub(now) > horizon {
+		if !stored {
+			s.tat[key] = tat
+		}
+		return tat.Sub(now), false, nil
+	}
 	s.tat[key] = tat.Add(spacing)
-	return tat.Sub(now), nil
+	return tat.Sub(now), true, nil
 }
 
 func (s storeAs) Pause(_ context.Context, key string, d time.Duration) error {
@@ -125,7 +158,11 @@ func (s storeAs) Pause(_ context.Context, key string, d time.Duration) error {
 		return err
 	}
 	now := s.clock.Now()
-	s.tat[key] = later(s.tat[key], now.Add(d))
+	tat, _ := s.next(key, now)
+	s.tat[key] = later(tat, now.Add(d))
+	if _, ok := s.used[s.holder+"/"+key]; !ok {
+		s.used[s.holder+"/"+key] = 0 // used, with no restart delay asked for yet
+	}
 	s.pauses = append(s.pauses, fakePause{at: now, d: d})
 	return nil
 }
@@ -160,6 +197,32 @@ func (s storeAs) Release(_ context.Context, scope, item string, readyIn time.Dur
 	return nil
 }
 
+func (s storeAs) Forget(_ context.Context, scope string, items []string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fails("Forget"); err != nil {
+		return err
+	}
+	for _, item := range items {
+		delete(s.ready, scope+"/"+item)
+	}
+	return nil
+}
+
+func (s storeAs) Prune(_ context.Context, scope string, keep func(string) bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.fails("Prune"); err != nil {
+		return err
+	}
+	for id := range s.ready {
+		if sc, item, _ := strings.Cut(id, "/"); sc == scope && !keep(item) {
+			delete(s.ready, id)
+		}
+	}
+	return nil
+}
+
 // newSharedHarness is the one-scheduler harness with a shared store.
 func newSharedHarness(t *testing.T, st Settings) (*harness, *fakeStore) {
 	t.Helper()
@@ -173,6 +236,9 @@ func newSharedHarness(t *testing.T, st Settings) (*harness, *fakeStore) {
 
 // itemFor names an address as the scheduler's claims do.
 func itemFor(email string) string { return itemOf(job{key: breach.Key(email)}) }
+
+// testLease is the claims' lease under the tests' settings (no api.timeout).
+var testLease = claimLease(settings{})
 
 // slot is the shared budget's spacing at the service's 60 a minute.
 var slot = sharedSpacing(60)
@@ -213,7 +279,7 @@ func assertSharedBudget(t *testing.T, a *fakeAPI, minutes int) {
 func TestClaimHeldElsewhereWaitsForItsLease(t *testing.T) {
 	const held = "user000@example.com"
 	h, store := newSharedHarness(t, Settings{Addresses: emails(5), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
-	store.claim("other", breach.DefaultAccount, itemFor(held), claimLease)
+	store.claim("other", breach.DefaultAccount, itemFor(held), testLease)
 	h.start().advance(10 * time.Second)
 	if n := len(h.api.log()); n != 5 {
 		t.Fatalf("%d calls in the first 10 seconds, want 5 (/me and the 4 addresses not held)", n)
@@ -227,7 +293,7 @@ func TestClaimHeldElsewhereWaitsForItsLease(t *testing.T) {
 	if len(reads) != 1 {
 		t.Fatalf("%s read %d times, want once, after the lease", held, len(reads))
 	}
-	if lease, latest := t0.Add(claimLease), refused[0].at.Add(claimLease+slot); reads[0].at.Before(lease) || reads[0].at.After(latest) {
+	if lease, latest := t0.Add(testLease), refused[0].at.Add(testLease+slot); reads[0].at.Before(lease) || reads[0].at.After(latest) {
 		t.Fatalf("%s read at %s, want after the lease ran out at %s and by %s", held, reads[0].at, lease, latest)
 	}
 }
@@ -553,24 +619,39 @@ func TestReplicasShareTheBudgetAndTheWork(t *testing.T) {
 	}
 }
 
+// oneRateLimit answers the nth call with a 429 whose window resets 20 s
+// later, and refuses nothing else.
+type oneRateLimit struct {
+	n                int
+	mu               sync.Mutex // replicas woken at the same instant call at once
+	limitedAt, reset time.Time
+}
+
+func (o *oneRateLimit) script(c call, _ *breach.RateLimit) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if c.n != o.n {
+		return nil
+	}
+	o.limitedAt, o.reset = c.at, c.at.Add(20*time.Second)
+	return &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: o.reset}
+}
+
+// times are when the 429 was sent and when its window resets; zero before.
+func (o *oneRateLimit) times() (limitedAt, reset time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.limitedAt, o.reset
+}
+
 func TestRateLimitPausesEveryReplica(t *testing.T) {
 	rs := newReplicaSet(t, Settings{Addresses: emails(100), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, 2, true)
-	var (
-		mu               sync.Mutex // replicas woken at the same instant call at once
-		limitedAt, reset time.Time
-	)
 	// One 429, and nothing else refused: a replica that kept sending
 	// during the pause would not be stopped by a 429 of its own.
-	rs.api.script = func(c call, rl *breach.RateLimit) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if c.n != 10 {
-			return nil
-		}
-		limitedAt, reset = c.at, c.at.Add(20*time.Second)
-		return &api.Error{Kind: api.KindRateLimited, StatusCode: 429, RetryAt: reset}
-	}
+	limit := &oneRateLimit{n: 10}
+	rs.api.script = limit.script
 	rs.advance(time.Minute)
+	limitedAt, reset := limit.times()
 
 	pauses, _, _ := rs.store.log()
 	until := reset.Add(resetJitter / 2)
@@ -640,7 +721,7 @@ func TestRefreshHeldElsewhereDoesNotStall(t *testing.T) {
 	h, store := newSharedHarness(t, Settings{Addresses: emails(100), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour})
 	h.start().advance(5 * time.Second)
 
-	store.claim("other", breach.DefaultAccount, itemFor(alerted), claimLease)
+	store.claim("other", breach.DefaultAccount, itemFor(alerted), testLease)
 	h.reg.Refresh(alerted) // Run waits for its slot: no re-plan to wait for
 	before := len(h.api.log())
 	h.advance(20 * time.Second)
@@ -721,5 +802,79 @@ func TestRetryAfterARateLimitIsReadOnce(t *testing.T) {
 	}
 	if reads := rs.api.callsTo(email); len(reads) != 2 {
 		t.Fatalf("%s sent %d times (%v), want twice: the 429 and one read after the pause", email, len(reads), reads)
+	}
+}
+
+// A store that loses the budget while the replicas poll (a restart without
+// its data, a FLUSHALL) loses neither the slots it handed out nor a
+// 429's pause: the replicas that used it start it again only after both.
+func TestBudgetLostByTheStoreStaysWithinIt(t *testing.T) {
+	rs := newReplicaSet(t, Settings{Addresses: emails(300), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour}, 3, true)
+	rs.api.limit = 60
+	limit := &oneRateLimit{n: 100}
+	rs.api.script = limit.script
+	for limitedAt, _ := limit.times(); limitedAt.IsZero(); limitedAt, _ = limit.times() {
+		rs.advance(time.Second)
+	}
+	rs.store.flush()
+	rs.advance(5 * time.Minute)
+
+	limitedAt, reset := limit.times()
+	calls := rs.api.log()
+	if n := rs.api.count429(); n != 0 {
+		t.Errorf("server answered 429 %d times past its limit, want 0", n)
+	}
+	assertUnixMinutes(t, calls, 60)
+	assertBudget(t, calls, 59)
+	until := reset.Add(resetJitter / 2)
+	for i, r := range rs.reps {
+		var during []call
+		for _, c := range r.log() {
+			if c.at.After(limitedAt) && c.at.Before(until) {
+				during = append(during, c)
+			}
+		}
+		if len(during) > 1 {
+			t.Errorf("replica %d sent %v during the pause, want at most the one slot it held", i, during)
+		}
+	}
+	if last := calls[len(calls)-1].at; last.Sub(limitedAt) < 3*time.Minute {
+		t.Errorf("the last call went %s after the 429: polling did not go on", last.Sub(limitedAt))
+	}
+}
+
+// A claim outlasts the longest request the config allows: with
+// api.timeout at 2m, another replica must not take the address over while
+// the request may still be in flight.
+func TestClaimOutlastsTheLongestRequest(t *testing.T) {
+	const timeout = 2 * time.Minute
+	h, store := newSharedHarness(t, Settings{Addresses: emails(2), RequestsPerMinute: 60, Interval: time.Hour, MeInterval: time.Hour, Timeout: timeout})
+	var (
+		mu     sync.Mutex
+		leases []time.Duration
+	)
+	h.api.script = func(c call, _ *breach.RateLimit) error {
+		item := meItem
+		if !c.me {
+			item = itemFor(c.email)
+		}
+		store.mu.Lock()
+		lease := store.claims[breach.DefaultAccount+"/"+item].until.Sub(c.at)
+		store.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		leases = append(leases, lease)
+		return nil
+	}
+	h.start().advance(10 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(leases) != 3 {
+		t.Fatalf("%d requests, want 3 (/me and 2 addresses)", len(leases))
+	}
+	for i, lease := range leases {
+		if lease <= timeout {
+			t.Errorf("request %d went out under a claim of %s, not longer than api.timeout %s", i, lease, timeout)
+		}
 	}
 }

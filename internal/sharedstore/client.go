@@ -79,6 +79,11 @@ type Client struct {
 	stateMu sync.Mutex
 	state   int // stateUnknown until the first outcome, then stateUp or stateDown
 
+	// budgets are the budget keys this replica used lately (Reserve,
+	// Pause), so that it can tell a budget the store lost.
+	budgetMu sync.Mutex
+	budgets  map[string]budgetUse
+
 	// gapAt is where the last gap in the stream was reported from, so
 	// that a reader retrying from there reports it once.
 	gapMu sync.Mutex
@@ -314,22 +319,87 @@ func millis(d time.Duration) int64 {
 // from the slot before it on the store's clock, and returns how long to
 // wait before sending (0: now). A slot is never handed out twice, and a
 // pause (Pause) pushes every later slot past its end.
-func (s *Client) Reserve(ctx context.Context, key string, spacing time.Duration) (time.Duration, error) {
-	wait, err := reserveScript.Run(ctx, s.rdb, []string{s.key("budget", key)}, micros(spacing)).Int64()
-	if err = s.outcome(ctx, "reserve", err); err != nil {
-		return 0, fmt.Errorf("store: reserve: %w", err)
+//
+// A slot more than horizon away is not taken (ok false): ask again after
+// wait - horizon. So every request is sent within horizon of its
+// reservation, and a budget the store lost (a restart, a flush, a
+// failover to a replica that had not got it) starts again horizon plus
+// spacing after the first replica that had used it notices: by then every
+// slot handed out before, and every pause of at most horizon, is over, so
+// a fixed minute never holds the old slots and the new ones together.
+func (s *Client) Reserve(ctx context.Context, key string, spacing, horizon time.Duration) (wait time.Duration, ok bool, err error) {
+	lost, _ := s.budgetUsed(key)
+	restart := horizon + spacing
+	got, err := reserveScript.Run(ctx, s.rdb, []string{s.key("budget", key)},
+		micros(spacing), micros(horizon), lost, micros(restart)).Int64Slice()
+	if err == nil && len(got) != 2 {
+		err = fmt.Errorf("the script replied %d numbers, not 2", len(got))
 	}
-	return time.Duration(max(wait, 0)) * time.Microsecond, nil
+	if err = s.outcome(ctx, "reserve", err); err != nil {
+		return 0, false, fmt.Errorf("store: reserve: %w", err)
+	}
+	s.useBudget(key, restart)
+	return time.Duration(max(got[1], 0)) * time.Microsecond, got[0] == 1, nil
 }
 
 // Pause holds every replica's requests on key for d from now on the
 // store's clock (a 429's reset); a shorter pause never shortens a longer one.
 func (s *Client) Pause(ctx context.Context, key string, d time.Duration) error {
-	err := pauseScript.Run(ctx, s.rdb, []string{s.key("budget", key)}, micros(d)).Err()
+	lost, restart := s.budgetUsed(key)
+	err := pauseScript.Run(ctx, s.rdb, []string{s.key("budget", key)}, micros(d), lost, micros(restart)).Err()
 	if err = s.outcome(ctx, "pause", err); err != nil {
 		return fmt.Errorf("store: pause: %w", err)
 	}
+	s.useBudget(key, restart)
 	return nil
+}
+
+// budgetKeep is how long a budget key outlives its last slot in the store.
+// A replica that used the key less than half of it ago (the margin is for
+// clocks that run at different rates) knows the key must still be there.
+const budgetKeep = 10 * time.Minute
+
+// budgetUse is what this replica remembers of one budget key.
+type budgetUse struct {
+	last    time.Time     // the store last took a Reserve or Pause on it
+	restart time.Duration // the last Reserve's horizon plus spacing
+}
+
+// maxBudgets bounds the budget keys remembered: one per account and
+// token, and a token rotated within budgetKeep adds one.
+const maxBudgets = 1024
+
+// budgetUsed says ("1") whether this replica used key recently enough
+// that its absence from the store means the store lost it, and the
+// restart delay the last Reserve asked for.
+func (s *Client) budgetUsed(key string) (string, time.Duration) {
+	s.budgetMu.Lock()
+	defer s.budgetMu.Unlock()
+	u, ok := s.budgets[key]
+	if !ok || time.Since(u.last) > budgetKeep/2 {
+		return "0", 0
+	}
+	return "1", u.restart
+}
+
+// useBudget remembers that the store took a command on key just now.
+func (s *Client) useBudget(key string, restart time.Duration) {
+	s.budgetMu.Lock()
+	defer s.budgetMu.Unlock()
+	if s.budgets == nil {
+		s.budgets = map[string]budgetUse{}
+	}
+	if _, ok := s.budgets[key]; !ok && len(s.budgets) >= maxBudgets {
+		for k, u := range s.budgets {
+			if time.Since(u.last) > budgetKeep/2 {
+				delete(s.budgets, k)
+			}
+		}
+		if len(s.budgets) >= maxBudgets {
+			return // every one in use: this key is not remembered
+		}
+	}
+	s.budgets[key] = budgetUse{last: time.Now(), restart: max(restart, s.budgets[key].restart)}
 }
 
 // Claim takes item of scope for lease: true when no other replica holds
@@ -358,6 +428,50 @@ func (s *Client) Release(ctx context.Context, scope, item string, readyIn time.D
 		return fmt.Errorf("store: release: %w", err)
 	}
 	return nil
+}
+
+// forgetBatch bounds the items one HDEL names.
+const forgetBatch = 1000
+
+// Forget removes items from scope's ready times (Release): addresses this
+// replica no longer watches, so that the hash does not keep every address
+// ever read. Errors count as release errors: the same hash.
+func (s *Client) Forget(ctx context.Context, scope string, items []string) error {
+	for len(items) > 0 {
+		n := min(len(items), forgetBatch)
+		err := s.rdb.HDel(ctx, s.key("ready", scope), items[:n]...).Err()
+		if err = s.outcome(ctx, "release", err); err != nil {
+			return fmt.Errorf("store: forget: %w", err)
+		}
+		items = items[n:]
+	}
+	return nil
+}
+
+// Prune removes from scope's ready times every item keep rejects: what no
+// replica of the current config watches, removed while none was running.
+// It reads the hash a page at a time (HSCAN), so a large one does not
+// block the store.
+func (s *Client) Prune(ctx context.Context, scope string, keep func(item string) bool) error {
+	var cursor uint64
+	for {
+		fields, next, err := s.rdb.HScan(ctx, s.key("ready", scope), cursor, "*", forgetBatch).Result()
+		if err = s.outcome(ctx, "release", err); err != nil {
+			return fmt.Errorf("store: prune: %w", err)
+		}
+		var gone []string
+		for i := 0; i+1 < len(fields); i += 2 { // field, value pairs
+			if !keep(fields[i]) {
+				gone = append(gone, fields[i])
+			}
+		}
+		if err := s.Forget(ctx, scope, gone); err != nil {
+			return err
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }
 
 // Checkpoint returns the newest checkpoint saved and the ID of the last

@@ -135,7 +135,7 @@ func TestReserveHandsOutEverySlotOnce(t *testing.T) {
 			s = b
 		}
 		wg.Go(func() {
-			w, err := s.Reserve(ctx, "key1", spacing)
+			w, _, err := s.Reserve(ctx, "key1", spacing, time.Hour)
 			if err != nil {
 				t.Error(err)
 			}
@@ -160,12 +160,12 @@ func TestReserveHandsOutEverySlotOnce(t *testing.T) {
 	}
 
 	// Another key has its own budget.
-	if w, err := a.Reserve(ctx, "key2", spacing); err != nil || w != 0 {
+	if w, _, err := a.Reserve(ctx, "key2", spacing, time.Hour); err != nil || w != 0 {
 		t.Errorf("first reservation of another key: %v, %v", w, err)
 	}
 	// The keys are under the default prefix and expire.
 	ttl, err := raw(t, r).PTTL(ctx, "breach_exporter:budget:key1").Result()
-	if err != nil || ttl <= n*spacing || ttl > n*spacing+2*time.Minute+time.Second {
+	if err != nil || ttl <= n*spacing || ttl > n*spacing+budgetKeep+time.Second {
 		t.Errorf("the budget key's expiry: %v, %v", ttl, err)
 	}
 	if testutil.ToFloat64(a.up) != 1 {
@@ -177,13 +177,13 @@ func TestPausePushesEveryLaterSlot(t *testing.T) {
 	r := testkit.StartRedis(t)
 	s := open(t, r, "a", "p")
 	ctx := context.Background()
-	if w, err := s.Reserve(ctx, "k", time.Millisecond); err != nil || w != 0 {
+	if w, _, err := s.Reserve(ctx, "k", time.Millisecond, time.Hour); err != nil || w != 0 {
 		t.Fatalf("first slot: %v, %v", w, err)
 	}
 	if err := s.Pause(ctx, "k", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.Reserve(ctx, "k", time.Second)
+	w, _, err := s.Reserve(ctx, "k", time.Second, time.Hour)
 	if err != nil || w < 25*time.Second || w > 30*time.Second {
 		t.Fatalf("slot after a 30 s pause: %v, %v", w, err)
 	}
@@ -192,7 +192,7 @@ func TestPausePushesEveryLaterSlot(t *testing.T) {
 	if err := s.Pause(ctx, "k", time.Second); err != nil {
 		t.Fatal(err)
 	}
-	w2, err := s.Reserve(ctx, "k", time.Second)
+	w2, _, err := s.Reserve(ctx, "k", time.Second, time.Hour)
 	if err != nil || w2 < w+500*time.Millisecond {
 		t.Fatalf("slot after a shorter pause: %v (the one before %v), %v", w2, w, err)
 	}
@@ -200,8 +200,156 @@ func TestPausePushesEveryLaterSlot(t *testing.T) {
 	if err := s.Pause(ctx, "fresh", 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if w, err := s.Reserve(ctx, "fresh", time.Second); err != nil || w < 15*time.Second {
+	if w, _, err := s.Reserve(ctx, "fresh", time.Second, time.Hour); err != nil || w < 15*time.Second {
 		t.Fatalf("first slot of a paused key: %v, %v", w, err)
+	}
+}
+
+// slotTaker is one replica taking slots of a budget as the scheduler does:
+// it asks again once a slot past the horizon comes within it, and sends in
+// the slot it got. Slots are noted on the local clock, which is the
+// store's here (one machine), the wait added to the time before the call.
+type slotTaker struct {
+	t                *testing.T
+	spacing, horizon time.Duration
+}
+
+func (st slotTaker) take(s replica, key string) time.Time {
+	st.t.Helper()
+	for {
+		before := time.Now()
+		w, ok, err := s.Reserve(context.Background(), key, st.spacing, st.horizon)
+		if err != nil {
+			st.t.Fatal(err)
+		}
+		if ok {
+			return before.Add(w)
+		}
+		if w <= st.horizon {
+			st.t.Fatalf("a slot %s away, within the horizon %s, was not taken", w, st.horizon)
+		}
+		// As the scheduler does: it waits on its timer, then asks again.
+		<-time.After(w - st.horizon)
+	}
+}
+
+// The store emptied while replicas poll (FLUSHALL, a restart without its
+// data) forgets neither the slots it handed out nor a pause: the first
+// replica that had used the budget and finds it gone starts it again after
+// the horizon, so slots old and new are still spacing apart.
+func TestBudgetSurvivesAnEmptiedStore(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a, b, c := open(t, r, "a", ""), open(t, r, "b", ""), open(t, r, "c", "")
+	rdb := raw(t, r)
+	ctx := context.Background()
+	// Scaled down from the scheduler's 1 s spacing and 62 s horizon.
+	st := slotTaker{t: t, spacing: 100 * time.Millisecond, horizon: 300 * time.Millisecond}
+	const tolerance = 20 * time.Millisecond // the calls' own time
+
+	// Each replica holds a slot, and has sent in none yet.
+	var slots []time.Time
+	for _, s := range []replica{a, b, c} {
+		slots = append(slots, st.take(s, "k"))
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The replicas go on, and so does one that never used the budget.
+	d := open(t, r, "d", "")
+	for _, s := range []replica{a, b, c, d, a, b} {
+		slots = append(slots, st.take(s, "k"))
+	}
+	sort.Slice(slots, func(i, j int) bool { return slots[i].Before(slots[j]) })
+	for i := 1; i < len(slots); i++ {
+		if gap := slots[i].Sub(slots[i-1]); gap < st.spacing-tolerance {
+			t.Errorf("slots %d and %d of %d are %s apart, want at least %s", i-1, i, len(slots), gap, st.spacing)
+		}
+	}
+
+	// A 429's pause, then the store emptied: no slot before it ends.
+	if _, ok, err := b.Reserve(ctx, "p", st.spacing, st.horizon); err != nil || !ok {
+		t.Fatalf("first slot: %v, %v", ok, err)
+	}
+	pausedAt := time.Now()
+	if err := a.Pause(ctx, "p", 250*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if slot := st.take(b, "p"); slot.Before(pausedAt.Add(250 * time.Millisecond)) {
+		t.Errorf("a slot %s after a 250ms pause began, within it", slot.Sub(pausedAt))
+	}
+}
+
+// A budget nobody used for longer than its key lives is new, not lost:
+// its first slot is at once.
+func TestBudgetUnusedPastItsLifeStartsAtOnce(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a := open(t, r, "a", "")
+	ctx := context.Background()
+	if _, ok, err := a.Reserve(ctx, "k", time.Second, time.Minute); err != nil || !ok {
+		t.Fatalf("first slot: %v, %v", ok, err)
+	}
+	// As if the last use were budgetKeep ago, and the key had expired.
+	a.budgetMu.Lock()
+	u := a.budgets["k"]
+	u.last = u.last.Add(-budgetKeep)
+	a.budgets["k"] = u
+	a.budgetMu.Unlock()
+	if err := raw(t, r).Del(ctx, "breach_exporter:budget:k").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok, err := a.Reserve(ctx, "k", time.Second, time.Minute); err != nil || !ok || w != 0 {
+		t.Fatalf("first slot after the key expired: %v, %v, %v; want at once", w, ok, err)
+	}
+	// A key this replica used lately that is gone was lost: its budget
+	// starts after the horizon and the spacing.
+	if err := raw(t, r).Del(ctx, "breach_exporter:budget:k").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok, err := a.Reserve(ctx, "k", time.Second, time.Minute); err != nil || ok || w < time.Minute {
+		t.Fatalf("a slot after the key was lost: %v, %v, %v; want none within the horizon", w, ok, err)
+	}
+}
+
+// Prune pages through a hash larger than one page and keeps exactly what
+// keep accepts; Forget removes what it names.
+func TestPruneAndForget(t *testing.T) {
+	r := testkit.StartRedis(t)
+	s := open(t, r, "a", "")
+	rdb := raw(t, r)
+	ctx := context.Background()
+	const n = 2*forgetBatch + 500
+	values := make([]any, 0, 2*n)
+	for i := range n {
+		values = append(values, fmt.Sprint(i), "1")
+	}
+	if err := rdb.HSet(ctx, "breach_exporter:ready:acct", values...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	even := func(item string) bool {
+		var i int
+		fmt.Sscan(item, &i)
+		return i%2 == 0
+	}
+	if err := s.Prune(ctx, "acct", even); err != nil {
+		t.Fatal(err)
+	}
+	left, err := rdb.HKeys(ctx, "breach_exporter:ready:acct").Result()
+	if err != nil || len(left) != n/2 {
+		t.Fatalf("after the prune %d fields are left (%v), want %d", len(left), err, n/2)
+	}
+	for _, f := range left {
+		if !even(f) {
+			t.Fatalf("field %s was not pruned", f)
+		}
+	}
+	if err := s.Forget(ctx, "acct", left[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rdb.HKeys(ctx, "breach_exporter:ready:acct").Result(); err != nil || !slices.Equal(got, left[:1]) {
+		t.Fatalf("after forgetting all but %s: %v, %v", left[0], got, err)
 	}
 }
 
@@ -609,12 +757,12 @@ func TestCommandsWhileTheStoreIsDownFailInTime(t *testing.T) {
 	r := testkit.StartRedis(t)
 	s := open(t, r, "a", "")
 	ctx := context.Background()
-	if _, err := s.Reserve(ctx, "k", time.Second); err != nil {
+	if _, _, err := s.Reserve(ctx, "k", time.Second, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	r.Stop()
 	start := time.Now()
-	_, err := s.Reserve(ctx, "k", time.Second)
+	_, _, err := s.Reserve(ctx, "k", time.Second, time.Hour)
 	if err == nil {
 		t.Fatal("Reserve succeeded with the store stopped")
 	}
@@ -635,7 +783,7 @@ func TestCommandsWhileTheStoreIsDownFailInTime(t *testing.T) {
 	}
 	r.Start()
 	waitFor(t, 30*time.Second, "a reservation after the restart", func() bool {
-		_, err := s.Reserve(ctx, "k", time.Second)
+		_, _, err := s.Reserve(ctx, "k", time.Second, time.Hour)
 		return err == nil
 	})
 	if testutil.ToFloat64(s.up) != 1 {
@@ -662,7 +810,7 @@ func TestStoreThatRefusesWritesIsDown(t *testing.T) {
 	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Reserve(ctx, "k", time.Second); err == nil {
+	if _, _, err := a.Reserve(ctx, "k", time.Second, time.Hour); err == nil {
 		t.Fatal("Reserve succeeded on a store out of memory")
 	}
 	waitFor(t, 10*time.Second, "the store to be down", func() bool { return testutil.ToFloat64(a.up) == 0 })

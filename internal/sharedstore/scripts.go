@@ -2,7 +2,11 @@
 
 package sharedstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // The scripts run on the store, each atomically, and read the time from
 // the store's clock (TIME), never from a replica's: replicas' clocks may
@@ -16,31 +20,54 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 `
 
-// luaSetTAT stores tat, the key's theoretical arrival time, kept two
-// minutes past it so that a budget nobody uses disappears.
-const luaSetTAT = `
-redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', string.format('%.0f', math.ceil((tat - now) / 1000) + 120000))
+// luaSetTAT stores tat, the key's theoretical arrival time, kept
+// budgetKeep past it so that a budget nobody uses disappears.
+var luaSetTAT = `
+redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', string.format('%.0f', math.ceil((tat - now) / 1000) + ` +
+	strconv.FormatInt(budgetKeep.Milliseconds(), 10) + `))
+`
+
+// luaGetTAT reads the key's next slot into stored (nil when the key is
+// missing) and starts tat at now, or at now + restart when the key is
+// missing though lost is '1': this replica used the budget within the
+// key's lifetime, so the store lost it (a restart or a flush).
+const luaGetTAT = `
+local stored = tonumber(redis.call('GET', KEYS[1]) or '')
+local tat = now
+if stored then
+  if stored > tat then tat = stored end
+elseif lost == '1' then
+  tat = now + tonumber(restart)
+end
 `
 
 // reserveScript is GCRA: the key holds the time the next slot starts;
 // taking it moves that time spacing (ARGV[1], µs) on, and the caller waits
-// until its slot (the reply, µs from now).
+// until its slot. A slot more than the horizon (ARGV[2], µs) away is not
+// taken. ARGV[3] is lost and ARGV[4] restart (luaGetTAT). The reply is
+// {1 when taken, the wait in µs}.
 var reserveScript = redis.NewScript(luaNow + `
-local tat = now
-local stored = tonumber(redis.call('GET', KEYS[1]) or '')
-if stored and stored > tat then tat = stored end
+local lost, restart = ARGV[3], ARGV[4]
+` + luaGetTAT + `
 local wait = tat - now
+if wait > tonumber(ARGV[2]) then
+  if not stored then
+` + luaSetTAT + `
+  end
+  return {0, wait}
+end
 tat = tat + tonumber(ARGV[1])
 ` + luaSetTAT + `
-return wait
+return {1, wait}
 `)
 
 // pauseScript moves the key's next slot to ARGV[1] µs from now, unless it
-// is already later.
+// is already later. ARGV[2] is lost and ARGV[3] restart (luaGetTAT).
 var pauseScript = redis.NewScript(luaNow + `
-local tat = now + tonumber(ARGV[1])
-local stored = tonumber(redis.call('GET', KEYS[1]) or '')
-if stored and stored > tat then tat = stored end
+local lost, restart = ARGV[2], ARGV[3]
+` + luaGetTAT + `
+local paused = now + tonumber(ARGV[1])
+if paused > tat then tat = paused end
 ` + luaSetTAT + `
 return 1
 `)

@@ -162,7 +162,7 @@ func (r *List) recordAlert(account, email string, d AlertDelta, refresh bool) Al
 		r.touch(e)
 	}
 	if refresh {
-		r.markUrgent(e)
+		r.markUrgent(k, e)
 	}
 	return outcome
 }

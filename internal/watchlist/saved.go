@@ -116,7 +116,7 @@ func (r *List) Restore(s Saved, now time.Time) {
 				e.LastRefresh = now
 			}
 			e.Schedule.LastAttempt = time.Time{}
-			r.markUrgent(e)
+			r.markUrgent(k, e)
 		}
 		e.Alerts = r.restoreAlerts(se.Alerts, now)
 		e.Feeds, e.Acknowledged = r.restoreMoments(se, e.Sources, now)

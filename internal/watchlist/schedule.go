@@ -15,6 +15,8 @@ import (
 
 // Plan calls f for every watched address of the named account under the
 // read lock; f must not keep the entry or call back into the watchlist.
+// The scheduler reads them all only when ScheduleChanges cannot list what
+// changed.
 func (r *List) Plan(account string, f func(key string, e *Entry)) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -65,6 +67,7 @@ func (r *List) Started(key string, at time.Time) {
 	if e, ok := r.entries[key]; ok {
 		e.Schedule.LastAttempt = at
 		e.Schedule.Urgent = 0
+		r.scheduleChanged(key, e)
 		r.generation++
 	}
 }
@@ -77,6 +80,7 @@ func (r *List) Attempted(key string, at time.Time) {
 	defer r.mu.Unlock()
 	if e, ok := r.entries[key]; ok && at.After(e.Schedule.LastAttempt) {
 		e.Schedule.LastAttempt = at
+		r.scheduleChanged(key, e)
 		r.generation++
 	}
 }
@@ -145,7 +149,10 @@ func (r *List) Answered(key, state string, sources []breach.SourceState, at time
 		e.News.SensitiveFields += news.SensitiveFields
 		e.State, e.Sources, e.LastRefresh = state, sources, at
 		e.Feeds, _ = seeFeeds(e.Feeds, sources, at)
-		e.Schedule.Failures = 0
+		if failedBefore > 0 {
+			e.Schedule.Failures = 0
+			r.scheduleChanged(key, e) // its backoff ends
+		}
 		e.answers++
 		r.generation++
 		r.touch(e)
@@ -171,6 +178,7 @@ func (r *List) Failed(key string) (Schedule, bool) {
 		return Schedule{}, false
 	}
 	e.Schedule.Failures++
+	r.scheduleChanged(key, e)
 	r.generation++
 	return e.Schedule, true
 }
@@ -181,22 +189,25 @@ func (r *List) Failed(key string) (Schedule, bool) {
 func (r *List) Refresh(email string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e, ok := r.entries[breach.Key(email)]
+	k := breach.Key(email)
+	e, ok := r.entries[k]
 	if ok {
-		r.markUrgent(e)
+		r.markUrgent(k, e)
 	}
 	return ok
 }
 
-// markUrgent queues e first unless it is already queued; an address
-// already waiting needs no re-plan. Called with r.mu held.
-func (r *List) markUrgent(e *Entry) {
+// markUrgent queues e, watched under k, first unless it is already
+// queued; an address already waiting needs no re-plan. Called with r.mu
+// held.
+func (r *List) markUrgent(k string, e *Entry) {
 	if e.Schedule.Urgent != 0 {
 		return
 	}
 	r.tickets++
 	e.Schedule.Urgent = r.tickets
 	if a := r.accounts[e.Address.Account]; a != nil {
+		a.note(k)
 		signal(a)
 	}
 }

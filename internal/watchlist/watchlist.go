@@ -195,10 +195,11 @@ type account struct {
 	cycle     time.Duration
 	entries   map[string]*Entry // the account's share of List.entries
 	changed   chan struct{}     // see Changed
+	changes   scheduleChanges   // see ScheduleChanges
 }
 
 func newAccount() *account {
-	return &account{entries: map[string]*Entry{}, changed: make(chan struct{}, 1)}
+	return &account{entries: map[string]*Entry{}, changed: make(chan struct{}, 1), changes: scheduleChanges{all: true}}
 }
 
 // List is safe for concurrent use.
@@ -329,6 +330,7 @@ func (s *syncing) keep(name string) *account {
 	if a == nil {
 		a = s.r.accountOf(name)
 		a.entries = map[string]*Entry{}
+		a.noteAll()
 		s.kept[name] = a
 	}
 	return a
@@ -411,7 +413,9 @@ func (r *List) newLabelledEntry(a breach.Address, label string) *Entry {
 // add watches e under key k, in its account. Called with r.mu held.
 func (r *List) add(k string, e *Entry) {
 	r.entries[k] = e
-	r.accountOf(e.Address.Account).entries[k] = e
+	a := r.accountOf(e.Address.Account)
+	a.entries[k] = e
+	a.note(k)
 }
 
 // remove stops watching the entry under key k. Called with r.mu held.
@@ -419,6 +423,7 @@ func (r *List) remove(k string, e *Entry) {
 	delete(r.entries, k)
 	if a := r.accounts[e.Address.Account]; a != nil {
 		delete(a.entries, k)
+		a.note(k)
 		signal(a)
 	}
 }

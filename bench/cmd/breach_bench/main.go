@@ -71,6 +71,7 @@ func main() {
 		Only:             *only,
 		BudgetRun:        20 * time.Minute,
 		Budgets:          []int{60, 55},
+		Planning:         bench.PlanningOptions{Small: 1000, Large: 100000, Requests: 20000, Runs: 5},
 		LatencyAddresses: 4,
 		LatencySamples:   5,
 		Progress:         os.Stderr,
@@ -86,6 +87,7 @@ func main() {
 		opts.Replicas = bench.ReplicasOptions{Replicas: 3, Addresses: 300, RequestsPerMinute: 60, Run: 10 * time.Second}
 		opts.BudgetRun = 3 * time.Minute
 		opts.LatencySamples = 1
+		opts.Planning = bench.PlanningOptions{Small: 100, Large: 10000, Requests: 200, Runs: 1}
 	}
 
 	report, err := bench.RunSuite(opts)
