@@ -166,7 +166,9 @@ func LoadBundle(path string, o LoadOptions) (*Bundle, error) {
 // readAccounts reads every account's token and secrets into b.Accounts,
 // and returns the tokens, in the accounts' order. Two accounts with one
 // secret would not know whose an alert is, and two with one token would
-// spend one key's budget twice: both are problems.
+// spend one key's budget twice: both are problems, with the receiver on
+// or off, so that a --config.check without the webhook flags refuses what
+// a start with them refuses.
 func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 	cfg := b.Config
 	single := cfg.Single()
@@ -192,7 +194,7 @@ func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 		case webhook:
 			ab.Secrets = secrets
 		}
-		for j, secret := range ab.Secrets {
+		for j, secret := range secrets {
 			if other, dup := secretOf[string(secret)]; dup && other != a.Name {
 				l.add(fmt.Errorf("%swebhook.secret_files[%d]: holds the same secret as account %q: an alert must belong to one account", path, j, other))
 			}
