@@ -179,22 +179,7 @@ func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 		path := cfg.accountPath(i)
 		ab := &AccountBundle{Name: a.Name, Config: a}
 		b.Accounts = append(b.Accounts, ab)
-		secrets, err := readSecrets(path, a.Webhook.SecretFiles, single)
-		switch {
-		case !webhook && err != nil:
-			for _, p := range l.placed(err) {
-				b.Warnings = append(b.Warnings, p.Error()+" (ignored: the receiver is off)")
-			}
-		case err != nil:
-			l.add(err)
-		case len(secrets) == 0 && webhook && single:
-			l.add(fmt.Errorf("webhook: the receiver is enabled (--webhook.listen-address) but no secret is configured: set webhook.secret_files or %s", WebhookSecretEnv))
-		case len(secrets) == 0 && webhook:
-			l.add(fmt.Errorf("%swebhook.secret_files: the receiver is enabled (--webhook.listen-address): every account needs a secret", path))
-		case webhook:
-			ab.Secrets = secrets
-		}
-		for j, secret := range secrets {
+		for j, secret := range l.readSecrets(b, ab, path, webhook) {
 			if other, dup := secretOf[string(secret)]; dup && other != a.Name {
 				l.add(fmt.Errorf("%swebhook.secret_files[%d]: holds the same secret as account %q: an alert must belong to one account", path, j, other))
 			}
@@ -209,6 +194,29 @@ func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 		tokens = append(tokens, token)
 	}
 	return tokens
+}
+
+// readSecrets reads the secrets of the account ab (at path) and returns
+// those it read, receiver on or off; ab keeps them only with the receiver
+// on, which needs at least one.
+func (l *bundleLoader) readSecrets(b *Bundle, ab *AccountBundle, path string, webhook bool) [][]byte {
+	single := b.Config.Single()
+	secrets, err := readSecrets(path, ab.Config.Webhook.SecretFiles, single)
+	switch {
+	case !webhook && err != nil:
+		for _, p := range l.placed(err) {
+			b.Warnings = append(b.Warnings, p.Error()+" (ignored: the receiver is off)")
+		}
+	case err != nil:
+		l.add(err)
+	case len(secrets) == 0 && webhook && single:
+		l.add(fmt.Errorf("webhook: the receiver is enabled (--webhook.listen-address) but no secret is configured: set webhook.secret_files or %s", WebhookSecretEnv))
+	case len(secrets) == 0 && webhook:
+		l.add(fmt.Errorf("%swebhook.secret_files: the receiver is enabled (--webhook.listen-address): every account needs a secret", path))
+	case webhook:
+		ab.Secrets = secrets
+	}
+	return secrets
 }
 
 // addressFileProblems reads the address files as the exporter will and
