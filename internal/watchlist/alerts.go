@@ -99,6 +99,9 @@ const (
 	// AlertOtherAccount: watched, but in another account than the one
 	// whose secret verified the alert; not counted for the address.
 	AlertOtherAccount
+	// AlertRemovedAccount: the account whose secret verified the alert is
+	// not one Sync named (a reload removed it since); not counted here.
+	AlertRemovedAccount
 )
 
 // RecordAlert counts an alert the named account's secret verified under
@@ -106,8 +109,8 @@ const (
 // yet is added as discovered, in that account, while the discovery limit
 // Sync set allows (and the account is one Sync named); otherwise the alert
 // is not counted here and the caller counts it without a label. So is an
-// alert for another account's address: one account's secret must not move
-// another's counts. Values past their bounds are counted as dropped and
+// alert for another account's address (one account's secret must not move
+// another's counts), and one of an account Sync did not name. Values past their bounds are counted as dropped and
 // left out of the address's counts.
 func (r *List) RecordAlert(account, email string, d AlertDelta) AlertOutcome {
 	return r.recordAlert(account, email, d, true)
@@ -128,15 +131,18 @@ func (r *List) recordAlert(account, email string, d AlertDelta, refresh bool) Al
 	outcome := AlertTracked
 	e, ok := r.entries[k]
 	switch {
+	// An account a reload removed since its secret verified the alert
+	// (the journal replays it, another replica still has the account)
+	// has no address to count it under, and discovers nothing.
+	case r.known(account) == nil:
+		return AlertRemovedAccount
 	case ok && e.Address.Account != account:
 		return AlertOtherAccount
 	case !ok:
 		switch {
 		case r.discoveryLimit <= 0:
 			return AlertUntracked
-		// An account a reload removed since its secret verified the
-		// alert discovers nothing either.
-		case r.discovered >= r.discoveryLimit, r.known(account) == nil:
+		case r.discovered >= r.discoveryLimit:
 			return AlertRefused
 		}
 		e = r.newEntry(breach.Address{Email: email, Discovered: true, Account: account})
