@@ -3,10 +3,13 @@
 package exporter
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
@@ -73,4 +76,51 @@ func TestAddressOfTwoAccountsIsLogged(t *testing.T) {
 		!strings.Contains(lines[0], "other_account=corp") || !strings.Contains(lines[0], "addresses=3") || strings.Contains(lines[0], "@") {
 		t.Errorf("log lines about addresses of another account:\n%s\nwant one naming %s, account=labs, other_account=corp, addresses=3 and no address\nall logs:\n%s", strings.Join(lines, "\n"), labsFile, logs)
 	}
+}
+
+// Each failed read of an address file counts, however the file fails: a
+// named pipe, then a device in its place, is two read errors. Before, both
+// read as the same absence to the file watch: the device was no change,
+// never read, never counted.
+func TestEachFailedReadOfAnAddressFileCounts(t *testing.T) {
+	f := newFixture(t, "addresses_files: [lists/*.txt]\n")
+	file := filepath.Join(f.dir, "lists", "hr.txt")
+	if err := os.Mkdir(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WriteFile(t, file, "alice@example.com\n")
+	if err := f.exp.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	series := testkit.Series("breach_exporter_address_file_read_errors_total", "file", file)
+	errorsAre := func(want float64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))[series]
+			if got == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s = %v after 10s, want %v", series, got, want)
+			}
+			time.Sleep(20 * time.Millisecond) // a poll's pace: the file watch runs on the real clock
+		}
+	}
+	errorsAre(0)
+
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errorsAre(1)
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/null", file); err != nil {
+		t.Fatal(err)
+	}
+	errorsAre(2)
 }
