@@ -527,6 +527,8 @@ func (e *Exporter) syncAddresses() {
 func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 	cfg := bundle.Config
 	e.watchlist.Sync(cfg.AccountNames(), e.watched(cfg), bundle.Labels, cfg.Webhook.DiscoveryLimit())
+	// With replicas: what the stream brought for addresses watched now.
+	e.replicas.adopt(time.Duration(cfg.Refresh.FilesInterval))
 	// An acknowledgement takes effect at the latest when it is first
 	// loaded (acknowledge.Entry.Covers), on this clock.
 	e.watchlist.NoteAcknowledgements(bundle.Acknowledgements, e.clock.Now())
@@ -612,6 +614,7 @@ func (e *Exporter) Run(ctx context.Context) {
 			e.running.Wait()
 			return
 		case <-tick:
+			e.replicas.releaseExpired()
 			if err := e.Save(); err != nil {
 				level.Error(e.logger).Log("msg", "State snapshot failed; the previous one stays", "err", err)
 			}

@@ -128,29 +128,17 @@ func (r *List) recordAlert(account, email string, d AlertDelta, refresh bool) Al
 	defer r.mu.Unlock()
 	account = breach.Address{Account: account}.AccountName()
 	k := breach.Key(email)
-	outcome := AlertTracked
-	e, ok := r.entries[k]
-	switch {
-	// An account a reload removed since its secret verified the alert
-	// (the journal replays it, another replica still has the account)
-	// has no address to count it under, and discovers nothing.
-	case r.known(account) == nil:
-		return AlertRemovedAccount
-	case ok && e.Address.Account != account:
-		return AlertOtherAccount
-	case !ok:
-		switch {
-		case r.discoveryLimit <= 0:
-			return AlertUntracked
-		case r.discovered >= r.discoveryLimit:
-			return AlertRefused
-		}
+	e, outcome := r.placeAlert(account, k)
+	switch outcome {
+	case AlertTracked:
+	case AlertDiscovered:
 		e = r.newEntry(breach.Address{Email: email, Discovered: true, Account: account})
 		r.noteAcknowledgements(e, d.AcceptedAt)
 		r.add(k, e)
 		r.discovered++
 		r.generation++
-		outcome = AlertDiscovered
+	default:
+		return outcome
 	}
 	if d, ok, noSeverity := r.bounds.boundAlert(d); ok {
 		e.Alerts = e.Alerts.add(d, noSeverity)
@@ -170,6 +158,39 @@ func (r *List) recordAlert(account, email string, d AlertDelta, refresh bool) Al
 	if refresh {
 		r.markUrgent(e)
 	}
+	return outcome
+}
+
+// placeAlert is where an alert the account (a name) verified for the
+// address key would count: under its entry (AlertTracked), under a new one
+// (AlertDiscovered, e nil), or without an address label. Called with mu
+// held.
+func (r *List) placeAlert(account, k string) (e *Entry, _ AlertOutcome) {
+	e, ok := r.entries[k]
+	switch {
+	// An account a reload removed since its secret verified the alert
+	// (the journal replays it, another replica still has the account)
+	// has no address to count it under, and discovers nothing.
+	case r.known(account) == nil:
+		return nil, AlertRemovedAccount
+	case ok && e.Address.Account != account:
+		return nil, AlertOtherAccount
+	case ok:
+		return e, AlertTracked
+	case r.discoveryLimit <= 0:
+		return nil, AlertUntracked
+	case r.discovered >= r.discoveryLimit:
+		return nil, AlertRefused
+	}
+	return nil, AlertDiscovered
+}
+
+// AlertOutcomeFor is the outcome RecordAlert would have now, changing
+// nothing.
+func (r *List) AlertOutcomeFor(account, email string) AlertOutcome {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, outcome := r.placeAlert(breach.Address{Account: account}.AccountName(), breach.Key(email))
 	return outcome
 }
 

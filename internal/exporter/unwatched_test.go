@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package exporter
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
+)
+
+// Two replicas whose address files change at different moments (a
+// ConfigMap reaches pods one after the other) agree once both have the
+// change: the late one serves the answer the other read for a new address
+// at once, not "pending" until the next round (15 minutes here), and
+// counts the alert for it that the stream brought while it did not watch
+// the address yet, with discovery off. Before, it served the address as
+// pending for a whole round and counted the alert nowhere but
+// untracked{reason="discovery_off"}. (With discovery on, the alert
+// discovers the address on every replica, and the re-read that the
+// accepting replica makes for it brings the answer.)
+func TestReplicasAgreeWhileTheirAddressFilesDiffer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two exporters against a real redis-server for a few seconds")
+	}
+	store := testkit.StartRedis(t)
+	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	api.AnswerOthers(combolist(1))
+	base := t.TempDir()
+	var replicas []*replica
+	for _, name := range []string{"one", "two"} {
+		dir := filepath.Join(base, name)
+		if err := os.MkdirAll(filepath.Join(dir, "lists"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeConfig(t, dir, api.BaseURL(), "")
+		testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
+  base_url: %s
+  token_file: token
+  requests_per_minute: 60
+webhook:
+  secret_files: [secret]
+  discover_addresses: false
+store:
+  url: %s
+addresses_files: [lists/*.txt]
+`, api.BaseURL(), store.URL()))
+		list := "a@example.com\n"
+		if name == "one" {
+			list += "new@example.com\n"
+		}
+		testkit.WriteFile(t, filepath.Join(dir, "lists", "hr.txt"), list)
+		replicas = append(replicas, startReplica(t, dir, filepath.Join(dir, "storage")))
+	}
+	one, two := replicas[0], replicas[1]
+
+	state := func(r *replica, address, state string) float64 {
+		return r.scrape(t)[testkit.Series("breach_address_state", "account", "default", "address", address, "state", state)]
+	}
+	testkit.Eventually(t, "one serves the new address verified", func() bool { return state(one, "new@example.com", "verified") == 1 })
+	if c := one.post(t, alertFor("new@example.com")); c != 204 {
+		t.Fatalf("alert answered %d, want 204", c)
+	}
+	alerts := testkit.Series("breach_alerts_total", "address", "new@example.com", "severity", "critical", "source", "combolist")
+	testkit.Eventually(t, "one counts the alert", func() bool { return one.scrape(t)[alerts] == 1 })
+	// The alert has one read the address again.
+	testkit.Eventually(t, "one's second read of the new address", func() bool { return api.Reads("new@example.com") == 2 })
+	applied := one.exp.replicas.take(func() {})
+	testkit.Eventually(t, "two applied the stream as far as one", func() bool {
+		last := two.exp.replicas.take(func() {})
+		return last == applied || sharedstore.After(last, applied)
+	})
+
+	// The ConfigMap reaches two.
+	testkit.WriteFile(t, filepath.Join(base, "two", "lists", "hr.txt"), "a@example.com\nnew@example.com\n")
+	testkit.Eventually(t, "two serves the new address verified and its alert, as one does", func() bool {
+		return state(two, "new@example.com", "verified") == 1 && two.scrape(t)[alerts] == 1
+	})
+	untracked := testkit.Series("breach_webhook_alerts_untracked_total", "reason", "discovery_off")
+	if got := two.scrape(t)[untracked]; got != 0 {
+		t.Errorf("two: %s = %v, want 0: the alert is counted under its address", untracked, got)
+	}
+	if n := api.Reads("new@example.com"); n != 2 {
+		t.Errorf("new@example.com read %d times, want twice (one's, the alert's): two takes one's answer", n)
+	}
+	testkit.Eventually(t, "the same state on both", func() bool { return shared(t, one) == shared(t, two) })
+}
+
+// An alert held for an address that does not come to this replica counts
+// as it would have at once, after twice refresh.files_interval, on the
+// snapshot tick however quiet the stream is.
+func TestHeldAlertForAnAddressThatDoesNotComeCountsAfterTheHold(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two exporters against a real redis-server for a few seconds")
+	}
+	store := testkit.StartRedis(t)
+	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	api.AnswerOthers(combolist(1))
+	base := t.TempDir()
+	var replicas []*replica
+	for _, name := range []string{"one", "two"} {
+		dir := filepath.Join(base, name)
+		addresses := "[a@example.com]"
+		if name == "one" {
+			addresses = "[a@example.com, only@example.com]"
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeConfig(t, dir, api.BaseURL(), "")
+		testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
+  base_url: %s
+  token_file: token
+  requests_per_minute: 60
+webhook:
+  secret_files: [secret]
+  discover_addresses: false
+store:
+  url: %s
+refresh:
+  files_interval: 2s
+addresses: %s
+`, api.BaseURL(), store.URL(), addresses))
+		replicas = append(replicas, startReplica(t, dir, filepath.Join(dir, "storage")))
+	}
+	one, two := replicas[0], replicas[1]
+	dropped := testkit.Series("breach_exporter_store_unwatched_answers_dropped_total")
+	if got, ok := two.scrape(t)[dropped]; !ok || got != 0 {
+		t.Errorf("%s = %v (served %v), want 0 from the start", dropped, got, ok)
+	}
+	verified := testkit.Series("breach_address_state", "account", "default", "address", "only@example.com", "state", "verified")
+	testkit.Eventually(t, "one serves its address verified", func() bool { return one.scrape(t)[verified] == 1 })
+	if c := one.post(t, alertFor("only@example.com")); c != 204 {
+		t.Fatalf("alert answered %d, want 204", c)
+	}
+	heldAlerts := func() int {
+		two.exp.replicas.applying.Lock()
+		defer two.exp.replicas.applying.Unlock()
+		return len(two.exp.replicas.held.alerts)
+	}
+	// Held for 4 s: two polls only a@ and has one's answer for the
+	// address, so another replica watches it.
+	testkit.Eventually(t, "two holds the alert", func() bool { return heldAlerts() == 1 })
+	untracked := testkit.Series("breach_webhook_alerts_untracked_total", "reason", "discovery_off")
+	testkit.Eventually(t, "two counts the alert without an address label once the hold is over", func() bool {
+		return two.scrape(t)[untracked] == 1
+	})
+	if n := heldAlerts(); n != 0 {
+		t.Errorf("two still holds %d alerts", n)
+	}
+}
