@@ -29,6 +29,7 @@ type replica struct {
 	reg  *prometheus.Registry
 	logs *testkit.SyncBuffer
 	stop func()
+	dir  string // its config's folder, where startTwoReplicas sets one
 }
 
 func startReplica(t *testing.T, dir, storage string) *replica {

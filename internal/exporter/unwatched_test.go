@@ -3,7 +3,6 @@
 package exporter
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,36 +27,17 @@ func TestReplicasAgreeWhileTheirAddressFilesDiffer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two exporters against a real redis-server for a few seconds")
 	}
-	store := testkit.StartRedis(t)
-	api := testkit.NewStandIn(t, clockwork.NewRealClock())
-	api.AnswerOthers(combolist(1))
-	base := t.TempDir()
-	var replicas []*replica
-	for _, name := range []string{"one", "two"} {
-		dir := filepath.Join(base, name)
+	one, two, api := startTwoReplicas(t, func(name, dir string) string {
 		if err := os.MkdirAll(filepath.Join(dir, "lists"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		writeConfig(t, dir, api.BaseURL(), "")
-		testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
-  base_url: %s
-  token_file: token
-  requests_per_minute: 60
-webhook:
-  secret_files: [secret]
-  discover_addresses: false
-store:
-  url: %s
-addresses_files: [lists/*.txt]
-`, api.BaseURL(), store.URL()))
 		list := "a@example.com\n"
 		if name == "one" {
 			list += "new@example.com\n"
 		}
 		testkit.WriteFile(t, filepath.Join(dir, "lists", "hr.txt"), list)
-		replicas = append(replicas, startReplica(t, dir, filepath.Join(dir, "storage")))
-	}
-	one, two := replicas[0], replicas[1]
+		return "addresses_files: [lists/*.txt]\n"
+	})
 
 	state := func(r *replica, address, state string) float64 {
 		return r.scrape(t)[testkit.Series("breach_address_state", "account", "default", "address", address, "state", state)]
@@ -77,7 +57,7 @@ addresses_files: [lists/*.txt]
 	})
 
 	// The ConfigMap reaches two.
-	testkit.WriteFile(t, filepath.Join(base, "two", "lists", "hr.txt"), "a@example.com\nnew@example.com\n")
+	testkit.WriteFile(t, filepath.Join(two.dir, "lists", "hr.txt"), "a@example.com\nnew@example.com\n")
 	testkit.Eventually(t, "two serves the new address verified and its alert, as one does", func() bool {
 		return state(two, "new@example.com", "verified") == 1 && two.scrape(t)[alerts] == 1
 	})
@@ -98,37 +78,12 @@ func TestHeldAlertForAnAddressThatDoesNotComeCountsAfterTheHold(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two exporters against a real redis-server for a few seconds")
 	}
-	store := testkit.StartRedis(t)
-	api := testkit.NewStandIn(t, clockwork.NewRealClock())
-	api.AnswerOthers(combolist(1))
-	base := t.TempDir()
-	var replicas []*replica
-	for _, name := range []string{"one", "two"} {
-		dir := filepath.Join(base, name)
-		addresses := "[a@example.com]"
+	one, two, _ := startTwoReplicas(t, func(name, _ string) string {
 		if name == "one" {
-			addresses = "[a@example.com, only@example.com]"
+			return "refresh: {files_interval: 2s}\naddresses: [a@example.com, only@example.com]\n"
 		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		writeConfig(t, dir, api.BaseURL(), "")
-		testkit.WriteFile(t, filepath.Join(dir, "config.yml"), fmt.Sprintf(`api:
-  base_url: %s
-  token_file: token
-  requests_per_minute: 60
-webhook:
-  secret_files: [secret]
-  discover_addresses: false
-store:
-  url: %s
-refresh:
-  files_interval: 2s
-addresses: %s
-`, api.BaseURL(), store.URL(), addresses))
-		replicas = append(replicas, startReplica(t, dir, filepath.Join(dir, "storage")))
-	}
-	one, two := replicas[0], replicas[1]
+		return "refresh: {files_interval: 2s}\naddresses: [a@example.com]\n"
+	})
 	dropped := testkit.Series("breach_exporter_store_unwatched_answers_dropped_total")
 	if got, ok := two.scrape(t)[dropped]; !ok || got != 0 {
 		t.Errorf("%s = %v (served %v), want 0 from the start", dropped, got, ok)
@@ -153,4 +108,27 @@ addresses: %s
 	if n := heldAlerts(); n != 0 {
 		t.Errorf("two still holds %d alerts", n)
 	}
+}
+
+// startTwoReplicas starts the replicas "one" and "two" of one store and
+// one API stand-in, each in a folder of its own (replica.dir) with
+// writeConfig's config, discovery off, and then what tail returns for it.
+func startTwoReplicas(t *testing.T, tail func(name, dir string) string) (one, two *replica, api *testkit.StandIn) {
+	t.Helper()
+	store := testkit.StartRedis(t)
+	api = testkit.NewStandIn(t, clockwork.NewRealClock())
+	api.AnswerOthers(combolist(1))
+	base := t.TempDir()
+	var replicas []*replica
+	for _, name := range []string{"one", "two"} {
+		dir := filepath.Join(base, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeConfig(t, dir, api.BaseURL(), "  discover_addresses: false\nstore:\n  url: "+store.URL()+"\n"+tail(name, dir))
+		r := startReplica(t, dir, filepath.Join(dir, "storage"))
+		r.dir = dir
+		replicas = append(replicas, r)
+	}
+	return replicas[0], replicas[1], api
 }
