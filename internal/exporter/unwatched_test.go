@@ -3,14 +3,17 @@
 package exporter
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // Two replicas whose address files change at different moments (a
@@ -50,9 +53,9 @@ func TestReplicasAgreeWhileTheirAddressFilesDiffer(t *testing.T) {
 	testkit.Eventually(t, "one counts the alert", func() bool { return one.scrape(t)[alerts] == 1 })
 	// The alert has one read the address again.
 	testkit.Eventually(t, "one's second read of the new address", func() bool { return api.Reads("new@example.com") == 2 })
-	applied := one.exp.replicas.take(func() {})
+	applied := lastApplied(one)
 	testkit.Eventually(t, "two applied the stream as far as one", func() bool {
-		last := two.exp.replicas.take(func() {})
+		last := lastApplied(two)
 		return last == applied || sharedstore.After(last, applied)
 	})
 
@@ -110,6 +113,13 @@ func TestHeldAlertForAnAddressThatDoesNotComeCountsAfterTheHold(t *testing.T) {
 	}
 }
 
+// lastApplied is the ID of the last event of the stream r applied.
+func lastApplied(r *replica) string {
+	r.exp.replicas.applying.Lock()
+	defer r.exp.replicas.applying.Unlock()
+	return r.exp.replicas.last
+}
+
 // startTwoReplicas starts the replicas "one" and "two" of one store and
 // one API stand-in, each in a folder of its own (replica.dir) with
 // writeConfig's config, discovery off, and then what tail returns for it.
@@ -131,4 +141,39 @@ func startTwoReplicas(t *testing.T, tail func(name, dir string) string) (one, tw
 		replicas = append(replicas, r)
 	}
 	return replicas[0], replicas[1], api
+}
+
+// The answers held are bounded in number and in bytes, the oldest going
+// first, each counted; a newer answer for an address replaces its older
+// one in place.
+func TestHeldAnswersAreBounded(t *testing.T) {
+	r := &replicas{watchlist: watchlist.New(), held: newHeld()}
+	r.applying.Lock()
+	defer r.applying.Unlock()
+	for i := range maxHeldAnswers + 1 {
+		if !r.holdAnswer(eventAnswered, outcomeEvent{Key: fmt.Sprintf("a%d@example.com", i)}, 100) {
+			t.Fatal("an answer for an address not watched was not held")
+		}
+	}
+	r.holdAnswer(eventAnswered, outcomeEvent{Key: "a1@example.com"}, 100)
+	if _, ok := r.held.answers["a0@example.com"]; ok || len(r.held.answers) != maxHeldAnswers {
+		t.Errorf("%d answers held, a0 among them: %v; want %d, the oldest gone", len(r.held.answers), ok, maxHeldAnswers)
+	}
+	if got := testutil.ToFloat64(r.held.dropped); got != 1 {
+		t.Errorf("dropped = %v, want 1", got)
+	}
+	r.holdAnswer(eventAnswered, outcomeEvent{Key: "big@example.com"}, maxHeldAnswerBytes-maxHeldAnswers*100+200)
+	if r.held.answerBytes > maxHeldAnswerBytes {
+		t.Errorf("%d bytes held, over %d", r.held.answerBytes, maxHeldAnswerBytes)
+	}
+	// Two more go: a1 (replaced in place, so still the oldest) for the
+	// number, a2 for the bytes.
+	_, a1 := r.held.answers["a1@example.com"]
+	_, a3 := r.held.answers["a3@example.com"]
+	if got := testutil.ToFloat64(r.held.dropped); got != 3 || a1 || !a3 {
+		t.Errorf("dropped = %v, a1 held %v, a3 held %v; want 3, a1 gone, a3 held", got, a1, a3)
+	}
+	if r.holdAnswer(eventFailed, outcomeEvent{Key: "x@example.com"}, 10) {
+		t.Error("a failed read was held")
+	}
 }
