@@ -298,7 +298,7 @@ func (h *Handler) accepted(key [sha256.Size]byte, account string, a Alert, now t
 // record counts an alert the account's secret verified under its address
 // (the watchlist also queues the address for a re-read), or without an
 // address label when the address is not watched and may not be discovered,
-// or is another account's.
+// is another account's, or the account is gone.
 func (h *Handler) record(account, address string, d watchlist.AlertDelta) {
 	h.recordShared(account, address, d, true)
 }
@@ -316,6 +316,8 @@ func (h *Handler) recordShared(account, address string, d watchlist.AlertDelta, 
 		h.metrics.untracked[untrackedDiscoveryLimit].Inc()
 	case watchlist.AlertOtherAccount:
 		h.metrics.untracked[untrackedOtherAccount].Inc()
+	case watchlist.AlertRemovedAccount:
+		h.metrics.untracked[untrackedRemovedAccount].Inc()
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // address254 is a valid address of exactly breach.MaxAddressBytes bytes.
@@ -73,11 +74,12 @@ breach_webhook_requests_total{outcome="too_large"} 0
 breach_webhook_requests_total{outcome="unavailable"} 0
 breach_webhook_requests_total{outcome="unknown_event"} 0
 breach_webhook_requests_total{outcome="unsupported_media_type"} 0
-# HELP breach_webhook_alerts_untracked_total Accepted alerts not counted under an address label, by reason: the address is not watched and was not discovered (discovery_off, discovery_limit), or it is another account's than the one whose secret verified the alert (other_account).
+# HELP breach_webhook_alerts_untracked_total Accepted alerts not counted under an address label, by reason: the address is not watched and was not discovered (discovery_off, discovery_limit), or it is another account's than the one whose secret verified the alert (other_account), or that account is no longer configured (removed_account).
 # TYPE breach_webhook_alerts_untracked_total counter
 breach_webhook_alerts_untracked_total{reason="discovery_limit"} 0
 breach_webhook_alerts_untracked_total{reason="discovery_off"} 0
 breach_webhook_alerts_untracked_total{reason="other_account"} 0
+breach_webhook_alerts_untracked_total{reason="removed_account"} 0
 # HELP breach_webhook_alerts_future_observed_total Accepted alerts whose observed_at was more than 5 minutes ahead of the exporter's clock; they are counted but do not move breach_alert_last_observed_timestamp_seconds.
 # TYPE breach_webhook_alerts_future_observed_total counter
 breach_webhook_alerts_future_observed_total 0
@@ -613,6 +615,36 @@ func TestUntrackedAlerts(t *testing.T) {
 		}
 		assertNoLabel(t, f, "carol@example.com")
 	})
+}
+
+// An alert verified by the secret of an account a reload has removed since
+// (replayed from the journal, or applied from the stream of a replica that
+// still has the account) counts as removed_account, whatever discovery
+// says: it was neither refused by the discovery limit nor by discovery
+// being off. Before, it counted as discovery_limit (or discovery_off), and
+// as other_account for an address another account watches.
+func TestAlertsOfARemovedAccount(t *testing.T) {
+	for name, s := range map[string]settings{
+		"discovery on":  {Addresses: []string{"alice@example.com"}},
+		"discovery off": {Addresses: []string{"alice@example.com"}, NoDiscovery: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, s)
+			for i, address := range []string{"bob@example.com", "alice@example.com"} {
+				f.h.Replay(watchlist.AcceptedAlert{Digest: [32]byte{byte(i + 1)}, At: f.clock.Now(), Account: "gone", Address: address,
+					Delta: watchlist.AlertDelta{Source: "index", Severity: "warning"}})
+			}
+			for reason, want := range map[string]float64{"removed_account": 2, "discovery_off": 0, "discovery_limit": 0, "other_account": 0} {
+				if got := f.sample("breach_webhook_alerts_untracked_total", "reason", reason); got != want {
+					t.Errorf("untracked{%s} = %v, want %v", reason, got, want)
+				}
+			}
+			if got := f.alertCount("alice@example.com", "index", "warning"); got > 0 {
+				t.Errorf("alice's count = %v, want none", got)
+			}
+			assertNoLabel(t, f, "bob@example.com")
+		})
+	}
 }
 
 // An alert belongs to the account whose secret verifies it: counted for

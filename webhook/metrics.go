@@ -36,6 +36,12 @@ const (
 	// An account's secret verified an alert for another account's
 	// address: never counted for that address.
 	untrackedOtherAccount = "other_account"
+	// The account whose secret verified the alert is no longer configured
+	// (a reload removed it; the journal replays its alert, or a replica
+	// that still has it forwarded it). Unlike the others, this count is
+	// not kept in the state snapshot: a release before it could not read
+	// the snapshot back. It starts at 0 after a restart.
+	untrackedRemovedAccount = "removed_account"
 )
 
 // metrics are the receiver's own series, none per address: those are the
@@ -54,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}, []string{"outcome"})
 	untracked := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "breach_webhook_alerts_untracked_total",
-		Help: "Accepted alerts not counted under an address label, by reason: the address is not watched and was not discovered (discovery_off, discovery_limit), or it is another account's than the one whose secret verified the alert (other_account).",
+		Help: "Accepted alerts not counted under an address label, by reason: the address is not watched and was not discovered (discovery_off, discovery_limit), or it is another account's than the one whose secret verified the alert (other_account), or that account is no longer configured (removed_account).",
 	}, []string{"reason"})
 	m := &metrics{
 		requests: make(map[string]prometheus.Counter, len(outcomes)),
@@ -74,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, o := range outcomes {
 		m.requests[o] = requests.WithLabelValues(o)
 	}
-	for _, r := range []string{untrackedDiscoveryOff, untrackedDiscoveryLimit, untrackedOtherAccount} {
+	for _, r := range []string{untrackedDiscoveryOff, untrackedDiscoveryLimit, untrackedOtherAccount, untrackedRemovedAccount} {
 		m.untracked[r] = untracked.WithLabelValues(r)
 	}
 	return m, nil

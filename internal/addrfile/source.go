@@ -4,6 +4,7 @@ package addrfile
 
 import (
 	"crypto/sha256"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -183,33 +184,51 @@ func (s *Source) match(globs []string, overLimit *int) []string {
 // file's duplicates are counted for its metrics. Linear in the number of
 // addresses.
 func (s *Source) Merge(configured []breach.Address) []breach.Address {
-	seen := make(map[string]struct{}, len(configured))
+	seen := make(map[string]string, len(configured))
 	for _, a := range configured {
-		seen[a.Key()] = struct{}{}
+		seen[a.Key()] = ""
 	}
-	return s.MergeInto(seen, slices.Clone(configured))
+	out, _ := s.MergeInto(seen, "", slices.Clone(configured))
+	return out
+}
+
+// Elsewhere is how many addresses of a file were already another owner's
+// (an account's): they stay that owner's.
+type Elsewhere struct {
+	File      string
+	Owner     string // the owner that has them
+	Addresses int
 }
 
 // MergeInto appends to out the addresses of the last Read's files whose
-// key is not in seen yet, and adds their keys to it: several Sources (one
-// per account) merge into one list in linear time, each address going to
-// the first source that has it. Each file's duplicates are counted for its
-// metrics.
-func (s *Source) MergeInto(seen map[string]struct{}, out []breach.Address) []breach.Address {
+// key is not in seen yet, and adds their keys to it with owner: several
+// Sources (one per account) merge into one list in linear time, each
+// address going to the first source that has it. Each file's duplicates
+// are counted for its metrics; those another owner has are also returned,
+// one Elsewhere a file and owner, in file order.
+func (s *Source) MergeInto(seen map[string]string, owner string, out []breach.Address) ([]breach.Address, []Elsewhere) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var elsewhere []Elsewhere
 	for _, path := range s.order {
 		st := s.files[path]
 		st.duplicates = 0
+		others := map[string]int{} // by owner
 		for _, a := range st.addresses {
 			k := a.Key()
-			if _, dup := seen[k]; dup {
+			if first, dup := seen[k]; dup {
 				st.duplicates++
+				if first != owner {
+					others[first]++
+				}
 				continue
 			}
-			seen[k] = struct{}{}
+			seen[k] = owner
 			out = append(out, a)
 		}
+		for _, o := range slices.Sorted(maps.Keys(others)) {
+			elsewhere = append(elsewhere, Elsewhere{File: path, Owner: o, Addresses: others[o]})
+		}
 	}
-	return out
+	return out, elsewhere
 }

@@ -123,7 +123,7 @@ func (c *Config) validateAccounts(fail func(string, ...any)) {
 	for i, a := range c.Accounts {
 		switch j, dup := names[a.Name]; {
 		case !accountName.MatchString(a.Name):
-			fail("accounts[%d].name: %q must be 1 to 32 of a-z, 0-9, _ and -", i, a.Name)
+			fail("accounts[%d].name: %q must be 1 to 32 of a-z, 0-9, _ and -", i, echo(a.Name))
 		case dup:
 			fail("accounts[%d].name: %q duplicates accounts[%d].name", i, a.Name, j)
 		default:

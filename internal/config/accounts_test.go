@@ -153,3 +153,24 @@ func TestAccountsNeedTheirFiles(t *testing.T) {
 		}
 	}
 }
+
+// One secret in two accounts is refused however the load is run: a
+// --config.check without the webhook flags (as docs/accounts.md runs it)
+// refuses what a start with the receiver on refuses, naming the field.
+// Before, the secrets were compared only with the receiver on, and the
+// check passed a config the start then refused.
+func TestSameSecretRefusedWithoutTheReceiver(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "corp.token", "svc_ak_corp\n")
+	writeFile(t, dir, "labs.token", "svc_ak_labs\n")
+	writeFile(t, dir, "corp.secret", "corp-secret-0123456789\n")
+	writeFile(t, dir, "labs.secret", "corp-secret-0123456789\n")
+	path := writeFile(t, dir, "breach_exporter.yml", twoAccountsYAML)
+	want := path + `:18: accounts[1].webhook.secret_files[0]: holds the same secret as account "corp"`
+	for _, o := range []LoadOptions{{Webhook: true}, {AddressFiles: true}, {}} {
+		_, err := LoadBundle(path, o)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("LoadBundle(%+v) error lacks %q:\n%v", o, want, err)
+		}
+	}
+}

@@ -181,7 +181,9 @@ func (l *bundleLoader) readFiles(b *Bundle) {
 // readAccounts reads every account's token and secrets into b.Accounts,
 // and returns the tokens, in the accounts' order. Two accounts with one
 // secret would not know whose an alert is, and two with one token would
-// spend one key's budget twice: both are problems.
+// spend one key's budget twice: both are problems, with the receiver on
+// or off, so that a --config.check without the webhook flags refuses what
+// a start with them refuses.
 func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 	cfg := b.Config
 	tokens := make([]string, 0, len(cfg.AccountsInForce()))
@@ -191,8 +193,7 @@ func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 		path := cfg.accountPath(i)
 		ab := &AccountBundle{Name: a.Name, Config: a}
 		b.Accounts = append(b.Accounts, ab)
-		ab.Secrets = l.accountSecrets(b, path, a, webhook)
-		for j, secret := range ab.Secrets {
+		for j, secret := range l.readSecrets(b, ab, path, webhook) {
 			if other, dup := secretOf[string(secret)]; dup && other != a.Name {
 				l.add(fmt.Errorf("%swebhook.secret_files[%d]: holds the same secret as account %q: an alert must belong to one account", path, j, other))
 			}
@@ -209,12 +210,12 @@ func (l *bundleLoader) readAccounts(b *Bundle, webhook bool) []string {
 	return tokens
 }
 
-// accountSecrets reads the webhook secrets of the account a, at path in the
-// file, and returns them when the receiver is on. Off, a secret that
-// cannot be read is a warning of b.
-func (l *bundleLoader) accountSecrets(b *Bundle, path string, a Account, webhook bool) [][]byte {
+// readSecrets reads the secrets of the account ab (at path) and returns
+// those it read, receiver on or off; ab keeps them only with the receiver
+// on, which needs at least one.
+func (l *bundleLoader) readSecrets(b *Bundle, ab *AccountBundle, path string, webhook bool) [][]byte {
 	single := b.Config.Single()
-	secrets, err := readSecrets(path, a.Webhook.SecretFiles, single)
+	secrets, err := readSecrets(path, ab.Config.Webhook.SecretFiles, single)
 	switch {
 	case !webhook && err != nil:
 		for _, p := range l.placed(err) {
@@ -227,9 +228,9 @@ func (l *bundleLoader) accountSecrets(b *Bundle, path string, a Account, webhook
 	case len(secrets) == 0 && webhook:
 		l.add(fmt.Errorf("%swebhook.secret_files: the receiver is enabled (--webhook.listen-address): every account needs a secret", path))
 	case webhook:
-		return secrets
+		ab.Secrets = secrets
 	}
-	return nil
+	return secrets
 }
 
 // addressFileProblems reads the address files as the exporter will and

@@ -135,13 +135,13 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 			keyPath = path + "." + key
 		}
 		if first, dup := seen[key]; dup {
-			d.fail(k, path, "duplicate key %q (first at line %d)", key, first)
+			d.fail(k, path, "duplicate key %q (first at line %d)", echo(key), first)
 			continue
 		}
 		seen[key] = k.Line
 		index, known := fields[key]
 		if !known {
-			d.fail(k, path, "unknown key %q", key)
+			d.fail(k, path, "unknown key %q", echo(key))
 			continue
 		}
 		d.lines[keyPath] = k.Line
@@ -195,7 +195,7 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("the value %q", n.Value)
+		return fmt.Sprintf("the value %q", echo(n.Value))
 	}
 	return "this"
 }

@@ -39,7 +39,7 @@ func (c *MetricsConfig) validate(fail func(string, ...any)) {
 	first := map[string]int{}
 	for i, name := range c.DetailFamilies {
 		if !slices.Contains(DetailFamilies, name) {
-			fail("metrics.detail_families[%d]: %q is not a detail family; the detail families are %s", i, name, strings.Join(DetailFamilies, ", "))
+			fail("metrics.detail_families[%d]: %q is not a detail family; the detail families are %s", i, echo(name), strings.Join(DetailFamilies, ", "))
 			continue
 		}
 		if j, seen := first[name]; seen {

@@ -5,9 +5,12 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Problem is one thing wrong with a configuration: what and where. Its
@@ -55,6 +58,32 @@ func (ps Problems) capped() Problems {
 		return ps
 	}
 	return append(ps[:MaxProblems:MaxProblems], Problem{File: ps[0].File, Msg: fmt.Sprintf("and %d more problems not shown", len(ps)-MaxProblems)})
+}
+
+// maxEchoBytes bounds a value of the file (a key, a string, a path) that a
+// problem repeats: enough to recognise it, while a 5,000-byte value does
+// not make a 5,000-byte problem, log line and /-/reload answer. The
+// problem says which field it is, and the file has the whole value.
+const maxEchoBytes = 128
+
+// echo is a value of the file as a problem repeats it: with %q or %s, at
+// most maxEchoBytes of it (cut at a character), an ellipsis marking a cut.
+type echo string
+
+// Format implements fmt.Formatter.
+func (e echo) Format(f fmt.State, verb rune) {
+	s := string(e)
+	if len(s) > maxEchoBytes {
+		cut := maxEchoBytes
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	if verb == 'q' {
+		s = strconv.Quote(s)
+	}
+	io.WriteString(f, s)
 }
 
 // Unwrap lets errors.Is and errors.As see each problem.

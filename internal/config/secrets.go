@@ -35,7 +35,7 @@ func readToken(path, file string, env bool) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%sapi.token_file: %w", path, err)
 		}
-		raw, source = string(data), fmt.Sprintf("%sapi.token_file %q", path, file)
+		raw, source = string(data), fmt.Sprintf("%sapi.token_file %q", path, echo(file))
 	case !env:
 		return "", fmt.Errorf("%sapi.token_file: is required", path)
 	default:
@@ -87,7 +87,7 @@ func (l *LabelsConfig) ReadLabelKey() ([]byte, error) {
 	}
 	key := trimTrailingSpace(data)
 	if len(key) < breach.MinLabelKeyBytes {
-		return nil, fmt.Errorf("labels.address_key_file: %q holds %d bytes, want at least %d (e.g. the output of openssl rand -hex 32)", l.AddressKeyFile, len(key), breach.MinLabelKeyBytes)
+		return nil, fmt.Errorf("labels.address_key_file: %q holds %d bytes, want at least %d (e.g. the output of openssl rand -hex 32)", echo(l.AddressKeyFile), len(key), breach.MinLabelKeyBytes)
 	}
 	return key, nil
 }
@@ -133,11 +133,11 @@ func readSecrets(path string, files []string, env bool) ([][]byte, error) {
 		}
 		secret := trimTrailingSpace(data)
 		if len(secret) == 0 {
-			errs = append(errs, fmt.Errorf("%swebhook.secret_files[%d]: %q is empty", path, i, f))
+			errs = append(errs, fmt.Errorf("%swebhook.secret_files[%d]: %q is empty", path, i, echo(f)))
 			continue
 		}
 		if err := checkSecretLength(secret); err != nil {
-			errs = append(errs, fmt.Errorf("%swebhook.secret_files[%d]: %q: %w", path, i, f, err))
+			errs = append(errs, fmt.Errorf("%swebhook.secret_files[%d]: %q: %w", path, i, echo(f), err))
 			continue
 		}
 		secrets = append(secrets, secret)

@@ -59,10 +59,10 @@ func (s *StoreConfig) validate(fail func(string, ...any)) {
 	case s.KeyPrefix == "":
 		fail("store.key_prefix: must not be empty")
 	case len(s.KeyPrefix) > maxKeyPrefixBytes:
-		fail("store.key_prefix: %q has %d bytes, at most %d", s.KeyPrefix, len(s.KeyPrefix), maxKeyPrefixBytes)
+		fail("store.key_prefix: %q has %d bytes, at most %d", echo(s.KeyPrefix), len(s.KeyPrefix), maxKeyPrefixBytes)
 	case strings.ContainsFunc(s.KeyPrefix, func(r rune) bool { return unicode.IsSpace(r) || r == '{' || r == '}' }):
 		// Braces would make a Redis Cluster hash tag of part of the prefix.
-		fail("store.key_prefix: %q must not contain whitespace or braces", s.KeyPrefix)
+		fail("store.key_prefix: %q must not contain whitespace or braces", echo(s.KeyPrefix))
 	}
 }
 
@@ -79,7 +79,7 @@ func checkStoreURL(raw string) error {
 		// is not one.
 		return errors.New("not a valid URL")
 	}
-	shown := u.Redacted()
+	shown := echo(u.Redacted())
 	db := strings.TrimPrefix(u.Path, "/")
 	switch {
 	case u.Scheme != "redis" && u.Scheme != "rediss":
@@ -122,7 +122,7 @@ func (s *StoreConfig) readStorePassword() (string, error) {
 	}
 	password := string(trimTrailingSpace(data))
 	if password == "" {
-		return "", fmt.Errorf("store.password_file: %q is empty", s.PasswordFile)
+		return "", fmt.Errorf("store.password_file: %q is empty", echo(s.PasswordFile))
 	}
 	return password, nil
 }

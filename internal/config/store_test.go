@@ -122,3 +122,26 @@ func TestLoadBundleStore(t *testing.T) {
 		}
 	})
 }
+
+// A value from the file is echoed in an error at most maxEchoBytes long:
+// a 5,000-byte key_prefix made a 5,000-byte error (and log line, and
+// /-/reload answer).
+func TestErrorsEchoBoundedValues(t *testing.T) {
+	long := strings.Repeat("p", 5000)
+	for field, yml := range map[string]string{
+		"store.key_prefix: \"ppp":  minimalYAML + "store:\n  url: redis://r\n  key_prefix: '" + long + " x'\n",
+		"5000 bytes, at most 64":   minimalYAML + "store:\n  url: redis://r\n  key_prefix: " + long + "\n",
+		"labels.address: \"ppp":    minimalYAML + "labels:\n  address: " + long + "\n",
+		"store.url: \"redis://r/p": minimalYAML + "store:\n  url: redis://r/" + long + "\n",
+		"unknown key \"ppp":        minimalYAML + long[:1000] + ": 1\n",
+	} {
+		_, err := parseFile(t, yml)
+		if err == nil || !strings.Contains(err.Error(), field) || !strings.Contains(err.Error(), "…") {
+			t.Errorf("%s: error %.200q, want it to name the field, the value cut", field, err)
+			continue
+		}
+		if n := len(err.Error()); n > 400 {
+			t.Errorf("%s: the error has %d bytes, want at most 400:\n%.600s", field, n, err)
+		}
+	}
+}

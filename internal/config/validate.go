@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -52,7 +51,7 @@ func (c *Config) Validate() error {
 	}
 
 	if !slices.Contains(breach.LabelModes, c.Labels.Address) {
-		fail("labels.address: %q must be one of %s, %s, %s, %s", c.Labels.Address, breach.LabelEmail, breach.LabelAlias, breach.LabelHash, breach.LabelHMAC)
+		fail("labels.address: %q must be one of %s, %s, %s, %s", echo(c.Labels.Address), breach.LabelEmail, breach.LabelAlias, breach.LabelHash, breach.LabelHMAC)
 	}
 	c.Labels.validateKeyFile(fail)
 
@@ -90,7 +89,7 @@ func checkBaseURL(raw string) error {
 		}
 		return fmt.Errorf("not a valid URL: %w", err)
 	}
-	shown := u.Redacted()
+	shown := echo(u.Redacted())
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
 		return fmt.Errorf("%q must be an absolute http:// or https:// URL", shown)
@@ -142,11 +141,11 @@ func (c *Config) validateAddresses(fail func(string, ...any)) {
 			case a.Alias == "":
 				fail("%s.alias: is required when labels.address is %s", path, breach.LabelAlias)
 			case !utf8.ValidString(a.Alias):
-				fail("%s.alias: %q is not valid UTF-8", path, a.Alias)
+				fail("%s.alias: %q is not valid UTF-8", path, echo(a.Alias))
 			case strings.HasPrefix(a.Alias, breach.HashPrefix), strings.HasPrefix(a.Alias, breach.HMACPrefix):
 				// Discovered addresses without an alias are labelled with
 				// HashLabel or HMACLabel; an alias must not be mistaken for one.
-				fail("%s.alias: %q must not start with %q or %q", path, a.Alias, breach.HashPrefix, breach.HMACPrefix)
+				fail("%s.alias: %q must not start with %q or %q", path, echo(a.Alias), breach.HashPrefix, breach.HMACPrefix)
 			default:
 				checkAliasUnique(aliasIndex, path, a.Alias, fail)
 			}
@@ -161,7 +160,7 @@ func (c *Config) quoteAddress(email string) string {
 	if !c.Labels.ShowsAddresses() {
 		return ""
 	}
-	return strconv.Quote(email) + " "
+	return fmt.Sprintf("%q ", echo(email))
 }
 
 // checkAliasUnique fails when alias, as a label (cut to the label cap),
@@ -173,7 +172,7 @@ func checkAliasUnique(seen map[string]string, path, alias string, fail func(stri
 	case !dup:
 		seen[label] = path
 	case label == alias:
-		fail("%s.alias: %q duplicates %s.alias", path, alias, other)
+		fail("%s.alias: %q duplicates %s.alias", path, echo(alias), other)
 	default:
 		fail("%s.alias: equals %s.alias in its first %d bytes, all a label keeps: make them differ there", path, other, breach.MaxAddressBytes)
 	}
@@ -187,7 +186,7 @@ func validateGlobs(path string, globs []string, fail func(string, ...any)) {
 	firstIndex := map[string]int{}
 	for i, g := range globs {
 		if j, seen := firstIndex[g]; seen {
-			fail("%saddresses_files[%d]: %q duplicates %saddresses_files[%d]", path, i, g, path, j)
+			fail("%saddresses_files[%d]: %q duplicates %saddresses_files[%d]", path, i, echo(g), path, j)
 			continue
 		}
 		firstIndex[g] = i
@@ -195,9 +194,9 @@ func validateGlobs(path string, globs []string, fail func(string, ...any)) {
 		case g == "":
 			fail("%saddresses_files[%d]: empty path", path, i)
 		case err != nil:
-			fail("%saddresses_files[%d]: %q is not a valid glob: %w", path, i, g, err)
+			fail("%saddresses_files[%d]: %q is not a valid glob: %w", path, i, echo(g), err)
 		case strings.ContainsAny(filepath.Dir(g), `*?[\`):
-			fail("%saddresses_files[%d]: %q: wildcards only in the file name, not in the directory", path, i, g)
+			fail("%saddresses_files[%d]: %q: wildcards only in the file name, not in the directory", path, i, echo(g))
 		}
 	}
 }
@@ -228,7 +227,7 @@ func validateSecretFiles(path string, files []string, fail func(string, ...any))
 			continue
 		}
 		if j, seen := firstIndex[f]; seen {
-			fail("%swebhook.secret_files[%d]: %q duplicates %swebhook.secret_files[%d]", path, i, f, path, j)
+			fail("%swebhook.secret_files[%d]: %q duplicates %swebhook.secret_files[%d]", path, i, echo(f), path, j)
 		} else {
 			firstIndex[f] = i
 		}

@@ -570,6 +570,8 @@ func (e *Exporter) syncAddresses() {
 func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 	cfg := bundle.Config
 	e.watchlist.Sync(cfg.AccountNames(), e.watched(cfg), bundle.Labels, cfg.Webhook.DiscoveryLimit())
+	// With replicas: what the stream brought for addresses watched now.
+	e.replicas.adopt(time.Duration(cfg.Refresh.FilesInterval))
 	// An acknowledgement takes effect at the latest when it is first
 	// loaded (acknowledge.Entry.Covers), on this clock.
 	e.watchlist.NoteAcknowledgements(bundle.Acknowledgements, e.clock.Now())
@@ -589,18 +591,25 @@ func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 
 // watched is what cfg configures, then, account by account, the addresses
 // of its files that no earlier source has (the first wins, counted in the
-// file's metrics): a file's addresses are its account's.
+// file's metrics): a file's addresses are its account's. Those that an
+// earlier account has stay its: one log line a file and account says so,
+// at every sync (a change of the files, a reload) while it lasts.
 func (e *Exporter) watched(cfg *config.Config) []breach.Address {
-	all := slices.Clone(cfg.Watched()) // appended to: never the config's own
-	seen := make(map[string]struct{}, len(all))
+	all := slices.Clone(cfg.Watched())        // appended to: never the config's own
+	seen := make(map[string]string, len(all)) // by key, the account
 	for _, a := range all {
-		seen[a.Key()] = struct{}{}
+		seen[a.Key()] = a.AccountName()
 	}
 	for _, a := range cfg.AccountsInForce() {
 		n := len(all)
-		all = e.source(a.Name).MergeInto(seen, all)
+		var elsewhere []addrfile.Elsewhere
+		all, elsewhere = e.source(a.Name).MergeInto(seen, a.Name, all)
 		for i := n; i < len(all); i++ {
 			all[i].Account = a.Name
+		}
+		for _, x := range elsewhere {
+			level.Warn(e.logger).Log("msg", "Addresses of an address file are another account's already; they stay that account's (an address belongs to one account)",
+				"file", x.File, "account", a.Name, "other_account", x.Owner, "addresses", x.Addresses)
 		}
 	}
 	return all
@@ -648,6 +657,7 @@ func (e *Exporter) Run(ctx context.Context) {
 			e.running.Wait()
 			return
 		case <-tick:
+			e.replicas.releaseExpired()
 			if err := e.Save(); err != nil {
 				level.Error(e.logger).Log("msg", "State snapshot failed; the previous one stays", "err", err)
 			}

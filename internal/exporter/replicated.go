@@ -90,6 +90,9 @@ type replicas struct {
 	// not brought back yet, by event ID: applied from here, not decoded
 	// again (applying; at most maxMine).
 	mine map[string]watchlist.AcceptedAlert
+	// held is what the stream brought for addresses not watched here yet
+	// (unwatched.go; applying).
+	held held
 
 	// The alerts accepted and durable here, not yet in the store, oldest
 	// first. replayed marks those the journal replayed at start: one the
@@ -125,6 +128,7 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 		watchlist: w,
 		wake:      make(chan struct{}, 1),
 		mine:      map[string]watchlist.AcceptedAlert{},
+		held:      newHeld(),
 		dedupTTL:  func() time.Duration { return time.Duration(cur.Load().Config.Webhook.DedupWindow) },
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_store_forward_backlog",
@@ -139,7 +143,7 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 			Help: "API outcomes the store did not take: applied on this replica only.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{r.waiting, r.dropped, r.published} {
+	for _, c := range []prometheus.Collector{r.waiting, r.dropped, r.published, r.held.dropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -237,7 +241,7 @@ func (r *replicas) apply(ev sharedstore.Event) {
 				return
 			}
 		}
-		if r.hook != nil {
+		if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, len(ev.Data)) {
 			r.hook.ApplyShared(a, ev.Origin == r.name)
 		}
 		return
@@ -247,7 +251,9 @@ func (r *replicas) apply(ev sharedstore.Event) {
 		r.invalid(ev, err)
 		return
 	}
-	r.applyOutcome(ev.Kind, o)
+	if !r.holdAnswer(ev.Kind, o, len(ev.Data)) {
+		r.applyOutcome(ev.Kind, o)
+	}
 }
 
 func (r *replicas) applyOutcome(kind string, o outcomeEvent) {
@@ -478,6 +484,7 @@ func (r *replicas) take(f func()) string {
 	r.applying.Lock()
 	defer r.applying.Unlock()
 	f()
+	r.held.complete = !r.holdingAlerts()
 	return r.last
 }
 
@@ -486,8 +493,8 @@ func (r *replicas) take(f func()) string {
 // snapshot whole: a start takes the shared state from it and keeps its own
 // per-replica parts (the receiver's counts, the journal's point).
 func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error {
-	if id == "" {
-		return nil
+	if id == "" || !r.held.complete {
+		return nil // nothing yet, or a state that lacks the alerts held
 	}
 	_, err := r.shared.SaveCheckpoint(ctx, data, id)
 	return err

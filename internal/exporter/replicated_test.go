@@ -22,11 +22,14 @@ import (
 
 // replica is one exporter of a replicated test, on the real clock: the
 // store keeps time with its own.
-type replica struct{ *running }
+type replica struct {
+	*running
+	dir string // its config's folder, where startTwoReplicas sets one
+}
 
 func startReplica(t *testing.T, dir, storage string) *replica {
 	t.Helper()
-	return &replica{startExporter(t, Options{
+	return &replica{running: startExporter(t, Options{
 		ConfigFile:       filepath.Join(dir, "config.yml"),
 		Webhook:          true,
 		StoragePath:      storage,

@@ -6,7 +6,10 @@
 // Kubernetes ConfigMap or Secret volume updates its files by swapping a
 // `..data` symlink in that directory, which a watch on the file itself (the
 // old target) never sees; editors that write a new file and rename it over
-// the old one do the same. Every event in a watched directory, after a
+// the old one do the same. It watches that directory's parent too, for the
+// directory itself: one removed and made again (a volume remounted, a tool
+// that replaces the directory) loses its watch, and the parent's event for
+// it is what puts the watch back at once. Every event in a watched directory, after a
 // short debounce, and a timer (the backstop for filesystems without
 // notifications, such as some network mounts) re-read the files; only a
 // changed content triggers the reload.
@@ -79,6 +82,7 @@ type Watcher struct {
 
 	mu       sync.Mutex
 	paths    []string          // the files and globs Watch set last
+	dirs     map[string]bool   // their directories, whose events count
 	seen     map[string]digest // their content then, by file
 	interval time.Duration
 	// update wakes Run after Watch (buffered: Watch never blocks, it is
@@ -199,19 +203,13 @@ func (w *Watcher) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-w.update:
-			w.mu.Lock()
-			paths, seen = w.paths, w.seen
-			if w.interval != interval {
-				interval = w.interval
-				ticker.Reset(interval)
-			}
-			w.mu.Unlock()
-		case _, ok := <-events:
+			paths, seen, interval = w.current(ticker, interval)
+		case ev, ok := <-events:
 			if !ok {
 				events = nil
 				continue
 			}
-			if debounce == nil {
+			if debounce == nil && w.noticed(ev) {
 				debounce = w.opts.Clock.After(Debounce)
 			}
 		case err, ok := <-errs:
@@ -236,6 +234,19 @@ func (w *Watcher) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// current is what Watch and SetInterval set last: the files, their
+// content then, and the interval, to which it resets ticker (at interval
+// now) when it differs.
+func (w *Watcher) current(ticker clockwork.Ticker, interval time.Duration) ([]string, map[string]digest, time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.interval != interval {
+		interval = w.interval
+		ticker.Reset(interval)
+	}
+	return w.paths, w.seen, interval
 }
 
 // checkApart is check in a goroutine of its own, waited for until ctx
@@ -277,39 +288,65 @@ func (w *Watcher) check(ctx context.Context, paths []string, seen map[string]dig
 	return now
 }
 
-// rewatch makes fsw watch the parent directories of w.paths, and no
-// others. A directory that cannot be watched (it does not exist yet) is
-// tried again at the next tick; the timer re-reads its files meanwhile.
-// Called with mu held.
-func (w *Watcher) rewatch() {
-	if w.fsw == nil {
-		return
+// noticed reports whether ev calls for a re-read: an event in one of the
+// directories of the files, or one of those directories coming, going or
+// moving, which also watches it again (a directory made again has no
+// watch yet). Other events of the parents are not the files'.
+func (w *Watcher) noticed(ev fsnotify.Event) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dirs[ev.Name] {
+		w.rewatch()
+		return true
 	}
-	var dirs []string
+	return w.dirs[filepath.Dir(ev.Name)]
+}
+
+// rewatch makes fsw watch the directories of w.paths and their parents,
+// and no others. A directory that cannot be watched (it does not exist
+// yet) is tried again when its parent sees it come, or at the next tick;
+// the timer re-reads its files meanwhile. Called with mu held.
+func (w *Watcher) rewatch() {
+	w.dirs = map[string]bool{}
+	var dirs, parents []string
 	for _, p := range w.paths {
-		if d := filepath.Dir(p); !slices.Contains(dirs, d) {
+		if d := filepath.Dir(p); !w.dirs[d] {
+			w.dirs[d] = true
 			dirs = append(dirs, d)
 		}
+	}
+	for _, d := range dirs {
+		if p := filepath.Dir(d); !w.dirs[p] && !slices.Contains(parents, p) {
+			parents = append(parents, p)
+		}
+	}
+	if w.fsw == nil {
+		return
 	}
 	// A removed directory has left this list already.
 	watched := w.fsw.WatchList()
 	for _, d := range watched {
-		if !slices.Contains(dirs, d) {
+		if !w.dirs[d] && !slices.Contains(parents, d) {
 			_ = w.fsw.Remove(d)
 		}
 	}
-	for _, d := range dirs {
+	for _, d := range append(dirs, parents...) {
 		if slices.Contains(watched, d) {
 			continue
 		}
-		if err := w.fsw.Add(d); err != nil {
+		err := w.fsw.Add(d)
+		switch {
+		case err == nil:
+		case w.dirs[d]:
 			level.Warn(w.opts.Logger).Log("msg", "Cannot watch a directory; re-reading its files on a timer", "dir", d, "interval", w.interval, "err", err)
+		default: // a parent: only its directory's coming back is missed
+			level.Debug(w.opts.Logger).Log("msg", "Cannot watch the parent of a watched directory", "dir", d, "err", err)
 		}
 	}
 }
 
-// digest is a file's content hash, or its absence: a file that goes and
-// comes back is a change too.
+// digest is a file's content hash, or its absence and why: a file that
+// goes and comes back is a change too.
 type digest struct {
 	sum    [sha256.Size]byte
 	absent bool
@@ -349,10 +386,14 @@ func hasMeta(path string) bool {
 	return strings.ContainsAny(path, `*?[\`)
 }
 
+// read is path's digest. A file that fails to read has the digest of its
+// error, so that failing in another way (a named pipe, then a device) is a
+// change too: whoever reads the files then reads, and counts, each
+// failure.
 func read(path string, limit int64) digest {
 	data, err := fileread.Read(path, limit)
 	if err != nil {
-		return digest{absent: true}
+		return digest{sum: sha256.Sum256([]byte(err.Error())), absent: true}
 	}
 	return digest{sum: sha256.Sum256(data)}
 }

@@ -321,3 +321,67 @@ func TestSetInterval(t *testing.T) {
 		}
 	}
 }
+
+// A watched directory removed and made again (a volume remounted, a
+// deployment tool that replaces the directory) is seen at once, not at the
+// timer's backstop: its parent is watched too. Before, the watch went with
+// the directory and came back only at the next tick (5 minutes).
+func TestRecreatedDirectoryIsSeenAtOnce(t *testing.T) {
+	h := start(t)
+	dir := filepath.Join(t.TempDir(), "addresses")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "hr.txt"), "a@example.com\n")
+	h.w.Watch(filepath.Join(dir, "*.txt"))
+
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	h.untilReload(t)
+	h.reloads(t, 1)
+
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "hr.txt"), "b@example.com\n")
+	h.untilReload(t)
+	h.reloads(t, 2)
+
+	// And the directory made again is watched itself: a later change
+	// inside it is seen too.
+	write(t, filepath.Join(dir, "hr.txt"), "c@example.com\n")
+	h.untilReload(t)
+	h.reloads(t, 3)
+}
+
+// A file that fails to read in one way and then in another (a named pipe,
+// then a device) is a change each time, so that each failed read is
+// re-read and counted by whoever reads it (the address files' read
+// errors). Before, every failure read as the same "absent": the swap from
+// the pipe to the device was no change, and its read error never counted.
+func TestEachFailureIsAChange(t *testing.T) {
+	h := start(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "hr.txt")
+	write(t, file, "a@example.com\n")
+	h.w.Watch(filepath.Join(dir, "*.txt"))
+
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(file, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.untilReload(t)
+	h.reloads(t, 1)
+
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/null", file); err != nil {
+		t.Fatal(err)
+	}
+	h.untilReload(t)
+	h.reloads(t, 2)
+}

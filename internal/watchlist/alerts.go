@@ -99,6 +99,9 @@ const (
 	// AlertOtherAccount: watched, but in another account than the one
 	// whose secret verified the alert; not counted for the address.
 	AlertOtherAccount
+	// AlertRemovedAccount: the account whose secret verified the alert is
+	// not one Sync named (a reload removed it since); not counted here.
+	AlertRemovedAccount
 )
 
 // RecordAlert counts an alert the named account's secret verified under
@@ -106,8 +109,8 @@ const (
 // yet is added as discovered, in that account, while the discovery limit
 // Sync set allows (and the account is one Sync named); otherwise the alert
 // is not counted here and the caller counts it without a label. So is an
-// alert for another account's address: one account's secret must not move
-// another's counts. Values past their bounds are counted as dropped and
+// alert for another account's address (one account's secret must not move
+// another's counts), and one of an account Sync did not name. Values past their bounds are counted as dropped and
 // left out of the address's counts.
 func (r *List) RecordAlert(account, email string, d AlertDelta) AlertOutcome {
 	return r.recordAlert(account, email, d, true)
@@ -125,26 +128,17 @@ func (r *List) recordAlert(account, email string, d AlertDelta, refresh bool) Al
 	defer r.mu.Unlock()
 	account = breach.Address{Account: account}.AccountName()
 	k := breach.Key(email)
-	outcome := AlertTracked
-	e, ok := r.entries[k]
-	switch {
-	case ok && e.Address.Account != account:
-		return AlertOtherAccount
-	case !ok:
-		switch {
-		case r.discoveryLimit <= 0:
-			return AlertUntracked
-		// An account a reload removed since its secret verified the
-		// alert discovers nothing either.
-		case r.discovered >= r.discoveryLimit, r.known(account) == nil:
-			return AlertRefused
-		}
+	e, outcome := r.placeAlert(account, k)
+	switch outcome {
+	case AlertTracked:
+	case AlertDiscovered:
 		e = r.newEntry(breach.Address{Email: email, Discovered: true, Account: account})
 		r.noteAcknowledgements(e, d.AcceptedAt)
 		r.add(k, e)
 		r.discovered++
 		r.generation++
-		outcome = AlertDiscovered
+	default:
+		return outcome
 	}
 	if d, ok, noSeverity := r.bounds.boundAlert(d); ok {
 		e.Alerts = e.Alerts.add(d, noSeverity)
@@ -164,6 +158,39 @@ func (r *List) recordAlert(account, email string, d AlertDelta, refresh bool) Al
 	if refresh {
 		r.markUrgent(k, e)
 	}
+	return outcome
+}
+
+// placeAlert is where an alert the account (a name) verified for the
+// address key would count: under its entry (AlertTracked), under a new one
+// (AlertDiscovered, e nil), or without an address label. Called with mu
+// held.
+func (r *List) placeAlert(account, k string) (e *Entry, _ AlertOutcome) {
+	e, ok := r.entries[k]
+	switch {
+	// An account a reload removed since its secret verified the alert
+	// (the journal replays it, another replica still has the account)
+	// has no address to count it under, and discovers nothing.
+	case r.known(account) == nil:
+		return nil, AlertRemovedAccount
+	case ok && e.Address.Account != account:
+		return nil, AlertOtherAccount
+	case ok:
+		return e, AlertTracked
+	case r.discoveryLimit <= 0:
+		return nil, AlertUntracked
+	case r.discovered >= r.discoveryLimit:
+		return nil, AlertRefused
+	}
+	return nil, AlertDiscovered
+}
+
+// AlertOutcomeFor is the outcome RecordAlert would have now, changing
+// nothing.
+func (r *List) AlertOutcomeFor(account, email string) AlertOutcome {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, outcome := r.placeAlert(breach.Address{Account: account}.AccountName(), breach.Key(email))
 	return outcome
 }
 
