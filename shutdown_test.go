@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -48,9 +49,10 @@ var drainTestAlert = []byte(`{"event":"alert.created","severity":"critical","add
 	`"source":"combolist","summary":"drain %d","delta":{"previous_count":3,"new_count":5},` +
 	`"observed_at":"2026-11-20T11:59:00Z"}`)
 
-// startProgram runs the program with both listeners and the shutdown
-// delay given, until the test cancels the returned stopping's contexts.
-func startProgram(t *testing.T, delay string) (web, hook string, drain, now context.CancelFunc, exited <-chan int) {
+// drainTestArgs are the command line of a program with both listeners
+// on free loopback ports, a config with the webhook secret, no state
+// folder, and the shutdown delay given.
+func drainTestArgs(t *testing.T, delay string) (web, hook string, args []string) {
 	t.Helper()
 	dir := t.TempDir()
 	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken+"\n")
@@ -59,23 +61,13 @@ func startProgram(t *testing.T, delay string) (web, hook string, drain, now cont
 	testkit.WriteFile(t, cfg, "api: {base_url: http://127.0.0.1:1/api/v1, token_file: token}\n"+
 		"addresses: [alice@example.com]\nwebhook: {secret_files: [secret]}\n")
 	web, hook = testkit.FreeAddress(t), testkit.FreeAddress(t)
-	drainCtx, drain := context.WithCancel(context.Background())
-	nowCtx, now := context.WithCancel(context.Background())
-	t.Cleanup(now)
-	t.Cleanup(drain)
-	done := make(chan int, 1)
-	var out testkit.SyncBuffer
-	go func() {
-		done <- run(stopping{drain: drainCtx, now: nowCtx}, []string{
-			"--config.file", cfg, "--storage.path", "", "--web.listen-address", web,
-			"--webhook.listen-address", hook, "--web.shutdown-delay", delay,
-		}, &out, &out)
-	}()
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("log:\n%s", out.String())
-		}
-	})
+	return web, hook, []string{"--config.file", cfg, "--storage.path", "", "--web.listen-address", web,
+		"--webhook.listen-address", hook, "--web.shutdown-delay", delay}
+}
+
+// waitServing waits until both listeners answer and /-/ready reads 200.
+func waitServing(t *testing.T, web, hook string) {
+	t.Helper()
 	testkit.Eventually(t, "/-/ready to answer 200", func() bool {
 		code, _ := testkit.Get(t, "http://"+web+"/-/ready")
 		return code == http.StatusOK
@@ -84,6 +76,28 @@ func startProgram(t *testing.T, delay string) (web, hook string, drain, now cont
 		code, _ := testkit.Get(t, "http://"+hook+"/-/healthy")
 		return code == http.StatusOK
 	})
+}
+
+// startProgram runs the program with both listeners and the shutdown
+// delay given, until the test cancels the returned stopping's contexts.
+func startProgram(t *testing.T, delay string) (web, hook string, drain, now context.CancelFunc, exited <-chan int) {
+	t.Helper()
+	web, hook, args := drainTestArgs(t, delay)
+	drainCtx, drain := context.WithCancel(context.Background())
+	nowCtx, now := context.WithCancel(context.Background())
+	t.Cleanup(now)
+	t.Cleanup(drain)
+	done := make(chan int, 1)
+	var out testkit.SyncBuffer
+	go func() {
+		done <- run(stopping{drain: drainCtx, now: nowCtx}, args, &out, &out)
+	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log:\n%s", out.String())
+		}
+	})
+	waitServing(t, web, hook)
 	return web, hook, drain, now, done
 }
 
@@ -181,5 +195,65 @@ func TestReadiness(t *testing.T) {
 	r.startDraining()
 	if code, body := get(); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
 		t.Errorf("draining: %d %q, want 503", code, body)
+	}
+}
+
+// childArgsEnv makes the test binary run main with the arguments it holds
+// (one a line): the signal test's child process.
+const childArgsEnv = "BREACH_MAIN_CHILD_ARGS"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(childArgsEnv); args != "" {
+		os.Args = append([]string{name}, strings.Split(args, "\n")...)
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// The real signals, in a process of its own running main: SIGTERM starts
+// the drain (not ready, a signed alert still accepted), SIGINT during a
+// one-hour delay ends it at once with exit 0.
+func TestSecondSignalEndsTheDelay(t *testing.T) {
+	web, hook, args := drainTestArgs(t, "1h")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childArgsEnv+"="+strings.Join(args, "\n"))
+	var out testkit.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("child's log:\n%s", out.String())
+		}
+	})
+	waitServing(t, web, hook)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "/-/ready to answer 503 after SIGTERM", func() bool {
+		code, _ := testkit.Get(t, "http://"+web+"/-/ready")
+		return code == http.StatusServiceUnavailable
+	})
+	if code, _ := postAlert(t, &http.Client{Timeout: 10 * time.Second}, hook, 1); code != http.StatusNoContent {
+		t.Errorf("after SIGTERM: POST answered %d, want 204", code)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		if err != nil {
+			t.Errorf("exit after the second signal: %v, want 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the second signal did not end the one-hour delay")
 	}
 }
