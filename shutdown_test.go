@@ -148,14 +148,7 @@ func TestShutdownDelayKeepsServing(t *testing.T) {
 	}
 
 	now()
-	select {
-	case code := <-exited:
-		if code != 0 {
-			t.Errorf("exit %d after the second signal, want 0", code)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the second signal did not end the delay")
-	}
+	exitsCleanly(t, exited, "after the second signal")
 	if _, err := client.Post("http://"+hook+"/webhook", "application/json", nil); err == nil {
 		t.Error("the webhook listener still answers after the exit")
 	}
@@ -166,13 +159,19 @@ func TestShutdownDelayKeepsServing(t *testing.T) {
 func TestNoShutdownDelay(t *testing.T) {
 	_, _, drain, _, exited := startProgram(t, "0s")
 	drain()
+	exitsCleanly(t, exited, "after the first signal with no delay")
+}
+
+// exitsCleanly waits for run's exit code, which must be 0.
+func exitsCleanly(t *testing.T, exited <-chan int, when string) {
+	t.Helper()
 	select {
 	case code := <-exited:
 		if code != 0 {
-			t.Errorf("exit %d, want 0", code)
+			t.Errorf("exit %d %s, want 0", code, when)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("did not exit on the first signal with no delay")
+		t.Fatalf("no exit %s", when)
 	}
 }
 
