@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/common/version"
@@ -31,11 +32,53 @@ func (u untilShutdown) Reload(ctx context.Context) error {
 	return u.r.Reload(ctx)
 }
 
-// newMux serves metrics, the landing page, health and the reload endpoint.
-// There is no pprof here: this listener is the one Prometheus scrapes.
-// Readiness needs no check of its own: the listener starts only after the
-// config has loaded.
-func newMux(r reloader, metrics http.Handler, telemetryPath string) (*http.ServeMux, error) {
+// readiness is what /-/ready answers. The listener starts only after the
+// config and the state have loaded, so a serving program is ready until
+// it starts draining (the first SIGTERM or SIGINT), unless Check, when
+// set, says otherwise.
+type readiness struct {
+	// Check, when set, is a condition of readiness besides the drain: an
+	// error answers 503 with its text.
+	Check    func() error
+	draining atomic.Bool
+}
+
+// startDraining makes /-/ready answer 503 from now on, so the load
+// balancer stops sending here while the listeners still answer.
+func (r *readiness) startDraining() { r.draining.Store(true) }
+
+func (r *readiness) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	if r.draining.Load() {
+		http.Error(w, "Not ready: shutting down.", http.StatusServiceUnavailable)
+		return
+	}
+	if r.Check != nil {
+		if err := r.Check(); err != nil {
+			http.Error(w, "Not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	fmt.Fprintln(w, "OK")
+}
+
+// closingWhileDraining answers as h does, and while draining asks the
+// client to close the connection after the answer (net/http then closes
+// it): a keep-alive sender's next request opens a new connection, which
+// its load balancer sends to a replica that stays, instead of reusing
+// one to this replica until the listener closes it under it.
+func (r *readiness) closingWhileDraining(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if r.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, req)
+	})
+}
+
+// newMux serves metrics, the landing page, health, readiness and the
+// reload endpoint. There is no pprof here: this listener is the one
+// Prometheus scrapes.
+func newMux(r reloader, metrics http.Handler, telemetryPath string, ready http.Handler) (*http.ServeMux, error) {
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        name,
 		Description: "Prometheus exporter and alerting bridge for the breach monitoring service",
@@ -56,7 +99,7 @@ func newMux(r reloader, metrics http.Handler, telemetryPath string) (*http.Serve
 	mux.Handle(telemetryPath, metrics)
 	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "OK") }
 	mux.HandleFunc("/-/healthy", ok)
-	mux.HandleFunc("/-/ready", ok)
+	mux.Handle("/-/ready", ready)
 	mux.Handle("/-/reload", reloadHandler(r))
 	if telemetryPath != "/" {
 		mux.Handle("/", landing)

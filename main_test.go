@@ -80,7 +80,7 @@ func TestConfigProblems(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			code := run(context.Background(), tc.args, &out, &out)
+			code := run(notStopped(), tc.args, &out, &out)
 			if code != tc.code || !strings.Contains(out.String(), tc.want) {
 				t.Errorf("exit %d, output %q; want exit %d and %q", code, out.String(), tc.code, tc.want)
 			}
@@ -94,7 +94,7 @@ func TestConfigProblems(t *testing.T) {
 // The landing page links only what this listener serves: exporter-toolkit
 // adds pprof links by default, and with no pprof handler they answer 404.
 func TestLandingPageHasNoProfilingLinks(t *testing.T) {
-	mux, err := newMux(fakeReloader{}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), "/metrics")
+	mux, err := newMux(fakeReloader{}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), "/metrics", &readiness{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestConfigCheckOddFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var out testkit.SyncBuffer
 			done := make(chan int, 1)
-			go func() { done <- run(context.Background(), tc.args, &out, &out) }()
+			go func() { done <- run(notStopped(), tc.args, &out, &out) }()
 			select {
 			case code := <-done:
 				if code != 1 || !strings.Contains(out.String(), tc.want) {

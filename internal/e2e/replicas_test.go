@@ -115,6 +115,7 @@ type replicaSet struct {
 	addresses  []string
 	configFile string
 	bin        string
+	extraArgs  []string // more flags of every replica
 }
 
 // TestReplicas proves the replicated mode on real parts (redis-server,
@@ -334,12 +335,12 @@ func (rs *replicaSet) startReplica(ctx context.Context, r *replica, why string) 
 	r.starts++
 	name := fmt.Sprintf("replica-%d.%d-%s", r.index, r.starts, why)
 	rs.mu.Unlock()
-	p := startProcess(rs.t, rs.dir, name, rs.bin,
-		"--config.file="+rs.configFile,
-		"--web.listen-address="+r.webAddr,
-		"--webhook.listen-address="+r.hookAddr,
-		"--storage.path="+r.dir,
-		"--storage.snapshot-interval="+snapshotInterval)
+	p := startProcess(rs.t, rs.dir, name, rs.bin, append([]string{
+		"--config.file=" + rs.configFile,
+		"--web.listen-address=" + r.webAddr,
+		"--webhook.listen-address=" + r.hookAddr,
+		"--storage.path=" + r.dir,
+		"--storage.snapshot-interval=" + snapshotInterval}, rs.extraArgs...)...)
 	rs.mu.Lock()
 	rs.procs = append(rs.procs, p)
 	r.name = name

@@ -317,3 +317,59 @@ rather than guess).
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+--web.shutdown-delay in seconds: after SIGTERM the pod reads not ready and
+both listeners keep answering this long, while the endpoints controller,
+kube-proxy and an ingress controller stop sending here. "auto": 15 with
+several replicas (another pod takes the webhooks); 0 with one, where the
+Recreate rollout starts the new pod only once this one is gone, so a delay
+would only lengthen the gap.
+*/}}
+{{- define "breach-exporter.shutdownDelaySeconds" -}}
+{{- if eq (toString .Values.shutdownDelaySeconds) "auto" }}
+{{- ternary 15 0 (eq (include "breach-exporter.replicated" .) "true") }}
+{{- else }}
+{{- int .Values.shutdownDelaySeconds }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod's terminationGracePeriodSeconds, which counts from the preStop hook
+on: a preStop sleep, the shutdown delay, then closing, bounded at 15 s (the
+listeners' graceful shutdown takes at most 5 s; the last state snapshot,
+0.6 s at 10,000 addresses, and the store's checkpoint, each store operation
+bounded at 2 s, take the rest). "auto" adds 15 s of margin to that; a
+number below it is refused: the kubelet's SIGKILL would cut the last
+snapshot short.
+*/}}
+{{- define "breach-exporter.terminationGracePeriodSeconds" -}}
+{{- $delay := include "breach-exporter.shutdownDelaySeconds" . | int }}
+{{- $preStop := dig "preStop" "sleep" "seconds" 0 (.Values.lifecycle | default dict) | int }}
+{{- $least := add $preStop $delay 15 }}
+{{- $v := .Values.terminationGracePeriodSeconds }}
+{{- if eq (toString $v) "auto" }}
+{{- add $least 15 }}
+{{- else if lt (int $v) (int $least) }}
+{{- fail (printf "terminationGracePeriodSeconds: %d is below %d, the preStop sleep (%d s) plus the shutdown delay (%d s) plus 15 s to close the listeners and write the last snapshot" (int $v) (int $least) $preStop $delay) }}
+{{- else }}
+{{- int $v }}
+{{- end }}
+{{- end }}
+
+{{/*
+--webhook.max-connections-per-client: "auto" is the exporter's default of 16
+per client, or with the Ingress --webhook.max-connections: every
+connection then comes from the ingress controller's few addresses, and the
+controller limits per real client (docs/webhook.md#exposing-it).
+*/}}
+{{- define "breach-exporter.webhookMaxConnectionsPerClient" -}}
+{{- $v := .Values.webhook.maxConnectionsPerClient }}
+{{- if eq (toString $v) "auto" }}
+{{- ternary (int .Values.webhook.maxConnections) 16 .Values.ingress.enabled }}
+{{- else if gt (int $v) (int .Values.webhook.maxConnections) }}
+{{- fail (printf "webhook.maxConnectionsPerClient: %d is above webhook.maxConnections (%d)" (int $v) (int .Values.webhook.maxConnections)) }}
+{{- else }}
+{{- int $v }}
+{{- end }}
+{{- end }}

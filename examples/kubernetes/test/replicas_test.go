@@ -14,7 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -144,6 +146,48 @@ func checkReplicated(t *testing.T, objs objects, dep *appsv1.Deployment) {
 		if v.PersistentVolumeClaim != nil {
 			t.Errorf("volume %s: claim %s would be shared by every replica", v.Name, v.PersistentVolumeClaim.ClaimName)
 		}
+	}
+	checkDrain(t, dep)
+}
+
+// closeSeconds is what a pod needs after its shutdown delay: the
+// listeners' 5-second graceful shutdown, the last snapshot and the
+// store's checkpoint (docs/deployment.md, "Stopping without refusing a
+// webhook").
+const closeSeconds = 15
+
+// checkDrain: a replica that stops keeps answering while the endpoints
+// forget it (a --web.shutdown-delay of a few seconds), the kubelet waits
+// for the delay and the close before its SIGKILL, and a new pod stays
+// ready a while before the next old one stops.
+func checkDrain(t *testing.T, dep *appsv1.Deployment) {
+	t.Helper()
+	pod := dep.Spec.Template.Spec
+	delay := time.Duration(-1)
+	for _, a := range pod.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--web.shutdown-delay="); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				t.Errorf("Deployment %s: %s: %v", dep.Name, a, err)
+			}
+			delay = d
+		}
+	}
+	switch {
+	case delay < 0:
+		t.Errorf("Deployment %s: no --web.shutdown-delay: a stopping replica would refuse the webhooks still routed to it", dep.Name)
+	case delay < 5*time.Second:
+		t.Errorf("Deployment %s: --web.shutdown-delay %v, want at least 5s with several replicas", dep.Name, delay)
+	}
+	grace := int64(30) // Kubernetes' default
+	if pod.TerminationGracePeriodSeconds != nil {
+		grace = *pod.TerminationGracePeriodSeconds
+	}
+	if want := int64(delay/time.Second) + closeSeconds; grace < want {
+		t.Errorf("Deployment %s: terminationGracePeriodSeconds %d, want at least %d (the delay plus %d s to close)", dep.Name, grace, want, closeSeconds)
+	}
+	if dep.Spec.MinReadySeconds < 5 {
+		t.Errorf("Deployment %s: minReadySeconds %d, want a few seconds for the endpoints to add a new pod", dep.Name, dep.Spec.MinReadySeconds)
 	}
 }
 
