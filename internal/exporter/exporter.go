@@ -286,6 +286,9 @@ func (e *Exporter) startReceiver(saved *persist.State) (int, error) {
 	}
 	replay := func(a watchlist.AcceptedAlert) { e.hook.Replay(a) }
 	if r := e.replicas; r != nil {
+		if err := r.openConfirmed(e.folder); err != nil {
+			return 0, fmt.Errorf("--storage.path %q: %w", e.opts.StoragePath, err)
+		}
 		o.Forward = func(a watchlist.AcceptedAlert) { r.queue(a, false) }
 		o.Full = r.full
 		// Replayed, an alert goes to the store again: the store counts
@@ -647,6 +650,7 @@ func (e *Exporter) Save() error {
 		take = func() { st.Stream = e.replicas.take(grab) }
 	}
 	var mark persist.Mark
+	var confirmedMark uint64
 	keep := false
 	if e.journal != nil {
 		// Between two journal writes, so that the state and the journal
@@ -655,6 +659,7 @@ func (e *Exporter) Save() error {
 		mark = e.journal.Cut(func() {
 			take()
 			keep = e.replicas != nil && e.replicas.pending()
+			confirmedMark = e.replicas.confirmedMark()
 		})
 		st.Journal = mark.Position
 	} else {
@@ -697,6 +702,7 @@ func (e *Exporter) Save() error {
 		if err := e.journal.Drop(mark); err != nil {
 			level.Warn(e.logger).Log("msg", "Could not remove journal files the snapshot holds; the next start skips their records", "err", err)
 		}
+		e.replicas.compactConfirmed(confirmedMark)
 	}
 	return nil
 }
@@ -730,7 +736,7 @@ func (e *Exporter) release() {
 		e.folder.Close()
 	}
 	if e.replicas != nil {
-		e.replicas.shared.Close()
+		e.replicas.close()
 	}
 }
 
@@ -812,7 +818,7 @@ func (e *Exporter) WebhookHandler() *webhook.Handler { return e.hook }
 // store and its keys (the password file is read at each start).
 func storeSection(bundle *config.Bundle) string {
 	if sc := bundle.Config.Store; sc != nil {
-		return sc.URL + "\x00" + sc.KeyPrefix
+		return sc.URL + "\x00" + sc.KeyPrefix + "\x00" + sc.Deployment
 	}
 	return ""
 }

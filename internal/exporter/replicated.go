@@ -5,11 +5,13 @@ package exporter
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
@@ -19,6 +21,7 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 	"github.com/breach-exporter/breach_exporter/webhook"
@@ -97,9 +100,14 @@ type replicas struct {
 	forwardMu sync.Mutex
 	backlog   []forwarded
 	wake      chan struct{}
-	waiting   prometheus.Gauge
-	dropped   prometheus.Counter // events that could not be applied
-	published prometheus.Counter // outcomes applied locally only: the store did not take them
+	confirmed confirmed // publish.go
+	// deployment is the identity checked in the store; stopping is set
+	// at the start of the shutdown (publish.go).
+	deployment string
+	stopping   atomic.Bool
+	waiting    prometheus.Gauge
+	dropped    prometheus.Counter // events that could not be applied
+	published  prometheus.Counter // outcomes applied locally only: the store did not take them
 }
 
 type forwarded struct {
@@ -120,12 +128,14 @@ func replicaName() string {
 func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Logger, w *watchlist.List, cur *config.Current) (*replicas, error) {
 	sc := bundle.Config.Store
 	r := &replicas{
-		name:      replicaName(),
-		logger:    logger,
-		watchlist: w,
-		wake:      make(chan struct{}, 1),
-		mine:      map[string]watchlist.AcceptedAlert{},
-		dedupTTL:  func() time.Duration { return time.Duration(cur.Load().Config.Webhook.DedupWindow) },
+		name:       replicaName(),
+		logger:     logger,
+		watchlist:  w,
+		wake:       make(chan struct{}, 1),
+		mine:       map[string]watchlist.AcceptedAlert{},
+		confirmed:  confirmed{digest: map[[sha256.Size]byte]uint64{}, logs: ratelog.New(time.Minute, nil)},
+		deployment: bundle.StoreDeployment(),
+		dedupTTL:   func() time.Duration { return time.Duration(cur.Load().Config.Webhook.DedupWindow) },
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_store_forward_backlog",
 			Help: "Alerts accepted by this replica and durable in its journal, not yet passed to the store.",
@@ -150,11 +160,16 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 		Password:   bundle.StorePassword,
 		KeyPrefix:  sc.KeyPrefix,
 		Replica:    r.name,
+		Deployment: r.deployment,
 		Registerer: reg,
 		Logger:     logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
+	}
+	if err := r.join(); err != nil {
+		r.shared.Close()
+		return nil, err
 	}
 	return r, nil
 }
@@ -213,6 +228,7 @@ func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
 	if after == "" {
 		after = "0-0"
 	}
+	context.AfterFunc(ctx, r.stop)
 	wg.Add(3)
 	go func() { defer wg.Done(); r.shared.Run(ctx) }()
 	go func() { defer wg.Done(); r.shared.Follow(ctx, after, r.apply) }()
@@ -223,7 +239,7 @@ func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
 func (r *replicas) apply(ev sharedstore.Event) {
 	r.applying.Lock()
 	defer r.applying.Unlock()
-	if sharedstore.After(r.last, ev.ID) || r.last == ev.ID {
+	if !ev.Rewound && (sharedstore.After(r.last, ev.ID) || r.last == ev.ID) {
 		return // already applied (catch-up and Follow may overlap)
 	}
 	r.last = ev.ID
@@ -336,6 +352,9 @@ func (r *replicas) SetRateLimit(account string, rl breach.RateLimit) {
 // queue takes an alert that is durable in this replica's journal (or
 // replayed from it) to pass to the store.
 func (r *replicas) queue(a watchlist.AcceptedAlert, replayed bool) {
+	if replayed && r.replayed(a) {
+		return // the store confirmed it before the restart
+	}
 	r.forwardMu.Lock()
 	r.backlog = append(r.backlog, forwarded{alert: a, replayed: replayed})
 	r.waiting.Set(float64(len(r.backlog)))
@@ -408,13 +427,7 @@ func (r *replicas) forward(ctx context.Context) {
 			}
 			continue
 		}
-		batch = batch[:0]
-		for _, f := range next {
-			batch = append(batch, sharedstore.Once{Digest: hex.EncodeToString(f.alert.Digest[:]), Kind: eventAlert, Data: persist.EncodeAlert(f.alert)})
-		}
-		opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ids, err := r.shared.PublishOnceBatch(opCtx, r.dedupTTL(), batch)
-		cancel()
+		ids, err := r.publishBatch(ctx, next, batch)
 		if err != nil {
 			t := time.NewTimer(retry)
 			select {
@@ -489,6 +502,8 @@ func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error
 	if id == "" {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
+	defer cancel()
 	_, err := r.shared.SaveCheckpoint(ctx, data, id)
 	return err
 }
@@ -507,7 +522,7 @@ func (r *replicas) checkpointBehind() bool {
 	if last == "" {
 		return false // nothing to checkpoint yet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout(2*time.Second, closeCheckTimeout))
 	defer cancel()
 	id, ok, err := r.shared.CheckpointID(ctx)
 	return err == nil && (!ok || sharedstore.After(last, id))

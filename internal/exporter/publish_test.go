@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package exporter
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
+)
+
+// startCrashable is startReplica with a snapshot interval and a crash: a
+// stop that writes nothing more (no last snapshot), as a SIGKILL.
+func startCrashable(t *testing.T, dir, storage string, interval time.Duration) (r *replica, crash func()) {
+	t.Helper()
+	r = &replica{reg: prometheus.NewRegistry(), logs: &testkit.SyncBuffer{}}
+	var err error
+	r.exp, err = New(Options{
+		ConfigFile:       filepath.Join(dir, "config.yml"),
+		Logger:           log.NewLogfmtLogger(r.logs),
+		Registerer:       r.reg,
+		Webhook:          true,
+		StoragePath:      storage,
+		SnapshotInterval: interval,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopRun := testkit.Go(t, r.exp.Run)
+	stopped := false
+	r.stop = func() {
+		if !stopped {
+			stopped = true
+			stopRun()
+			r.exp.Close()
+		}
+	}
+	crash = func() {
+		if !stopped {
+			stopped = true
+			stopRun()
+			r.exp.release()
+		}
+	}
+	t.Cleanup(r.stop)
+	return r, crash
+}
+
+// alertNumbered is the n-th of several different bodies for one address.
+func alertNumbered(address string, n int) string {
+	return strings.Replace(alertFor(address), `"summary":"s"`, fmt.Sprintf(`"summary":"s%d"`, n), 1)
+}
+
+// An emptied store (FLUSHALL, or a restart from an older RDB) and then a
+// crash of the replica that accepted the alerts: its journal replays them,
+// the store has lost every trace of them, and yet none is added again, so
+// the others count each once (issue 32, finding 1).
+func TestAlertsCountOnceAfterTheStoreLostThemAndACrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs exporters against a real redis-server")
+	}
+	store := testkit.StartRedis(t)
+	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	api.AnswerOthers(combolist(1))
+	dir := t.TempDir()
+	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: %s\nrefresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com, b@example.com]\n", store.URL()))
+	// No snapshot of its own before the crash: the journal holds every alert.
+	one, crash := startCrashable(t, dir, filepath.Join(dir, "one"), time.Hour)
+	two := startReplica(t, dir, filepath.Join(dir, "two"))
+	const n = 5
+	for i := range n {
+		if c := one.post(t, alertNumbered("a@example.com", i)); c != 204 {
+			t.Fatalf("alert %d answered %d", i, c)
+		}
+	}
+	alerts := testkit.Series("breach_alerts_total", "address", "a@example.com", "severity", "critical", "source", "combolist")
+	testkit.Eventually(t, "the alerts counted on both", func() bool { return one.scrape(t)[alerts] == n && two.scrape(t)[alerts] == n })
+
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	crash()
+	testkit.Eventually(t, "the other replica's checkpoint in the emptied store", func() bool {
+		n, err := c.Exists(ctx, "breach_exporter:checkpoint").Result()
+		return err == nil && n == 1
+	})
+	again, _ := startCrashable(t, dir, filepath.Join(dir, "one"), time.Hour)
+	backlog := testkit.Series("breach_exporter_store_forward_backlog")
+	testkit.Eventually(t, "the replayed alerts handled", func() bool { return again.scrape(t)[backlog] == 0 })
+	// A later alert: once the other counts it, it has applied everything
+	// the restarted replica published before it.
+	if c := again.post(t, alertFor("b@example.com")); c != 204 {
+		t.Fatalf("the later alert answered %d", c)
+	}
+	later := testkit.Series("breach_alerts_total", "address", "b@example.com", "severity", "critical", "source", "combolist")
+	testkit.Eventually(t, "the later alert counted on the other", func() bool { return two.scrape(t)[later] == 1 })
+	if got := two.scrape(t)[alerts]; got != n {
+		t.Errorf("the replica that kept running counts %v alerts, want %d: the replayed ones were added again", got, n)
+	}
+	testkit.Eventually(t, "the later alert counted on the restarted one", func() bool { return again.scrape(t)[later] == 1 })
+	if got := again.scrape(t)[alerts]; got != n {
+		t.Errorf("the restarted replica counts %v alerts, want %d", got, n)
+	}
+}
+
+// Two deployments configured apart (their own API, key and secret) with
+// the default key_prefix on one store: the second refuses to join, with an
+// error that names the prefix, instead of merging with the first (issue
+// 32, finding 2). A store without a password is worth a warning.
+func TestDeploymentsOnOneStoreDoNotMerge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs exporters against a real redis-server")
+	}
+	store := testkit.StartRedis(t)
+	apiA := testkit.NewStandIn(t, clockwork.NewRealClock())
+	apiB := testkit.NewStandIn(t, clockwork.NewRealClock())
+	dirA, dirB := t.TempDir(), t.TempDir()
+	tail := fmt.Sprintf("store:\n  url: %s\naddresses: [a@example.com]\n", store.URL())
+	writeConfig(t, dirA, apiA.BaseURL(), tail)
+	writeConfig(t, dirB, apiB.BaseURL(), tail)
+	a := startReplica(t, dirA, filepath.Join(dirA, "data"))
+	if !strings.Contains(a.logs.String(), "authentication") {
+		t.Errorf("no warning of a store without authentication:\n%s", a.logs)
+	}
+	_, err := New(Options{
+		ConfigFile:  filepath.Join(dirB, "config.yml"),
+		Logger:      log.NewNopLogger(),
+		Registerer:  prometheus.NewRegistry(),
+		Webhook:     true,
+		StoragePath: filepath.Join(dirB, "data"),
+	})
+	if err == nil {
+		t.Fatal("a second deployment joined the first's store under the same key_prefix")
+	}
+	if !strings.Contains(err.Error(), `"breach_exporter"`) {
+		t.Errorf("the error does not name the prefix: %v", err)
+	}
+	// The same deployment (its config) joins.
+	startReplica(t, dirA, filepath.Join(dirA, "data2"))
+}
+
+// Stopping with a store that hangs (frozen: connections open, no answer)
+// takes a few seconds at most (issue 32, finding 10: it took 10.6 s).
+func TestStopWithAHungStoreIsBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs an exporter against a real redis-server")
+	}
+	store := testkit.StartRedis(t)
+	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	api.AnswerOthers(combolist(1))
+	dir := t.TempDir()
+	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: %s\naddresses: [a@example.com]\n", store.URL()))
+	one := startReplica(t, dir, filepath.Join(dir, "one"))
+	if c := one.post(t, alertFor("a@example.com")); c != 204 {
+		t.Fatalf("alert answered %d", c)
+	}
+	alerts := testkit.Series("breach_alerts_total", "address", "a@example.com", "severity", "critical", "source", "combolist")
+	testkit.Eventually(t, "the alert counted", func() bool { return one.scrape(t)[alerts] == 1 })
+	store.Pause()
+	defer store.Resume()
+	// The state changes while the store hangs: the last snapshot has a
+	// checkpoint to write.
+	if c := one.post(t, alertNumbered("a@example.com", 2)); c != 204 {
+		t.Fatalf("alert answered %d", c)
+	}
+	start := time.Now()
+	one.stop()
+	// The bound the docs state, with a margin for a loaded machine.
+	t.Logf("stopped in %v:\n%s", time.Since(start), one.logs)
+	if d := time.Since(start); d > 6*time.Second {
+		t.Errorf("the stop took %v with a hung store, want at most a few seconds", d)
+	}
+}
