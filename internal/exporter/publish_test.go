@@ -5,6 +5,7 @@ package exporter
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -149,6 +150,25 @@ func TestDeploymentsOnOneStoreDoNotMerge(t *testing.T) {
 	}
 	// The same deployment (its config) joins.
 	startReplica(t, dirA, filepath.Join(dirA, "data2"))
+	// A key rotated after the identity was pinned: store.deployment set
+	// to the identity in use, which the start logs.
+	_, after, _ := strings.Cut(a.logs.String(), "deployment=")
+	identity, _, _ := strings.Cut(after, "\n")
+	if !strings.HasPrefix(identity, "derived-") {
+		t.Fatalf("the start did not log the identity in use:\n%s", a.logs)
+	}
+	testkit.WriteFile(t, filepath.Join(dirA, "token"), "svc_ak_rotated")
+	testkit.WriteFile(t, filepath.Join(dirA, "config.yml"), strings.Replace(readFile(t, filepath.Join(dirA, "config.yml")), "store:\n", "store:\n  deployment: "+identity+"\n", 1))
+	startReplica(t, dirA, filepath.Join(dirA, "data3"))
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
 
 // Stopping with a store that hangs (frozen: connections open, no answer)

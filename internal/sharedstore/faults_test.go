@@ -4,7 +4,9 @@ package sharedstore
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -233,5 +235,126 @@ func TestStoreUpStaysDownWhileWritesAreRefused(t *testing.T) {
 			undone = true
 			waitFor(t, 10*time.Second, "the store to be up again", func() bool { return testutil.ToFloat64(a.up) == 1 && a.Up() })
 		})
+	}
+}
+
+// A publish with the store's replicas online waits for one of them: while
+// none acknowledges, the publish is not confirmed (ErrNotReplicated), and
+// publishing it again finds this replica's own entry.
+func TestPublishWaitsForAReplicaOfTheStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two redis-servers")
+	}
+	primary, secondary := testkit.StartRedis(t), testkit.StartRedis(t)
+	ctx := context.Background()
+	host, port, _ := net.SplitHostPort(primary.Addr())
+	p := raw(t, primary)
+	// The first sync at once, not after the default 5 s.
+	must(t, p.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err())
+	must(t, raw(t, secondary).ReplicaOf(ctx, host, port).Err())
+	waitFor(t, 30*time.Second, "the replica online", func() bool {
+		info, err := p.Info(ctx, "replication").Result()
+		return err == nil && onlineReplicas(info) == 1
+	})
+	a := open(t, primary, "a", "wait")
+	a.countReplicas(ctx)
+	if n := a.storeReplicas.Load(); n != 1 {
+		t.Fatalf("%d replicas of the store seen, want 1", n)
+	}
+	if _, err := a.PublishOnceBatch(ctx, time.Hour, []Once{{Digest: "d1", Kind: "alert"}}); err != nil {
+		t.Fatalf("a publish the replica holds: %v", err)
+	}
+	secondary.Pause()
+	ids, err := a.PublishOnceBatch(ctx, time.Hour, []Once{{Digest: "d2", Kind: "alert"}})
+	if !errors.Is(err, ErrNotReplicated) || len(ids) != 1 || ids[0] == "" {
+		t.Fatalf("a publish no replica acknowledged: %q, %v; want its ID and ErrNotReplicated", ids, err)
+	}
+	secondary.Resume()
+	again, err := a.PublishOnceBatch(ctx, time.Hour, []Once{{Digest: "d2", Kind: "alert"}})
+	if err != nil || len(again) != 1 || again[0] != ids[0] {
+		t.Fatalf("published again once the replica is back: %q, %v; want %q", again, err, ids[0])
+	}
+}
+
+// The least privilege docs/replicas.md gives is enough for every
+// operation of the client.
+func TestLeastPrivilegeACL(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/replicas.md")
+	must(t, err)
+	var acl []any
+	for line := range strings.Lines(string(doc)) {
+		if strings.HasPrefix(line, "ACL SETUSER ") {
+			for _, f := range strings.Fields(strings.ReplaceAll(line, ">PASSWORD", ">pw")) {
+				acl = append(acl, f)
+			}
+		}
+	}
+	if len(acl) == 0 {
+		t.Fatal("docs/replicas.md gives no ACL SETUSER line")
+	}
+	r := testkit.StartRedis(t)
+	ctx := context.Background()
+	c := raw(t, r)
+	must(t, c.Do(ctx, acl...).Err())
+	s, err := Open(Options{URL: "redis://breach_exporter@" + r.Addr(), Password: "pw", KeyPrefix: "breach_exporter", Replica: "a", Deployment: "d"})
+	must(t, err)
+	defer s.Close()
+	must(t, s.Join(ctx))
+	s.countReplicas(ctx)
+	if s.waitRefused.Load() {
+		t.Error("INFO refused")
+	}
+	_, err = s.Reserve(ctx, "k", time.Second)
+	must(t, err)
+	must(t, s.Pause(ctx, "k", time.Second))
+	_, err = s.Claim(ctx, "s", "i", time.Minute, false)
+	must(t, err)
+	must(t, s.Release(ctx, "s", "i", time.Second))
+	_, err = s.Publish(ctx, "k", []byte("x"))
+	must(t, err)
+	// An entry far ahead: the next publish repairs the stream.
+	must(t, c.XAdd(ctx, &redis.XAddArgs{Stream: "breach_exporter:events", ID: farAhead(), Values: []any{"data", "y"}}).Err())
+	ids, err := s.PublishOnceBatch(ctx, time.Hour, []Once{{Digest: "d", Kind: "alert"}})
+	must(t, err)
+	_, err = s.Read(ctx, "0-0", "+", func(Event) {})
+	must(t, err)
+	_, err = s.Last(ctx)
+	must(t, err)
+	_, err = s.SaveCheckpoint(ctx, []byte("c"), ids[0])
+	must(t, err)
+	_, _, _, err = s.Checkpoint(ctx)
+	must(t, err)
+	_, _, err = s.CheckpointID(ctx)
+	must(t, err)
+	must(t, s.repairAhead(ctx, "read"))
+	f := follower{last: "0-0", apply: func(Event) {}}
+	must(t, s.followOnce(ctx, &f))
+}
+
+// A replica of another deployment under the same prefix is refused, by
+// Join and by every command after it; the first deployment goes on.
+func TestJoinRefusesAnotherDeployment(t *testing.T) {
+	r := testkit.StartRedis(t)
+	ctx := context.Background()
+	a := open(t, r, "a", "shared") // deployment ""
+	b, err := Open(Options{URL: r.URL(), KeyPrefix: "shared", Replica: "b", Deployment: "other"})
+	must(t, err)
+	defer b.Close()
+	var foreign *ErrForeign
+	if err := b.Join(ctx); !errors.As(err, &foreign) || !strings.Contains(err.Error(), `"shared"`) {
+		t.Fatalf("Join of another deployment: %v", err)
+	}
+	if _, err := b.Publish(ctx, "k", nil); !errors.As(err, &foreign) {
+		t.Errorf("a publish after a refused join: %v", err)
+	}
+	if _, err := a.Publish(ctx, "k", nil); err != nil {
+		t.Errorf("the first deployment: %v", err)
+	}
+	// Before any check, nothing reaches the store.
+	c, err := Open(Options{URL: r.URL(), KeyPrefix: "unchecked", Replica: "c"})
+	must(t, err)
+	defer c.Close()
+	if _, err := c.Publish(ctx, "k", nil); !errors.Is(err, errNotJoined) {
+		t.Errorf("a publish before the identity was checked: %v", err)
 	}
 }
