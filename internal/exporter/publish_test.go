@@ -56,6 +56,26 @@ func startCrashable(t *testing.T, dir, storage string, interval time.Duration) (
 	return r, crash
 }
 
+// withStore starts a redis-server and an API stand-in, and writes a config
+// with a store section and tail.
+func withStore(t *testing.T, tail string) (store *testkit.Redis, dir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs exporters against a real redis-server")
+	}
+	store = testkit.StartRedis(t)
+	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	api.AnswerOthers(combolist(1))
+	dir = t.TempDir()
+	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: %s\n", store.URL())+tail)
+	return store, dir
+}
+
+// alertsOf is the series that counts the alerts for address.
+func alertsOf(address string) string {
+	return testkit.Series("breach_alerts_total", "address", address, "severity", "critical", "source", "combolist")
+}
+
 // alertNumbered is the n-th of several different bodies for one address.
 func alertNumbered(address string, n int) string {
 	return strings.Replace(alertFor(address), `"summary":"s"`, fmt.Sprintf(`"summary":"s%d"`, n), 1)
@@ -66,14 +86,7 @@ func alertNumbered(address string, n int) string {
 // the store has lost every trace of them, and yet none is added again, so
 // the others count each once (issue 32, finding 1).
 func TestAlertsCountOnceAfterTheStoreLostThemAndACrash(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs exporters against a real redis-server")
-	}
-	store := testkit.StartRedis(t)
-	api := testkit.NewStandIn(t, clockwork.NewRealClock())
-	api.AnswerOthers(combolist(1))
-	dir := t.TempDir()
-	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: %s\nrefresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com, b@example.com]\n", store.URL()))
+	store, dir := withStore(t, "refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com, b@example.com]\n")
 	// No snapshot of its own before the crash: the journal holds every alert.
 	one, crash := startCrashable(t, dir, filepath.Join(dir, "one"), time.Hour)
 	two := startReplica(t, dir, filepath.Join(dir, "two"))
@@ -83,7 +96,7 @@ func TestAlertsCountOnceAfterTheStoreLostThemAndACrash(t *testing.T) {
 			t.Fatalf("alert %d answered %d", i, c)
 		}
 	}
-	alerts := testkit.Series("breach_alerts_total", "address", "a@example.com", "severity", "critical", "source", "combolist")
+	alerts := alertsOf("a@example.com")
 	testkit.Eventually(t, "the alerts counted on both", func() bool { return one.scrape(t)[alerts] == n && two.scrape(t)[alerts] == n })
 
 	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
@@ -105,7 +118,7 @@ func TestAlertsCountOnceAfterTheStoreLostThemAndACrash(t *testing.T) {
 	if c := again.post(t, alertFor("b@example.com")); c != 204 {
 		t.Fatalf("the later alert answered %d", c)
 	}
-	later := testkit.Series("breach_alerts_total", "address", "b@example.com", "severity", "critical", "source", "combolist")
+	later := alertsOf("b@example.com")
 	testkit.Eventually(t, "the later alert counted on the other", func() bool { return two.scrape(t)[later] == 1 })
 	if got := two.scrape(t)[alerts]; got != n {
 		t.Errorf("the replica that kept running counts %v alerts, want %d: the replayed ones were added again", got, n)
@@ -174,19 +187,12 @@ func readFile(t *testing.T, path string) string {
 // Stopping with a store that hangs (frozen: connections open, no answer)
 // takes a few seconds at most (issue 32, finding 10: it took 10.6 s).
 func TestStopWithAHungStoreIsBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs an exporter against a real redis-server")
-	}
-	store := testkit.StartRedis(t)
-	api := testkit.NewStandIn(t, clockwork.NewRealClock())
-	api.AnswerOthers(combolist(1))
-	dir := t.TempDir()
-	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: %s\naddresses: [a@example.com]\n", store.URL()))
+	store, dir := withStore(t, "addresses: [a@example.com]\n")
 	one := startReplica(t, dir, filepath.Join(dir, "one"))
 	if c := one.post(t, alertFor("a@example.com")); c != 204 {
 		t.Fatalf("alert answered %d", c)
 	}
-	alerts := testkit.Series("breach_alerts_total", "address", "a@example.com", "severity", "critical", "source", "combolist")
+	alerts := alertsOf("a@example.com")
 	testkit.Eventually(t, "the alert counted", func() bool { return one.scrape(t)[alerts] == 1 })
 	store.Pause()
 	defer store.Resume()

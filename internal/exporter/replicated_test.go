@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -33,29 +32,7 @@ type replica struct {
 
 func startReplica(t *testing.T, dir, storage string) *replica {
 	t.Helper()
-	r := &replica{reg: prometheus.NewRegistry(), logs: &testkit.SyncBuffer{}}
-	var err error
-	r.exp, err = New(Options{
-		ConfigFile:       filepath.Join(dir, "config.yml"),
-		Logger:           log.NewLogfmtLogger(r.logs),
-		Registerer:       r.reg,
-		Webhook:          true,
-		StoragePath:      storage,
-		SnapshotInterval: time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopRun := testkit.Go(t, r.exp.Run)
-	stopped := false
-	r.stop = func() {
-		if !stopped {
-			stopped = true
-			stopRun()
-			r.exp.Close()
-		}
-	}
-	t.Cleanup(r.stop)
+	r, _ := startCrashable(t, dir, storage, time.Second)
 	return r
 }
 
