@@ -499,6 +499,9 @@ func (s *Client) CheckpointID(ctx context.Context) (id string, ok bool, err erro
 // checkpointAhead reports, counts and logs a checkpoint whose ID is far
 // ahead of the store's clock: resuming from it would stall reading.
 func (s *Client) checkpointAhead(ctx context.Context, id string) bool {
+	if !s.ahead(id) {
+		return false // by the store's clock as last read: no need to ask it
+	}
 	now, err := s.rdb.Time(ctx).Result()
 	if err != nil || !idAhead(id, now) {
 		return false
