@@ -188,14 +188,15 @@ func (r *replicas) replayed(a watchlist.AcceptedAlert) bool {
 
 // publishBatch publishes a batch of the backlog and, once the store (and
 // one of its replicas, when it has any) holds it, keeps its digests as
-// confirmed. It returns each alert's ID as PublishOnceBatch does.
-func (r *replicas) publishBatch(ctx context.Context, next []forwarded, batch []sharedstore.Once) ([]string, error) {
-	batch = batch[:0]
+// confirmed. It returns each alert's ID as PublishOnceBatch does; batch is
+// the buffer of the events, kept from one call to the next.
+func (r *replicas) publishBatch(ctx context.Context, next []forwarded, batch *[]sharedstore.Once) ([]string, error) {
+	*batch = (*batch)[:0]
 	for _, f := range next {
-		batch = append(batch, sharedstore.Once{Digest: hex.EncodeToString(f.alert.Digest[:]), Kind: eventAlert, Data: persist.EncodeAlert(f.alert)})
+		*batch = append(*batch, sharedstore.Once{Digest: hex.EncodeToString(f.alert.Digest[:]), Kind: eventAlert, Data: persist.EncodeAlert(f.alert)})
 	}
 	opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	ids, err := r.shared.PublishOnceBatch(opCtx, r.dedupTTL(), batch)
+	ids, err := r.shared.PublishOnceBatch(opCtx, r.dedupTTL(), *batch)
 	cancel()
 	if err != nil {
 		return nil, err

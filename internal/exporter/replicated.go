@@ -100,14 +100,16 @@ type replicas struct {
 	forwardMu sync.Mutex
 	backlog   []forwarded
 	wake      chan struct{}
-	confirmed confirmed // publish.go
-	// deployment is the identity checked in the store; stopping is set
-	// at the start of the shutdown (publish.go).
+	waiting   prometheus.Gauge
+	dropped   prometheus.Counter // events that could not be applied
+	published prometheus.Counter // outcomes applied locally only: the store did not take them
+
+	// The publish protocol's (publish.go): the alerts the store
+	// confirmed, the identity checked in the store, and whether the
+	// shutdown started.
+	confirmed  confirmed
 	deployment string
 	stopping   atomic.Bool
-	waiting    prometheus.Gauge
-	dropped    prometheus.Counter // events that could not be applied
-	published  prometheus.Counter // outcomes applied locally only: the store did not take them
 }
 
 type forwarded struct {
@@ -128,14 +130,12 @@ func replicaName() string {
 func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Logger, w *watchlist.List, cur *config.Current) (*replicas, error) {
 	sc := bundle.Config.Store
 	r := &replicas{
-		name:       replicaName(),
-		logger:     logger,
-		watchlist:  w,
-		wake:       make(chan struct{}, 1),
-		mine:       map[string]watchlist.AcceptedAlert{},
-		confirmed:  confirmed{digest: map[[sha256.Size]byte]uint64{}, logs: ratelog.New(time.Minute, nil)},
-		deployment: bundle.StoreDeployment(),
-		dedupTTL:   func() time.Duration { return time.Duration(cur.Load().Config.Webhook.DedupWindow) },
+		name:      replicaName(),
+		logger:    logger,
+		watchlist: w,
+		wake:      make(chan struct{}, 1),
+		mine:      map[string]watchlist.AcceptedAlert{},
+		dedupTTL:  func() time.Duration { return time.Duration(cur.Load().Config.Webhook.DedupWindow) },
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_store_forward_backlog",
 			Help: "Alerts accepted by this replica and durable in its journal, not yet passed to the store.",
@@ -149,6 +149,8 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 			Help: "API outcomes the store did not take: applied on this replica only.",
 		}),
 	}
+	r.confirmed = confirmed{digest: map[[sha256.Size]byte]uint64{}, logs: ratelog.New(time.Minute, nil)}
+	r.deployment = bundle.StoreDeployment()
 	for _, c := range []prometheus.Collector{r.waiting, r.dropped, r.published} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -427,7 +429,7 @@ func (r *replicas) forward(ctx context.Context) {
 			}
 			continue
 		}
-		ids, err := r.publishBatch(ctx, next, batch)
+		ids, err := r.publishBatch(ctx, next, &batch)
 		if err != nil {
 			t := time.NewTimer(retry)
 			select {
