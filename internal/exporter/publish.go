@@ -81,8 +81,10 @@ func (r *replicas) openConfirmed(folder *persist.Folder) error {
 	root := folder.Root()
 	c.root = root
 	data, err := fileread.ReadIn(root, confirmedName, fileread.MaxConfirmedBytes)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		level.Warn(r.logger).Log("msg", "The file of alerts the store confirmed cannot be read; starting it afresh", "err", err)
+		flags |= os.O_TRUNC
 	}
 	for line := range bytes.Lines(data) {
 		var d [sha256.Size]byte
@@ -91,7 +93,7 @@ func (r *replicas) openConfirmed(folder *persist.Folder) error {
 			c.digest[d] = c.seq
 		}
 	}
-	c.file, err = root.OpenFile(confirmedName, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	c.file, err = root.OpenFile(confirmedName, flags, 0o600)
 	return err
 }
 
@@ -266,11 +268,15 @@ func (r *replicas) timeout(d, closing time.Duration) time.Duration {
 
 // close closes the confirmed file and the store's client.
 func (r *replicas) close() {
-	r.confirmed.mu.Lock()
-	if r.confirmed.file != nil {
-		r.confirmed.file.Close()
-		r.confirmed.file = nil
-	}
-	r.confirmed.mu.Unlock()
+	r.confirmed.close()
 	r.shared.Close()
+}
+
+func (c *confirmed) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.file != nil {
+		c.file.Close()
+		c.file = nil
+	}
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // startCrashable is startReplica with a snapshot interval and a crash: a
@@ -207,5 +209,81 @@ func TestStopWithAHungStoreIsBounded(t *testing.T) {
 	t.Logf("stopped in %v:\n%s", time.Since(start), one.logs)
 	if d := time.Since(start); d > 6*time.Second {
 		t.Errorf("the stop took %v with a hung store, want at most a few seconds", d)
+	}
+}
+
+// An entry at the largest stream ID, forged into the store, stalls
+// nothing: alerts after it are counted, also once the stream is deleted
+// (issue 32, finding 4: later alerts were counted nowhere).
+func TestAlertsAfterAStallingStreamIDAreCounted(t *testing.T) {
+	store, dir := withStore(t, "refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com, b@example.com, c@example.com]\n")
+	one := startReplica(t, dir, filepath.Join(dir, "one"))
+	two := startReplica(t, dir, filepath.Join(dir, "two"))
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: "breach_exporter:events", ID: "18446744073709551615-18446744073709551615",
+		Values: []any{"kind", "alert", "origin", "x", "data", "{}"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := one.post(t, alertFor("b@example.com")); code != 204 {
+		t.Fatalf("alert answered %d", code)
+	}
+	testkit.Eventually(t, "the alert after the largest ID counted on both", func() bool {
+		return one.scrape(t)[alertsOf("b@example.com")] == 1 && two.scrape(t)[alertsOf("b@example.com")] == 1
+	})
+	if err := c.Del(ctx, "breach_exporter:events").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := two.post(t, alertFor("c@example.com")); code != 204 {
+		t.Fatalf("alert answered %d", code)
+	}
+	testkit.Eventually(t, "the alert after the stream was deleted counted on both", func() bool {
+		return one.scrape(t)[alertsOf("c@example.com")] == 1 && two.scrape(t)[alertsOf("c@example.com")] == 1
+	})
+}
+
+// The alerts the store confirmed survive a restart until a snapshot holds
+// them; those confirmed after the snapshot's cut stay.
+func TestConfirmedAlertsAreKeptUntilASnapshotHoldsThem(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*replicas, *persist.Folder) {
+		folder, err := persist.Open(dir, prometheus.NewRegistry(), log.NewNopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &replicas{logger: log.NewNopLogger(), confirmed: confirmed{digest: map[[32]byte]uint64{}}}
+		if err := r.openConfirmed(folder); err != nil {
+			t.Fatal(err)
+		}
+		return r, folder
+	}
+	alert := func(n byte) forwarded { return forwarded{alert: watchlist.AcceptedAlert{Digest: [32]byte{n}}} }
+	r, folder := open()
+	if err := r.confirmed.add([]forwarded{alert(1), alert(2)}); err != nil {
+		t.Fatal(err)
+	}
+	mark := r.confirmedMark()
+	if err := r.confirmed.add([]forwarded{alert(3)}); err != nil {
+		t.Fatal(err)
+	}
+	r.confirmed.close()
+	folder.Close()
+
+	r, folder = open()
+	for n := byte(1); n <= 3; n++ {
+		if !r.replayed(alert(n).alert) {
+			t.Errorf("alert %d confirmed before the restart is not known after it", n)
+		}
+	}
+	r.compactConfirmed(mark)
+	r.confirmed.close()
+	folder.Close()
+
+	r, folder = open()
+	defer folder.Close()
+	defer r.confirmed.close()
+	if r.replayed(alert(1).alert) || r.replayed(alert(2).alert) || !r.replayed(alert(3).alert) {
+		t.Errorf("after the snapshot: %v %v %v, want only the alert confirmed after its cut", r.replayed(alert(1).alert), r.replayed(alert(2).alert), r.replayed(alert(3).alert))
 	}
 }
