@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/breach-exporter/breach_exporter/internal/fileread"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
@@ -57,16 +58,35 @@ const (
 	closeWriteTimeout = 2 * time.Second
 )
 
+// maxConfirmed bounds the confirmed digests kept (about 100 bytes each in
+// memory): those of the alerts accepted since the last state snapshot,
+// which a healthy replica writes every interval. Past it, an alert's
+// confirmation is not kept (breach_exporter_store_confirmations_dropped_total):
+// after a crash its replay relies on the store's seen key alone.
+const maxConfirmed = 1_000_000
+
 // confirmed is the set of alerts the store confirmed that the journal may
 // replay: the digests, each with the order it was confirmed in, kept in
 // memory and in a file of the state folder.
 type confirmed struct {
-	mu     sync.Mutex
-	root   *os.Root // nil without a state folder: nothing is kept
-	file   *os.File
-	seq    uint64
-	digest map[[sha256.Size]byte]uint64
-	logs   *ratelog.Limiter
+	mu      sync.Mutex
+	root    *os.Root // nil without a state folder: nothing is kept
+	file    *os.File
+	seq     uint64
+	digest  map[[sha256.Size]byte]uint64
+	logs    *ratelog.Limiter
+	dropped prometheus.Counter
+}
+
+func newConfirmed() confirmed {
+	return confirmed{
+		digest: map[[sha256.Size]byte]uint64{},
+		logs:   ratelog.New(time.Minute, nil),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "breach_exporter_store_confirmations_dropped_total",
+			Help: "Alerts the store confirmed whose confirmation this replica did not keep in its state folder (more than 1,000,000 since the last state snapshot): after a crash their replay relies on the store's duplicate keys alone.",
+		}),
+	}
 }
 
 // openConfirmed reads the confirmed file of the state folder (none: a
@@ -88,7 +108,7 @@ func (r *replicas) openConfirmed(folder *persist.Folder) error {
 	}
 	for line := range bytes.Lines(data) {
 		var d [sha256.Size]byte
-		if n, err := hex.Decode(d[:], bytes.TrimSpace(line)); err == nil && n == len(d) {
+		if n, err := hex.Decode(d[:], bytes.TrimSpace(line)); err == nil && n == len(d) && len(c.digest) < maxConfirmed {
 			c.seq++
 			c.digest[d] = c.seq
 		}
@@ -115,6 +135,10 @@ func (c *confirmed) add(batch []forwarded) error {
 	}
 	var buf bytes.Buffer
 	for _, f := range batch {
+		if len(c.digest) >= maxConfirmed {
+			c.dropped.Inc()
+			continue
+		}
 		c.seq++
 		c.digest[f.alert.Digest] = c.seq
 		fmt.Fprintf(&buf, "%x\n", f.alert.Digest)

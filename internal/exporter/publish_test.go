@@ -252,7 +252,7 @@ func TestConfirmedAlertsAreKeptUntilASnapshotHoldsThem(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &replicas{logger: log.NewNopLogger(), confirmed: confirmed{digest: map[[32]byte]uint64{}}}
+		r := &replicas{logger: log.NewNopLogger(), confirmed: newConfirmed()}
 		if err := r.openConfirmed(folder); err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ package exporter
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
-	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 	"github.com/breach-exporter/breach_exporter/webhook"
@@ -149,9 +147,9 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 			Help: "API outcomes the store did not take: applied on this replica only.",
 		}),
 	}
-	r.confirmed = confirmed{digest: map[[sha256.Size]byte]uint64{}, logs: ratelog.New(time.Minute, nil)}
+	r.confirmed = newConfirmed()
 	r.deployment = bundle.StoreDeployment()
-	for _, c := range []prometheus.Collector{r.waiting, r.dropped, r.published} {
+	for _, c := range []prometheus.Collector{r.waiting, r.dropped, r.published, r.confirmed.dropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
