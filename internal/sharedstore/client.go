@@ -111,8 +111,9 @@ type Client struct {
 	joined   atomic.Int32
 	// storeReplicas is how many replicas the store has, from the last
 	// health check: with any, a publish waits for one to have it.
-	storeReplicas atomic.Int32
-	waitRefused   atomic.Bool
+	storeReplicas  atomic.Int32
+	waitRefused    atomic.Bool
+	evictionWarned atomic.Bool
 	// clockOffset is the store's clock minus this replica's, in ms, as
 	// last read: what is far ahead is judged on the store's clock.
 	clockOffset atomic.Int64

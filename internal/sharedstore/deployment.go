@@ -128,10 +128,11 @@ func (s *Client) warnWithoutAuth(ctx context.Context) {
 }
 
 // countReplicas keeps how many replicas the store has (INFO
-// replication), for the publish's WAIT. A store whose ACL refuses INFO
-// is taken to have none, and said so once.
+// replication), for the publish's WAIT, and warns once of a store that
+// evicts keys (INFO memory). A store whose ACL refuses INFO is taken to
+// have no replicas, and said so once.
 func (s *Client) countReplicas(ctx context.Context) {
-	info, err := s.rdb.Info(ctx, "replication").Result()
+	info, err := s.rdb.Info(ctx, "replication", "memory").Result()
 	if err != nil {
 		var reply redis.Error
 		if errors.As(err, &reply) && !s.waitRefused.Swap(true) {
@@ -140,6 +141,19 @@ func (s *Client) countReplicas(ctx context.Context) {
 		return
 	}
 	s.storeReplicas.Store(int32(onlineReplicas(info)))
+	if policy := infoField(info, "maxmemory_policy"); policy != "" && policy != "noeviction" && !s.evictionWarned.Swap(true) {
+		level.Warn(s.logger).Log("msg", "The store evicts keys when its memory is full: it may drop the keys that tell a duplicate alert and the request budget; set maxmemory-policy noeviction", "maxmemory_policy", policy)
+	}
+}
+
+// infoField is the value of name in an INFO reply, "" when absent.
+func infoField(info, name string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // onlineReplicas counts the replicas INFO replication lists online.

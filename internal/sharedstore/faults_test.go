@@ -350,6 +350,12 @@ func TestJoinRefusesAnotherDeployment(t *testing.T) {
 	if _, err := a.Publish(ctx, "k", nil); err != nil {
 		t.Errorf("the first deployment: %v", err)
 	}
+	// A store that evicts keys is worth a warning.
+	must(t, raw(t, r).ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
+	a.countReplicas(ctx)
+	if !strings.Contains(a.log.String(), "maxmemory_policy=allkeys-lru") {
+		t.Errorf("no warning of a store that evicts keys:\n%s", a.log)
+	}
 	// Before any check, nothing reaches the store.
 	c, err := Open(Options{URL: r.URL(), KeyPrefix: "unchecked", Replica: "c"})
 	must(t, err)
