@@ -3,9 +3,12 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -25,6 +28,9 @@ type StoreConfig struct {
 	// KeyPrefix starts every key, so that several deployments can share
 	// one store.
 	KeyPrefix string `yaml:"key_prefix"`
+	// Deployment names the deployment in the store; empty, the name is
+	// derived from the accounts (Bundle.StoreDeployment).
+	Deployment string `yaml:"deployment"`
 }
 
 // DefaultKeyPrefix is store.key_prefix when the section leaves it out.
@@ -32,6 +38,10 @@ const DefaultKeyPrefix = "breach_exporter"
 
 // maxKeyPrefixBytes keeps the prefix short next to the keys it starts.
 const maxKeyPrefixBytes = 64
+
+// maxDeploymentBytes bounds store.deployment, which every health check
+// sends.
+const maxDeploymentBytes = 64
 
 // StorePasswordWarning is the warning of a store.url that holds a password:
 // the config file is often readable by more people than a secret file.
@@ -64,6 +74,37 @@ func (s *StoreConfig) validate(fail func(string, ...any)) {
 		// Braces would make a Redis Cluster hash tag of part of the prefix.
 		fail("store.key_prefix: %q must not contain whitespace or braces", echo(s.KeyPrefix))
 	}
+	if len(s.Deployment) > maxDeploymentBytes {
+		fail("store.deployment: has %d bytes, at most %d", len(s.Deployment), maxDeploymentBytes)
+	} else if strings.ContainsFunc(s.Deployment, func(r rune) bool { return !isNameRune(r) }) {
+		fail("store.deployment: %q may hold letters, digits, '.', '_' and '-' only", s.Deployment)
+	}
+}
+
+func isNameRune(r rune) bool {
+	return r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r) || r == '.' || r == '_' || r == '-')
+}
+
+// StoreDeployment is the deployment's identity in the store
+// (sharedstore.Options.Deployment): store.deployment when set; else a
+// digest over each account's name, API base URL and a digest of its key,
+// so that two deployments configured apart never share a store by
+// accident (their account names alone default alike). Never a key. A
+// rotated key changes the derived identity: setting store.deployment to
+// the identity in use (the value the error of a refused start shows)
+// before rotating keeps the deployment one.
+func (b *Bundle) StoreDeployment() string {
+	if b.Config.Store != nil && b.Config.Store.Deployment != "" {
+		return b.Config.Store.Deployment
+	}
+	accounts := slices.Clone(b.Accounts)
+	slices.SortFunc(accounts, func(x, y *AccountBundle) int { return strings.Compare(x.Name, y.Name) })
+	h := sha256.New()
+	for _, a := range accounts {
+		key := sha256.Sum256([]byte(a.Token.Get()))
+		fmt.Fprintf(h, "%s\x00%s\x00%x\x00", a.Name, a.BaseURL, key)
+	}
+	return "derived-" + hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // checkStoreURL parses the URL the way the store's client will and says

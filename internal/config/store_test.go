@@ -48,6 +48,8 @@ func TestStoreValidationErrors(t *testing.T) {
 		{"key_prefix too long", store + "  url: redis://r\n  key_prefix: " + strings.Repeat("p", 65) + "\n", []string{"store.key_prefix", "65 bytes, at most 64"}},
 		{"key_prefix space", store + "  url: redis://r\n  key_prefix: 'a b'\n", []string{"store.key_prefix", `"a b"`, "whitespace or braces"}},
 		{"key_prefix braces", store + "  url: redis://r\n  key_prefix: '{a}'\n", []string{"store.key_prefix", "braces"}},
+		{"deployment too long", store + "  url: redis://r\n  deployment: " + strings.Repeat("d", 65) + "\n", []string{"store.deployment", "65 bytes, at most 64"}},
+		{"deployment space", store + "  url: redis://r\n  deployment: 'a b'\n", []string{"store.deployment", `"a b"`, "letters, digits"}},
 		{"not a mapping", minimalYAML + "store: redis://r\n", []string{"store", "mapping"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assertParseFails(t, tc.yml, tc.wants...) })

@@ -329,6 +329,9 @@ func (e *Exporter) startReceiver(saved *persist.State) (int, error) {
 	}
 	replay := func(a watchlist.AcceptedAlert) { e.hook.Replay(a) }
 	if r := e.replicas; r != nil {
+		if err := r.openConfirmed(e.folder); err != nil {
+			return 0, fmt.Errorf("--storage.path %q: %w", e.opts.StoragePath, err)
+		}
 		o.Forward = func(a watchlist.AcceptedAlert) { r.queue(a, false) }
 		o.Full = r.full
 		// Replayed, an alert goes to the store again: the store counts
@@ -698,19 +701,20 @@ func (e *Exporter) Save() error {
 		return err
 	}
 	e.savedGeneration, e.savedSeen = c.generation, c.seen
-	e.dropFromJournal(c.mark)
+	e.dropFromJournal(c)
 	return nil
 }
 
-// dropFromJournal removes the journal's records up to mark, which a
-// written snapshot holds.
-func (e *Exporter) dropFromJournal(mark persist.Mark) {
+// dropFromJournal removes the journal's records up to the cut's mark,
+// which a written snapshot holds, and the store's confirmations of them.
+func (e *Exporter) dropFromJournal(c *stateCut) {
 	if e.journal == nil {
 		return
 	}
-	if err := e.journal.Drop(mark); err != nil {
+	if err := e.journal.Drop(c.mark); err != nil {
 		level.Warn(e.logger).Log("msg", "Could not remove journal files the snapshot holds; the next start skips their records", "err", err)
 	}
+	e.replicas.compactConfirmed(c.confirmedMark)
 }
 
 // stateCut is the state as one moment of the journal and, with replicas,
@@ -723,6 +727,9 @@ type stateCut struct {
 	// keep: the journal holds alerts the store does not yet, whose records
 	// must stay; no local snapshot is written.
 	keep bool
+	// confirmedMark is the end of the store's confirmations at the cut:
+	// those before it are in the snapshot's journal records no more.
+	confirmedMark uint64
 	// What changes returned at the cut.
 	generation, seen uint64
 }
@@ -750,6 +757,7 @@ func (e *Exporter) cutState() *stateCut {
 	c.mark = e.journal.Cut(func() {
 		take()
 		c.keep = e.replicas != nil && e.replicas.pending()
+		c.confirmedMark = e.replicas.confirmedMark()
 	})
 	c.state.Journal = c.mark.Position
 	return c
@@ -815,7 +823,7 @@ func (e *Exporter) release() {
 		e.folder.Close()
 	}
 	if e.replicas != nil {
-		e.replicas.shared.Close()
+		e.replicas.close()
 	}
 }
 
@@ -897,7 +905,7 @@ func (e *Exporter) WebhookHandler() *webhook.Handler { return e.hook }
 // store and its keys (the password file is read at each start).
 func storeSection(bundle *config.Bundle) string {
 	if sc := bundle.Config.Store; sc != nil {
-		return sc.URL + "\x00" + sc.KeyPrefix
+		return sc.URL + "\x00" + sc.KeyPrefix + "\x00" + sc.Deployment
 	}
 	return ""
 }

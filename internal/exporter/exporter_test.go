@@ -78,6 +78,16 @@ func tryStartExporter(t *testing.T, o Options) (*running, error) {
 	return r, nil
 }
 
+// crash stops Run and lets go of the exporter's files without the last
+// snapshot, as a SIGKILL would; stop then does nothing.
+func (r *running) crash() {
+	if !r.stopped {
+		r.stopped = true
+		r.stopRun()
+		r.exp.release()
+	}
+}
+
 // stop stops Run and closes the exporter, once; it returns Close's error.
 func (r *running) stop() error {
 	if !r.stopped {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
@@ -103,6 +104,13 @@ type replicas struct {
 	waiting   prometheus.Gauge
 	dropped   prometheus.Counter // events that could not be applied
 	published prometheus.Counter // outcomes applied locally only: the store did not take them
+
+	// The publish protocol's (publish.go): the alerts the store
+	// confirmed, the identity checked in the store, and whether the
+	// shutdown started.
+	confirmed  confirmed
+	deployment string
+	stopping   atomic.Bool
 }
 
 type forwarded struct {
@@ -143,7 +151,9 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 			Help: "API outcomes the store did not take: applied on this replica only.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{r.waiting, r.dropped, r.published, r.held.dropped} {
+	r.confirmed = newConfirmed()
+	r.deployment = bundle.StoreDeployment()
+	for _, c := range []prometheus.Collector{r.waiting, r.dropped, r.published, r.held.dropped, r.confirmed.dropped} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -154,11 +164,16 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 		Password:   bundle.StorePassword,
 		KeyPrefix:  sc.KeyPrefix,
 		Replica:    r.name,
+		Deployment: r.deployment,
 		Registerer: reg,
 		Logger:     logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
+	}
+	if err := r.join(); err != nil {
+		r.shared.Close()
+		return nil, err
 	}
 	return r, nil
 }
@@ -217,6 +232,7 @@ func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
 	if after == "" {
 		after = "0-0"
 	}
+	context.AfterFunc(ctx, r.stop)
 	wg.Add(3)
 	go func() { defer wg.Done(); r.shared.Run(ctx) }()
 	go func() { defer wg.Done(); r.shared.Follow(ctx, after, r.apply) }()
@@ -227,7 +243,7 @@ func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
 func (r *replicas) apply(ev sharedstore.Event) {
 	r.applying.Lock()
 	defer r.applying.Unlock()
-	if sharedstore.After(r.last, ev.ID) || r.last == ev.ID {
+	if !ev.Rewound && (sharedstore.After(r.last, ev.ID) || r.last == ev.ID) {
 		return // already applied (catch-up and Follow may overlap)
 	}
 	r.last = ev.ID
@@ -342,6 +358,9 @@ func (r *replicas) SetRateLimit(account string, rl breach.RateLimit) {
 // queue takes an alert that is durable in this replica's journal (or
 // replayed from it) to pass to the store.
 func (r *replicas) queue(a watchlist.AcceptedAlert, replayed bool) {
+	if replayed && r.replayed(a) {
+		return // the store confirmed it before the restart
+	}
 	r.forwardMu.Lock()
 	r.backlog = append(r.backlog, forwarded{alert: a, replayed: replayed})
 	r.waiting.Set(float64(len(r.backlog)))
@@ -414,13 +433,7 @@ func (r *replicas) forward(ctx context.Context) {
 			}
 			continue
 		}
-		batch = batch[:0]
-		for _, f := range next {
-			batch = append(batch, sharedstore.Once{Digest: hex.EncodeToString(f.alert.Digest[:]), Kind: eventAlert, Data: persist.EncodeAlert(f.alert)})
-		}
-		opCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ids, err := r.shared.PublishOnceBatch(opCtx, r.dedupTTL(), batch)
-		cancel()
+		ids, err := r.publishBatch(ctx, next, &batch)
 		if err != nil {
 			t := time.NewTimer(retry)
 			select {
@@ -496,6 +509,8 @@ func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error
 	if id == "" || !r.held.complete {
 		return nil // nothing yet, or a state that lacks the alerts held
 	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
+	defer cancel()
 	_, err := r.shared.SaveCheckpoint(ctx, data, id)
 	return err
 }
@@ -514,7 +529,7 @@ func (r *replicas) checkpointBehind() bool {
 	if last == "" {
 		return false // nothing to checkpoint yet
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), r.timeout(2*time.Second, closeCheckTimeout))
 	defer cancel()
 	id, ok, err := r.shared.CheckpointID(ctx)
 	return err == nil && (!ok || sharedstore.After(last, id))

@@ -29,12 +29,8 @@ type replica struct {
 
 func startReplica(t *testing.T, dir, storage string) *replica {
 	t.Helper()
-	return &replica{running: startExporter(t, Options{
-		ConfigFile:       filepath.Join(dir, "config.yml"),
-		Webhook:          true,
-		StoragePath:      storage,
-		SnapshotInterval: time.Second,
-	})}
+	r, _ := startCrashable(t, dir, storage, time.Second)
+	return r
 }
 
 func (r *replica) scrape(t *testing.T) map[string]float64 {

@@ -63,6 +63,10 @@ const (
 	// could serve. A snapshot over it is not written, and one found over
 	// it is damaged.
 	MaxSnapshotBytes = 1 << 30
+	// MaxConfirmedBytes bounds the file of alerts the shared store
+	// confirmed (internal/exporter), 65 bytes an alert: those accepted
+	// since the last state snapshot, about a million.
+	MaxConfirmedBytes = 64 << 20
 )
 
 // ErrNotRegular is the reason a path that is not a regular file (after

@@ -87,6 +87,11 @@ func Open(dir string, reg prometheus.Registerer, logger log.Logger) (s *Folder, 
 	return s, nil
 }
 
+// Root is the folder opened at start, for the small files other parts of
+// the exporter keep in it (the alerts the shared store confirmed):
+// reached through it, never through the path again.
+func (s *Folder) Root() *os.Root { return s.folder.root }
+
 // Close releases the folder and its lock. Close the journal first.
 func (s *Folder) Close() error { return s.folder.close() }
 

@@ -14,16 +14,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 )
 
 // Options configure a Client.
@@ -32,7 +36,11 @@ type Options struct {
 	Password  string // from store.password_file; when set, it replaces the URL's
 	KeyPrefix string // every key starts with it and a colon
 	// Replica names this process in claims and in the events it publishes.
-	Replica    string
+	Replica string
+	// Deployment is the deployment's identity (config.StoreConfig): the
+	// first replica writes it into the store, and a replica whose
+	// identity differs refuses the store (Join).
+	Deployment string
 	Registerer prometheus.Registerer
 	Logger     log.Logger
 }
@@ -43,6 +51,10 @@ type Event struct {
 	Kind   string
 	Origin string // Options.Replica of the publisher
 	Data   []byte
+	// Rewound marks the first event read after the stream was found to
+	// end before the reader's place (deleted, emptied, rolled back): its
+	// ID may come before the last one applied, and is new all the same.
+	Rewound bool
 }
 
 // The operations breach_exporter_store_errors_total counts, each
@@ -58,6 +70,10 @@ const (
 	// Run's pings: how often, and how long one may take.
 	pingEvery   = 5 * time.Second
 	pingTimeout = 2 * time.Second
+	// logEvery paces the lines of the store going down: a store that
+	// comes and goes logs a pair of lines a minute, with the count of
+	// those left out.
+	logEvery = time.Minute
 )
 
 // Client is the client of the shared store. Every method is safe for
@@ -76,8 +92,30 @@ type Client struct {
 	up      prometheus.Gauge
 	errs    *prometheus.CounterVec
 	missed  prometheus.Counter
+	resets  *prometheus.CounterVec
 	stateMu sync.Mutex
 	state   int // stateUnknown until the first outcome, then stateUp or stateDown
+	// reads and writes: whether the last command of each kind worked.
+	// The store is up when both do: one that answers reads and refuses
+	// writes does none of the work.
+	reads, writes bool
+	logs          *ratelog.Limiter
+	downLogged    bool // the last change to down was logged: its end is too
+
+	// conns are the open connections, closed at once by Interrupt.
+	conns connSet
+	// identity is Options.Deployment; joined tells whether the store
+	// holds it (joinUnknown until the first check).
+	identity string
+	joined   atomic.Int32
+	// storeReplicas is how many replicas the store has, from the last
+	// health check: with any, a publish waits for one to have it.
+	storeReplicas  atomic.Int32
+	waitRefused    atomic.Bool
+	evictionWarned atomic.Bool
+	// clockOffset is the store's clock minus this replica's, in ms, as
+	// last read: what is far ahead is judged on the store's clock.
+	clockOffset atomic.Int64
 
 	// budgets are the budget keys this replica used lately (Reserve,
 	// Pause), so that it can tell a budget the store lost.
@@ -117,9 +155,11 @@ func Open(o Options) (*Client, error) {
 		logger:      logger,
 		pingEvery:   pingEvery,
 		followBlock: 2 * time.Second,
+		identity:    o.Deployment,
+		logs:        ratelog.New(logEvery, nil),
 		up: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_store_up",
-			Help: "1 when the shared store (Redis or Valkey) took the last command or health check, 0 when it did not answer, refused it, or has not answered yet.",
+			Help: "1 when reads and writes on the shared store (Redis or Valkey) work: the last write and the last read it was sent both succeeded; 0 when it did not answer, refused one, or has not answered yet.",
 		}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breach_exporter_store_errors_total",
@@ -129,6 +169,13 @@ func Open(o Options) (*Client, error) {
 			Name: "breach_exporter_store_events_missed_total",
 			Help: "Times the shared store's event stream had been trimmed past events this replica had not read yet.",
 		}),
+		resets: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breach_exporter_store_stream_resets_total",
+			Help: "Times this replica found stream IDs that would stall reading, by reason: ahead (entries or a checkpoint far ahead of the store's clock, removed or ignored), recreated (the stream ends before this replica's place in it: deleted, emptied or rolled back; reading goes on from its end).",
+		}, []string{"reason"}),
+	}
+	for _, reason := range []string{resetAhead, resetRecreated} {
+		s.resets.WithLabelValues(reason)
 	}
 	if s.prefix == "" {
 		s.prefix = defaultPrefix
@@ -137,7 +184,7 @@ func Open(o Options) (*Client, error) {
 		s.errs.WithLabelValues(op)
 	}
 	if o.Registerer != nil {
-		collectors := []prometheus.Collector{s.up, s.errs, s.missed}
+		collectors := []prometheus.Collector{s.up, s.errs, s.missed, s.resets}
 		for i, c := range collectors {
 			if err := o.Registerer.Register(c); err != nil {
 				// All or none: a second Open on the registry may then work.
@@ -149,7 +196,18 @@ func Open(o Options) (*Client, error) {
 		}
 	}
 	quietClient.Do(func() { redis.SetLogger(quiet{}) })
+	// Every connection is known, so that Interrupt ends the commands in
+	// flight at once: go-redis watches a deadline, not a cancellation.
+	dial := redis.NewDialer(ro)
+	ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return s.conns.add(c), nil
+	}
 	s.rdb = redis.NewClient(ro)
+	s.rdb.AddHook(gate{s})
 	return s, nil
 }
 
@@ -221,21 +279,24 @@ func clientOptions(o Options) (*redis.Options, error) {
 	return ro, nil
 }
 
-// Run keeps breach_exporter_store_up true while the store takes writes,
-// until ctx ends. A PING would answer on a store that refuses every write
-// (out of memory, read-only, a failing RDB save), which does none of the
-// work: so the check writes a short-lived key of this replica's.
+// Run keeps breach_exporter_store_up true while the store takes writes
+// and reads, until ctx ends. A PING would answer on a store that refuses
+// every write (out of memory, read-only, a failing RDB save), which does
+// none of the work: so the check writes a short-lived key of this
+// replica's, and checks the deployment's identity (Join) in the same step.
 func (s *Client) Run(ctx context.Context) {
 	t := time.NewTicker(s.pingEvery)
 	defer t.Stop()
 	for {
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
-		err := s.rdb.Set(pctx, s.key("alive", s.replica), "1", 3*s.pingEvery).Err()
+		err := s.check(pctx)
+		if err == nil {
+			s.countReplicas(pctx)
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		s.outcome(ctx, "ping", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -244,52 +305,91 @@ func (s *Client) Run(ctx context.Context) {
 	}
 }
 
-// Close closes the client.
-func (s *Client) Close() error { return s.rdb.Close() }
+// Interrupt ends every command in flight now: at shutdown, a store that
+// hangs holds nothing up. Later commands work as ever.
+func (s *Client) Interrupt() { s.conns.interrupt() }
 
-// outcome records what one command said about the store and returns err:
-// an answer means the store is up; no answer, or an error reply, counts as
-// an error of op and means it is down, also when the caller's deadline
-// passed first. None of the commands is refused in normal operation: a
-// store that refuses them (out of memory, read-only) does none of the
-// work. A caller that gave up (its context cancelled) learns nothing about
-// the store.
+// Close closes the client. It never waits for the store: a command in
+// flight ends at once.
+func (s *Client) Close() error {
+	s.conns.interrupt()
+	return s.rdb.Close()
+}
+
+// outcome records what a write said about the store and returns err: an
+// answer means reads and writes work; an error reply (out of memory,
+// read-only) that writes do not; no answer, that neither does, also when
+// the caller's deadline passed first. Each failure counts as an error of
+// op. None of the commands is refused in normal operation. A caller that
+// gave up (its context cancelled) learns nothing about the store.
 func (s *Client) outcome(ctx context.Context, op string, err error) error {
+	return s.record(ctx, op, err, true)
+}
+
+// readOutcome is outcome for a command that only reads: its success says
+// nothing about writes.
+func (s *Client) readOutcome(ctx context.Context, op string, err error) error {
+	return s.record(ctx, op, err, false)
+}
+
+func (s *Client) record(ctx context.Context, op string, err error, write bool) error {
 	if err == nil || errors.Is(err, redis.Nil) {
-		s.setUp(true, nil)
+		s.setUp(true, write, nil)
 		return err
 	}
-	if errors.Is(ctx.Err(), context.Canceled) {
+	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, errNotJoined) {
 		return err
 	}
-	s.failed(op, err)
+	s.errs.WithLabelValues(op).Inc()
+	s.setUp(false, write, err)
 	return err
 }
 
-func (s *Client) failed(op string, err error) {
-	s.errs.WithLabelValues(op).Inc()
-	s.setUp(false, err)
-}
-
-// setUp sets the gauge and logs each change of state once.
-func (s *Client) setUp(up bool, err error) {
+// setUp records one command's outcome, sets the gauge and logs each
+// change of state, at most a pair of lines per logEvery.
+func (s *Client) setUp(ok, write bool, err error) {
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
+	s.note(ok, write, err)
+	up := s.reads && s.writes
 	next := stateDown
 	if up {
 		next = stateUp
 	}
-	if next == s.state {
-		return
+	if next == s.state || (!up && s.state == stateUnknown && err == nil) {
+		return // no change, or a read before the first write
 	}
+	first := s.state == stateUnknown
 	s.state = next
 	if up {
 		s.up.Set(1)
-		level.Info(s.logger).Log("msg", "The shared store answers")
+		if first || s.downLogged {
+			level.Info(s.logger).Log("msg", "The shared store answers")
+		}
 		return
 	}
 	s.up.Set(0)
-	level.Warn(s.logger).Log("msg", "The shared store does not answer; this replica works on its own until it does", "err", err)
+	suppressed, log := s.logs.Allow("down")
+	s.downLogged = log
+	if log {
+		level.Warn(s.logger).Log("msg", "The shared store does not answer, or refuses writes; this replica works on its own until it takes them", "err", err, ratelog.SuppressedKey, suppressed)
+	}
+}
+
+// note records whether reads and writes work after one command.
+func (s *Client) note(ok, write bool, err error) {
+	var reply redis.Error
+	switch {
+	case ok:
+		s.reads = true
+		s.writes = s.writes || write
+	case errors.As(err, &reply):
+		// It answered, refusing this kind of command.
+		s.writes = s.writes && !write
+		s.reads = s.reads && write
+	default:
+		s.reads, s.writes = false, false
+	}
 }
 
 // key names one of the deployment's keys in the store.
@@ -475,41 +575,60 @@ func (s *Client) Prune(ctx context.Context, scope string, keep func(item string)
 }
 
 // Checkpoint returns the newest checkpoint saved and the ID of the last
-// event it holds; ok is false when there is none.
+// event it holds; ok is false when there is none, or when its ID is far
+// ahead of the store's clock (no stream reaches it: it is ignored).
 func (s *Client) Checkpoint(ctx context.Context) (data []byte, id string, ok bool, err error) {
 	vals, err := s.rdb.HMGet(ctx, s.key("checkpoint"), "id", "data").Result()
-	if err = s.outcome(ctx, "checkpoint", err); err != nil {
+	if err = s.readOutcome(ctx, "checkpoint", err); err != nil {
 		return nil, "", false, fmt.Errorf("store: checkpoint: %w", err)
 	}
 	id, okID := vals[0].(string)
 	raw, okData := vals[1].(string)
-	if !okID || !okData {
+	if !okID || !okData || s.checkpointAhead(ctx, id) {
 		return nil, "", false, nil
 	}
 	return []byte(raw), id, true, nil
 }
 
 // CheckpointID returns the ID of the last event the newest checkpoint
-// holds, without its data; ok is false when there is none.
+// holds, without its data; ok is false as for Checkpoint.
 func (s *Client) CheckpointID(ctx context.Context) (id string, ok bool, err error) {
 	id, err = s.rdb.HGet(ctx, s.key("checkpoint"), "id").Result()
-	if err = s.outcome(ctx, "checkpoint", err); err != nil {
+	if err = s.readOutcome(ctx, "checkpoint", err); err != nil {
 		if errors.Is(err, redis.Nil) {
 			return "", false, nil
 		}
 		return "", false, fmt.Errorf("store: checkpoint: %w", err)
 	}
+	if s.checkpointAhead(ctx, id) {
+		return "", false, nil
+	}
 	return id, true, nil
 }
 
+// checkpointAhead reports, counts and logs a checkpoint whose ID is far
+// ahead of the store's clock: resuming from it would stall reading.
+func (s *Client) checkpointAhead(ctx context.Context, id string) bool {
+	if !s.ahead(id) {
+		return false // by the store's clock as last read: no need to ask it
+	}
+	now, err := s.rdb.Time(ctx).Result()
+	if err != nil || !idAhead(id, now) {
+		return false
+	}
+	s.reset(resetAhead, "The store's checkpoint is at a stream ID far ahead of the store's clock; it is ignored, and the next one replaces it", id)
+	return true
+}
+
 // SaveCheckpoint stores data as the state after event id, unless the
-// checkpoint stored already holds a later event; it reports whether it
-// stored it.
+// checkpoint stored already holds a later event (one far ahead of the
+// store's clock does not count); it reports whether it stored it. An id
+// far ahead of the store's clock is not stored.
 func (s *Client) SaveCheckpoint(ctx context.Context, data []byte, id string) (bool, error) {
 	if _, _, ok := parseID(id); !ok {
 		return false, fmt.Errorf("store: checkpoint: %q is not a stream ID", id)
 	}
-	saved, err := saveCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint")}, id, data).Int64()
+	saved, err := saveCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint")}, id, data, aheadLimit.Milliseconds()).Int64()
 	if err = s.outcome(ctx, "checkpoint", err); err != nil {
 		return false, fmt.Errorf("store: checkpoint: %w", err)
 	}

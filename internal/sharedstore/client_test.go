@@ -43,6 +43,9 @@ func open(t *testing.T, r *testkit.Redis, name, prefix string) replica {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	if err := s.Join(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return replica{s, reg, buf}
 }
 
@@ -105,8 +108,10 @@ func TestOpenChecksTheURLWithoutConnecting(t *testing.T) {
 	}
 	got := testkit.Samples(t, reg)
 	want := map[string]float64{
-		testkit.Series("breach_exporter_store_up"):                  0,
-		testkit.Series("breach_exporter_store_events_missed_total"): 0,
+		testkit.Series("breach_exporter_store_up"):                                         0,
+		testkit.Series("breach_exporter_store_events_missed_total"):                        0,
+		testkit.Series("breach_exporter_store_stream_resets_total", "reason", "ahead"):     0,
+		testkit.Series("breach_exporter_store_stream_resets_total", "reason", "recreated"): 0,
 	}
 	for _, op := range operations {
 		want[testkit.Series("breach_exporter_store_errors_total", "operation", op)] = 0
@@ -747,7 +752,8 @@ func TestPrefixesKeepDeploymentsApart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sort.Strings(keys)
-	want := []string{"breach_exporter:claim:s:i", "breach_exporter:events", "other:claim:s:i"}
+	want := []string{"breach_exporter:alive:a", "breach_exporter:claim:s:i", "breach_exporter:deployment", "breach_exporter:events",
+		"other:alive:a", "other:claim:s:i", "other:deployment"}
 	if fmt.Sprint(keys) != fmt.Sprint(want) {
 		t.Errorf("keys %v, want %v", keys, want)
 	}

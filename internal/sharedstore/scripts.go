@@ -95,32 +95,145 @@ if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
 return 1
 `)
 
+// luaStream has the helpers of the scripts that add to the stream or
+// check it. An entry far ahead of the store's clock (more than the ahead
+// argument, ms) stalls the stream: XADD * gives every later entry an ID
+// after it, and after the largest ID none at all. repair removes such
+// entries and moves the stream's last ID back to its top entry, with the
+// largest deleted ID reset so that no reader takes the removal for a gap
+// it missed. field reads XINFO's flat reply.
+const luaStream = `
+local function aheadLimit(ahead)
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + ahead
+end
+local function msOf(id) return tonumber(string.match(id, '^(%d+)')) end
+local function field(info, name)
+  for i = 1, #info - 1, 2 do
+    if info[i] == name then return info[i + 1] end
+  end
+  return nil
+end
+local function repair(key, limit)
+  if redis.call('EXISTS', key) == 0 then return 0 end
+  local n = 0
+  while true do
+    local ahead = redis.call('XRANGE', key, string.format('%.0f', limit + 1), '+', 'COUNT', 100)
+    if #ahead == 0 then break end
+    for _, e in ipairs(ahead) do
+      redis.call('XDEL', key, e[1])
+      n = n + 1
+    end
+  end
+  local info = redis.call('XINFO', 'STREAM', key)
+  if msOf(field(info, 'last-generated-id')) > limit then
+    local top = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
+    local id = '0-1'
+    if #top > 0 then id = top[1][1] end
+    local added = field(info, 'entries-added')
+    if added then
+      redis.call('XSETID', key, id, 'ENTRIESADDED', added, 'MAXDELETEDID', '0-1')
+    else
+      redis.call('XSETID', key, id)
+    end
+    n = n + 1
+  end
+  return n
+end
+local function xadd(key, limit, maxlen, ...)
+  local ok, id = pcall(redis.call, 'XADD', key, 'MAXLEN', '~', maxlen, '*', ...)
+  if ok and msOf(id) <= limit then return id, 0 end
+  if ok then redis.call('XDEL', key, id) end
+  local n = repair(key, limit)
+  return redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', ...), n
+end
+`
+
+// publishScript: KEYS the stream; ARGV ahead (ms), max length, kind,
+// origin, data. Replies the new ID and how many entries a repair removed.
+var publishScript = redis.NewScript(luaStream + `
+local id, n = xadd(KEYS[1], aheadLimit(tonumber(ARGV[1])), ARGV[2], 'kind', ARGV[3], 'origin', ARGV[4], 'data', ARGV[5])
+return {id, tostring(n)}
+`)
+
 // publishOnceScript: KEYS the stream, then one seen key per event; ARGV
-// ttl (ms), max length, origin, then each event's kind and data. Replies
-// each event's new ID, or an empty string for a duplicate. One call for a
-// whole batch: the store's cost of a script call is paid once.
-var publishOnceScript = redis.NewScript(`
-local out = {}
+// ttl (ms), max length, origin, ahead (ms), then each event's kind and
+// data. Replies, per event, its new ID; "=" and the ID when this replica
+// added it in an earlier call (a retry); an empty string when another
+// replica did, or an event before it in the batch;
+// then how many entries a repair removed. One call for a whole batch: the
+// store's cost of a script call is paid once.
+//
+// Each event is added before its seen key is written, which holds the
+// publisher and the ID: a run-time error in XADD (which Redis does not
+// roll back) leaves no seen key that would make the event a duplicate,
+// and once a script has written, Redis no longer refuses its writes for
+// memory, so the seen key follows its entry.
+var publishOnceScript = redis.NewScript(luaStream + `
+local limit = aheadLimit(tonumber(ARGV[4]))
+local out, fixed, now = {}, 0, {}
 for i = 1, #KEYS - 1 do
-  if redis.call('SET', KEYS[i + 1], '1', 'NX', 'PX', ARGV[1]) then
-    out[i] = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'kind', ARGV[2 + 2 * i], 'origin', ARGV[3], 'data', ARGV[3 + 2 * i])
+  local seen = redis.call('GET', KEYS[i + 1])
+  if seen then
+    local origin, id = string.match(seen, '^(%S+) (%S+)$')
+    if origin == ARGV[3] and not now[KEYS[i + 1]] then out[i] = '=' .. id else out[i] = '' end
   else
-    out[i] = ''
+    now[KEYS[i + 1]] = true
+    local id, n = xadd(KEYS[1], limit, ARGV[2], 'kind', ARGV[3 + 2 * i], 'origin', ARGV[3], 'data', ARGV[4 + 2 * i])
+    fixed = fixed + n
+    redis.call('SET', KEYS[i + 1], ARGV[3] .. ' ' .. id, 'PX', ARGV[1])
+    out[i] = id
   end
 end
+out[#KEYS] = tostring(fixed)
 return out
 `)
 
-// saveCheckpointScript: KEYS checkpoint hash; ARGV id, data. Stream IDs
-// compare as (milliseconds, sequence) pairs of numbers: as strings
-// "9-0" would sort after "10-0".
-var saveCheckpointScript = redis.NewScript(`
+// repairScript: KEYS the stream; ARGV ahead (ms). Replies how many
+// entries it removed (and 1 more when it moved the last ID back).
+var repairScript = redis.NewScript(luaStream + `
+return repair(KEYS[1], aheadLimit(tonumber(ARGV[1])))
+`)
+
+// streamStateScript: KEYS the stream. Replies whether it exists, its
+// last generated ID, its first entry's ID, the largest ID deleted from it
+// (Redis 7 and Valkey; empty before), and the store's time in ms. A
+// script, so that a missing stream is an answer, not an error.
+var streamStateScript = redis.NewScript(luaStream + `
+local now = string.format('%.0f', aheadLimit(0))
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'0', '0-0', '', '', now} end
+local info = redis.call('XINFO', 'STREAM', KEYS[1])
+local first, firstID = field(info, 'first-entry'), ''
+if type(first) == 'table' and first[1] then firstID = first[1] end
+return {'1', field(info, 'last-generated-id'), firstID, field(info, 'max-deleted-entry-id') or '', now}
+`)
+
+// healthScript: KEYS this replica's alive key, the deployment's identity;
+// ARGV the alive key's expiry (ms), this deployment's identity. Writes
+// the identity where none is and the alive key, unless the store holds
+// another identity; replies the identity the store holds.
+var healthScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[2])
+if cur and cur ~= ARGV[2] then return cur end
+if not cur then redis.call('SET', KEYS[2], ARGV[2]) end
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+return ARGV[2]
+`)
+
+// saveCheckpointScript: KEYS checkpoint hash; ARGV id, data, ahead (ms).
+// Stream IDs compare as (milliseconds, sequence) pairs of numbers: as
+// strings "9-0" would sort after "10-0". A checkpoint far ahead of the
+// store's clock is not written, and one stored is replaced: no stream
+// reaches it.
+var saveCheckpointScript = redis.NewScript(luaStream + `
+local limit = aheadLimit(tonumber(ARGV[3]))
 local nm, ns = string.match(ARGV[1], '^(%d+)%-(%d+)$')
 if not nm then return redis.error_reply('not a stream ID') end
+if tonumber(nm) > limit then return 0 end
 local cur = redis.call('HGET', KEYS[1], 'id')
 if cur then
   local cm, cs = string.match(cur, '^(%d+)%-(%d+)$')
-  if cm then
+  if cm and tonumber(cm) <= limit then
     nm, ns, cm, cs = tonumber(nm), tonumber(ns), tonumber(cm), tonumber(cs)
     if nm < cm or (nm == cm and ns < cs) then return 0 end
   end

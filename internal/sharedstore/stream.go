@@ -4,13 +4,17 @@ package sharedstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-kit/log/level"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 )
 
 const (
@@ -28,18 +32,39 @@ const (
 	followSlack = 3 * time.Second
 )
 
+// aheadLimit is how far ahead of the store's clock a stream ID may be:
+// beyond it, the entry (or a checkpoint, or a reader's place) would stall
+// reading, and is removed or ignored. It is far above any skew of the
+// store's clock a failover or an NTP step brings.
+const aheadLimit = time.Hour
+
+// The reasons of breach_exporter_store_stream_resets_total.
+const (
+	resetAhead     = "ahead"
+	resetRecreated = "recreated"
+)
+
+// waitTimeout bounds a publish's wait for one of the store's replicas.
+const waitTimeout = time.Second
+
+// ErrNotReplicated is a publish the store took and none of its replicas
+// acknowledged within waitTimeout: a failover now could lose it, so the
+// caller keeps it and publishes it again (the store takes it for this
+// replica's, and waits again).
+var ErrNotReplicated = errors.New("store: none of the store's replicas acknowledged the publish in time")
+
 // Publish appends an event to the stream and returns its ID.
 func (s *Client) Publish(ctx context.Context, kind string, data []byte) (string, error) {
-	id, err := s.rdb.XAdd(ctx, &redis.XAddArgs{
-		Stream: s.key("events"),
-		MaxLen: streamMax,
-		Approx: true,
-		Values: []any{"kind", kind, "origin", s.replica, "data", data},
-	}).Result()
+	reply, err := publishScript.Run(ctx, s.rdb, []string{s.key("events")},
+		aheadLimit.Milliseconds(), streamMax, kind, s.replica, data).StringSlice()
+	if err == nil && len(reply) != 2 {
+		err = fmt.Errorf("%d replies, want 2", len(reply))
+	}
 	if err = s.outcome(ctx, "publish", err); err != nil {
 		return "", fmt.Errorf("store: publish: %w", err)
 	}
-	return id, nil
+	s.repaired(reply[1])
+	return reply[0], nil
 }
 
 // Once is one event of PublishOnceBatch.
@@ -51,35 +76,89 @@ type Once struct {
 
 // PublishOnceBatch appends each event unless one with the same digest was
 // published within ttl, in their order and in one round trip; ids[i] is
-// events[i]'s ID in the stream, empty when it was such a duplicate. Atomic per event: of two
-// replicas publishing one digest, one adds it. On an error none of them
-// may be taken as published (some may be: publishing them again finds
-// them duplicates).
+// events[i]'s ID in the stream when this replica added it (now or in an
+// earlier call), empty when another replica did. Atomic per event: of
+// two replicas publishing one digest, one adds it. On an error none of
+// them may be taken as published (some may be: publishing them again
+// finds them). With the store's replicas online, it then waits for one
+// of them to hold the batch: ErrNotReplicated, with the ids, when none
+// did in time.
 func (s *Client) PublishOnceBatch(ctx context.Context, ttl time.Duration, events []Once) (ids []string, err error) {
 	keys := make([]string, 0, 1+len(events))
-	args := make([]any, 0, 3+2*len(events))
+	args := make([]any, 0, 4+2*len(events))
 	keys = append(keys, s.key("events"))
-	args = append(args, millis(ttl), streamMax, s.replica)
+	args = append(args, millis(ttl), streamMax, s.replica, aheadLimit.Milliseconds())
 	for _, e := range events {
 		keys = append(keys, s.key("seen", e.Digest))
 		args = append(args, e.Kind, e.Data)
 	}
+	// One connection for the script and the WAIT after it: WAIT counts
+	// the writes of its own connection.
+	conn := s.rdb.Conn()
+	defer conn.Close()
 	// Run falls back from EVALSHA to EVAL when a restarted store has lost
 	// the script.
-	ids, err = publishOnceScript.Run(ctx, s.rdb, keys, args...).StringSlice()
-	if err == nil && len(ids) != len(events) {
-		err = fmt.Errorf("%d replies for %d events", len(ids), len(events))
+	reply, err := publishOnceScript.Run(ctx, conn, keys, args...).StringSlice()
+	if err == nil && len(reply) != len(events)+1 {
+		err = fmt.Errorf("%d replies for %d events", len(reply), len(events))
 	}
 	if err = s.outcome(ctx, "publish", err); err != nil {
 		return nil, fmt.Errorf("store: publish: %w", err)
 	}
-	return ids, nil
+	s.repaired(reply[len(events)])
+	ids = reply[:len(events)]
+	for i, id := range ids {
+		ids[i] = strings.TrimPrefix(id, "=")
+	}
+	return ids, s.waitReplicas(ctx, conn)
+}
+
+// waitReplicas waits, up to waitTimeout, for one of the store's replicas
+// to hold what conn wrote: replication is asynchronous, and a failover
+// loses what the new primary did not get. Without replicas there is
+// nothing to wait for; a store that refuses WAIT is said so once and not
+// waited for again.
+func (s *Client) waitReplicas(ctx context.Context, conn *redis.Conn) error {
+	if s.storeReplicas.Load() == 0 || s.waitRefused.Load() {
+		return nil
+	}
+	n, err := conn.Wait(ctx, 1, waitTimeout).Result()
+	var reply redis.Error
+	switch {
+	case errors.As(err, &reply):
+		if !s.waitRefused.Swap(true) {
+			level.Warn(s.logger).Log("msg", "The store refuses WAIT: a publish does not wait for the store's replicas (a failover may lose the last alerts the journal released)", "err", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("store: wait: %w", s.outcome(ctx, "publish", err))
+	case n < 1:
+		return ErrNotReplicated
+	}
+	return nil
+}
+
+// repaired counts and logs entries a publish found far ahead of the
+// store's clock and removed (n, from the script's reply).
+func (s *Client) repaired(n string) {
+	if n != "" && n != "0" {
+		s.reset(resetAhead, "The store's stream held entries far ahead of the store's clock, which stall it; they were removed", n)
+	}
+}
+
+// reset counts one reset of the stream and logs it, at most once per
+// reason per logEvery.
+func (s *Client) reset(reason, msg, what string) {
+	s.resets.WithLabelValues(reason).Inc()
+	if suppressed, ok := s.logs.Allow("reset-" + reason); ok {
+		level.Warn(s.logger).Log("msg", msg, "at", what, ratelog.SuppressedKey, suppressed)
+	}
 }
 
 // Last returns the ID of the newest event, "0-0" when there is none.
 func (s *Client) Last(ctx context.Context) (string, error) {
 	msgs, err := s.rdb.XRevRangeN(ctx, s.key("events"), "+", "-", 1).Result()
-	if err = s.outcome(ctx, "read", err); err != nil {
+	if err = s.readOutcome(ctx, "read", err); err != nil {
 		return "", fmt.Errorf("store: last event: %w", err)
 	}
 	if len(msgs) == 0 {
@@ -90,39 +169,54 @@ func (s *Client) Last(ctx context.Context) (string, error) {
 
 // Read calls apply with every event after after up to and including
 // until, in order, and returns the last ID applied (after when none).
+// When the stream ends before after (deleted, emptied, rolled back), it
+// reads from its end, and the first event it applies says so (Rewound).
 func (s *Client) Read(ctx context.Context, after, until string, apply func(Event)) (string, error) {
-	from := orZero(after)
 	if until == "" {
 		until = "+"
 	}
-	if err := s.checkGap(ctx, "read", from); err != nil {
+	from, rewound, err := s.position(ctx, "read", orZero(after))
+	if err != nil {
 		return after, fmt.Errorf("store: read: %w", err)
 	}
-	last := after
+	last, ahead := after, false
 	for {
 		msgs, err := s.rdb.XRangeN(ctx, s.key("events"), "("+from, until, page).Result()
-		if err = s.outcome(ctx, "read", err); err != nil {
+		if err = s.readOutcome(ctx, "read", err); err != nil {
 			return last, fmt.Errorf("store: read: %w", err)
 		}
 		for _, m := range msgs {
-			apply(event(m))
-			last, from = m.ID, m.ID
+			from = m.ID
+			if s.ahead(m.ID) {
+				ahead = true // not applied: the repair below removes it
+				continue
+			}
+			ev := event(m)
+			ev.Rewound, rewound = rewound, false
+			apply(ev)
+			last = m.ID
 		}
 		if len(msgs) < page {
-			return last, nil
+			break
 		}
 	}
+	if ahead {
+		if err := s.repairAhead(ctx, "read"); err != nil {
+			return last, fmt.Errorf("store: read: %w", err)
+		}
+	}
+	return last, nil
 }
 
 // Follow calls apply with every event after after, in order and never
 // concurrently, until ctx ends; it reconnects with backoff when the store
-// is down and goes on from the last event applied.
+// is down and goes on from the last event applied (or from the stream's
+// end, when the stream ends before it: see Read).
 func (s *Client) Follow(ctx context.Context, after string, apply func(Event)) {
-	last := orZero(after)
-	checked := false
+	f := follower{last: orZero(after), apply: apply}
 	failures := 0
 	for ctx.Err() == nil {
-		err := s.followOnce(ctx, &last, &checked, apply)
+		err := s.followOnce(ctx, &f)
 		if err == nil {
 			failures = 0
 			continue
@@ -131,7 +225,7 @@ func (s *Client) Follow(ctx context.Context, after string, apply func(Event)) {
 			return
 		}
 		// After the store was gone, it may have trimmed past us meanwhile.
-		checked = false
+		f.checked = false
 		t := time.NewTimer(backoff(failures))
 		failures++
 		select {
@@ -143,32 +237,126 @@ func (s *Client) Follow(ctx context.Context, after string, apply func(Event)) {
 	}
 }
 
-// followOnce checks for a gap unless checked, then waits up to the block
-// time for events after *last and applies them.
-func (s *Client) followOnce(ctx context.Context, last *string, checked *bool, apply func(Event)) error {
-	if !*checked {
-		if err := s.checkGap(ctx, "follow", *last); err != nil {
+// follower is where Follow is in the stream.
+type follower struct {
+	last    string
+	checked bool // the place was checked against the stream since the last failure or idle read
+	rewound bool // the next event applied is the first after a rewind
+	apply   func(Event)
+}
+
+// followOnce checks the place unless checked, then waits up to the block
+// time for events after it and applies them. A read that brings nothing
+// checks the place again: the stream may have been deleted meanwhile.
+func (s *Client) followOnce(ctx context.Context, f *follower) error {
+	if !f.checked {
+		last, rewound, err := s.position(ctx, "follow", f.last)
+		if err != nil {
 			return err
 		}
-		*checked = true
+		f.last, f.rewound, f.checked = last, f.rewound || rewound, true
 	}
 	// go-redis gives a blocking read BLOCK + 10 s on the socket; this
 	// deadline notices a store that stopped answering sooner.
 	rctx, cancel := context.WithTimeout(ctx, s.followBlock+followSlack)
 	defer cancel()
 	streams, err := s.rdb.XRead(rctx, &redis.XReadArgs{
-		Streams: []string{s.key("events"), *last},
+		Streams: []string{s.key("events"), f.last},
 		Count:   page,
 		Block:   s.followBlock,
 	}).Result()
-	if err = s.outcome(ctx, "follow", err); err != nil {
+	if err = s.readOutcome(ctx, "follow", err); err != nil {
+		if errors.Is(err, redis.Nil) {
+			f.checked = false
+			return nil
+		}
 		return err
 	}
+	ahead := false
 	for _, st := range streams {
 		for _, m := range st.Messages {
-			apply(event(m))
-			*last = m.ID
+			if s.ahead(m.ID) {
+				// Not applied, and not passed: the repair removes it and
+				// the stream goes on before it.
+				ahead = true
+				break
+			}
+			ev := event(m)
+			ev.Rewound, f.rewound = f.rewound, false
+			f.apply(ev)
+			f.last = m.ID
 		}
+	}
+	if ahead {
+		f.checked = false
+		return s.repairAhead(ctx, "follow")
+	}
+	return nil
+}
+
+// position checks a reader's place in the stream: a place after the
+// stream's last ID (the stream was deleted, emptied, rolled back, or the
+// place is far ahead) moves back to that ID, counted and logged; and a gap
+// (see checkGap) is reported. It returns the place to read after and
+// whether it moved back.
+func (s *Client) position(ctx context.Context, op, after string) (string, bool, error) {
+	st, err := s.streamState(ctx, op)
+	if err != nil {
+		return after, false, err
+	}
+	if after != "0-0" && After(after, st.last) {
+		s.reset(resetRecreated, "The stream ends before this replica's place in it (deleted, emptied, rolled back, or a place far ahead); reading goes on from its end", after)
+		return st.last, true, nil
+	}
+	s.checkGap(st, after)
+	return after, false, nil
+}
+
+// streamInfo is what streamStateScript tells of the stream.
+type streamInfo struct {
+	last, first, maxDeleted string
+}
+
+// streamState reads the stream's state and the store's clock, which
+// keeps the offset of the store's clock (ahead).
+func (s *Client) streamState(ctx context.Context, op string) (streamInfo, error) {
+	reply, err := streamStateScript.Run(ctx, s.rdb, []string{s.key("events")}).StringSlice()
+	if err == nil && len(reply) != 5 {
+		err = fmt.Errorf("%d replies, want 5", len(reply))
+	}
+	if err = s.readOutcome(ctx, op, err); err != nil {
+		return streamInfo{}, err
+	}
+	if ms, perr := strconv.ParseInt(reply[4], 10, 64); perr == nil {
+		s.clockOffset.Store(ms - time.Now().UnixMilli())
+	}
+	if reply[0] == "0" {
+		return streamInfo{last: "0-0"}, nil
+	}
+	return streamInfo{last: reply[1], first: reply[2], maxDeleted: reply[3]}, nil
+}
+
+// ahead reports whether id is far ahead of the store's clock (as last
+// read, streamState).
+func (s *Client) ahead(id string) bool {
+	return idAhead(id, time.Now().Add(time.Duration(s.clockOffset.Load())*time.Millisecond))
+}
+
+// idAhead reports whether id is more than aheadLimit after now.
+func idAhead(id string, now time.Time) bool {
+	ms, _, ok := parseID(id)
+	return ok && ms > uint64(max(now.Add(aheadLimit).UnixMilli(), 0))
+}
+
+// repairAhead has the store remove the entries far ahead of its clock
+// (repairScript), counted and logged.
+func (s *Client) repairAhead(ctx context.Context, op string) error {
+	n, err := repairScript.Run(ctx, s.rdb, []string{s.key("events")}, aheadLimit.Milliseconds()).Int64()
+	if err = s.outcome(ctx, op, err); err != nil {
+		return err
+	}
+	if n > 0 {
+		s.reset(resetAhead, "The store's stream held entries far ahead of the store's clock, which stall it; they were removed", strconv.FormatInt(n, 10))
 	}
 	return nil
 }
@@ -177,26 +365,19 @@ func (s *Client) followOnce(ctx context.Context, last *string, checked *bool, ap
 // stream that a reader at after has not read. The store reports the
 // newest entry deleted (Redis 7, Valkey); the first entry left tells of
 // trimming.
-func (s *Client) checkGap(ctx context.Context, op, after string) error {
-	info, err := s.rdb.XInfoStream(ctx, s.key("events")).Result()
-	if err != nil && strings.Contains(err.Error(), "no such key") {
-		return s.outcome(ctx, op, nil)
-	}
-	if err = s.outcome(ctx, op, err); err != nil {
-		return err
-	}
+func (s *Client) checkGap(st streamInfo, after string) {
 	a, _ := idOf(after)
 	gap := false
-	if deleted, ok := idOf(info.MaxDeletedEntryID); ok {
+	if deleted, ok := idOf(st.maxDeleted); ok {
 		gap = less(a, deleted)
 	}
-	if first, ok := idOf(info.FirstEntry.ID); ok && after != "0-0" {
+	if first, ok := idOf(st.first); ok && after != "0-0" {
 		// after was read, so it existed: a later first entry means
 		// trimming passed it, and maybe entries after it too.
 		gap = gap || (less(a, first) && !next(a, first))
 	}
 	if !gap {
-		return nil
+		return
 	}
 	s.gapMu.Lock()
 	seen := s.gapAt == after
@@ -206,7 +387,6 @@ func (s *Client) checkGap(ctx context.Context, op, after string) error {
 		s.missed.Inc()
 		level.Warn(s.logger).Log("msg", "The shared store trimmed events this replica had not read; the state it serves may miss some until they recur", "after", after)
 	}
-	return nil
 }
 
 // After reports whether stream ID a comes after b, as pairs of numbers

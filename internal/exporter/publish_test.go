@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package exporter
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-kit/log"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
+)
+
+// startCrashable is startReplica with a snapshot interval and a crash: a
+// stop that writes nothing more (no last snapshot), as a SIGKILL.
+func startCrashable(t *testing.T, dir, storage string, interval time.Duration) (r *replica, crash func()) {
+	t.Helper()
+	r = &replica{running: startExporter(t, Options{
+		ConfigFile:       filepath.Join(dir, "config.yml"),
+		Webhook:          true,
+		StoragePath:      storage,
+		SnapshotInterval: interval,
+	})}
+	return r, r.crash
+}
+
+// withStore starts a redis-server and an API stand-in, and writes a config
+// with a store section and tail.
+func withStore(t *testing.T, tail string) (store *testkit.Redis, dir string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs exporters against a real redis-server")
+	}
+	store = testkit.StartRedis(t)
+	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	api.AnswerOthers(combolist(1))
+	dir = t.TempDir()
+	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: %s\n", store.URL())+tail)
+	return store, dir
+}
+
+// alertsOf is the series that counts the alerts for address.
+func alertsOf(address string) string {
+	return testkit.Series("breach_alerts_total", "address", address, "severity", "critical", "source", "combolist")
+}
+
+// alertNumbered is the n-th of several different bodies for one address.
+func alertNumbered(address string, n int) string {
+	return strings.Replace(alertFor(address), `"summary":"s"`, fmt.Sprintf(`"summary":"s%d"`, n), 1)
+}
+
+// An emptied store (FLUSHALL, or a restart from an older RDB) and then a
+// crash of the replica that accepted the alerts: its journal replays them,
+// the store has lost every trace of them, and yet none is added again, so
+// the others count each once (issue 32, finding 1).
+func TestAlertsCountOnceAfterTheStoreLostThemAndACrash(t *testing.T) {
+	store, dir := withStore(t, "refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com, b@example.com]\n")
+	// No snapshot of its own before the crash: the journal holds every alert.
+	one, crash := startCrashable(t, dir, filepath.Join(dir, "one"), time.Hour)
+	two := startReplica(t, dir, filepath.Join(dir, "two"))
+	const n = 5
+	for i := range n {
+		if c := one.post(t, alertNumbered("a@example.com", i)); c != 204 {
+			t.Fatalf("alert %d answered %d", i, c)
+		}
+	}
+	alerts := alertsOf("a@example.com")
+	testkit.Eventually(t, "the alerts counted on both", func() bool { return one.scrape(t)[alerts] == n && two.scrape(t)[alerts] == n })
+
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	if err := c.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	crash()
+	testkit.Eventually(t, "the other replica's checkpoint in the emptied store", func() bool {
+		n, err := c.Exists(ctx, "breach_exporter:checkpoint").Result()
+		return err == nil && n == 1
+	})
+	again, _ := startCrashable(t, dir, filepath.Join(dir, "one"), time.Hour)
+	backlog := testkit.Series("breach_exporter_store_forward_backlog")
+	testkit.Eventually(t, "the replayed alerts handled", func() bool { return again.scrape(t)[backlog] == 0 })
+	// A later alert: once the other counts it, it has applied everything
+	// the restarted replica published before it.
+	if c := again.post(t, alertFor("b@example.com")); c != 204 {
+		t.Fatalf("the later alert answered %d", c)
+	}
+	later := alertsOf("b@example.com")
+	testkit.Eventually(t, "the later alert counted on the other", func() bool { return two.scrape(t)[later] == 1 })
+	if got := two.scrape(t)[alerts]; got != n {
+		t.Errorf("the replica that kept running counts %v alerts, want %d: the replayed ones were added again", got, n)
+	}
+	testkit.Eventually(t, "the later alert counted on the restarted one", func() bool { return again.scrape(t)[later] == 1 })
+	if got := again.scrape(t)[alerts]; got != n {
+		t.Errorf("the restarted replica counts %v alerts, want %d", got, n)
+	}
+}
+
+// Two deployments configured apart (their own API, key and secret) with
+// the default key_prefix on one store: the second refuses to join, with an
+// error that names the prefix, instead of merging with the first (issue
+// 32, finding 2). A store without a password is worth a warning.
+func TestDeploymentsOnOneStoreDoNotMerge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs exporters against a real redis-server")
+	}
+	store := testkit.StartRedis(t)
+	apiA := testkit.NewStandIn(t, clockwork.NewRealClock())
+	apiB := testkit.NewStandIn(t, clockwork.NewRealClock())
+	dirA, dirB := t.TempDir(), t.TempDir()
+	tail := fmt.Sprintf("store:\n  url: %s\naddresses: [a@example.com]\n", store.URL())
+	writeConfig(t, dirA, apiA.BaseURL(), tail)
+	writeConfig(t, dirB, apiB.BaseURL(), tail)
+	a := startReplica(t, dirA, filepath.Join(dirA, "data"))
+	if !strings.Contains(a.logs.String(), "authentication") {
+		t.Errorf("no warning of a store without authentication:\n%s", a.logs)
+	}
+	_, err := New(Options{
+		ConfigFile:  filepath.Join(dirB, "config.yml"),
+		Logger:      log.NewNopLogger(),
+		Registerer:  prometheus.NewRegistry(),
+		Webhook:     true,
+		StoragePath: filepath.Join(dirB, "data"),
+	})
+	if err == nil {
+		t.Fatal("a second deployment joined the first's store under the same key_prefix")
+	}
+	if !strings.Contains(err.Error(), `"breach_exporter"`) {
+		t.Errorf("the error does not name the prefix: %v", err)
+	}
+	// The same deployment (its config) joins.
+	startReplica(t, dirA, filepath.Join(dirA, "data2"))
+	// A key rotated after the identity was pinned: store.deployment set
+	// to the identity in use, which the start logs.
+	_, after, _ := strings.Cut(a.logs.String(), "deployment=")
+	identity, _, _ := strings.Cut(after, "\n")
+	if !strings.HasPrefix(identity, "derived-") {
+		t.Fatalf("the start did not log the identity in use:\n%s", a.logs)
+	}
+	testkit.WriteFile(t, filepath.Join(dirA, "token"), "svc_ak_rotated")
+	testkit.WriteFile(t, filepath.Join(dirA, "config.yml"), strings.Replace(readFile(t, filepath.Join(dirA, "config.yml")), "store:\n", "store:\n  deployment: "+identity+"\n", 1))
+	startReplica(t, dirA, filepath.Join(dirA, "data3"))
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// Stopping with a store that hangs (frozen: connections open, no answer)
+// takes a few seconds at most (issue 32, finding 10: it took 10.6 s).
+func TestStopWithAHungStoreIsBounded(t *testing.T) {
+	store, dir := withStore(t, "addresses: [a@example.com]\n")
+	one := startReplica(t, dir, filepath.Join(dir, "one"))
+	if c := one.post(t, alertFor("a@example.com")); c != 204 {
+		t.Fatalf("alert answered %d", c)
+	}
+	alerts := alertsOf("a@example.com")
+	testkit.Eventually(t, "the alert counted", func() bool { return one.scrape(t)[alerts] == 1 })
+	store.Pause()
+	defer store.Resume()
+	// The state changes while the store hangs: the last snapshot has a
+	// checkpoint to write.
+	if c := one.post(t, alertNumbered("a@example.com", 2)); c != 204 {
+		t.Fatalf("alert answered %d", c)
+	}
+	start := time.Now()
+	one.stop()
+	// The bound the docs state, with a margin for a loaded machine.
+	t.Logf("stopped in %v:\n%s", time.Since(start), one.logs)
+	if d := time.Since(start); d > 6*time.Second {
+		t.Errorf("the stop took %v with a hung store, want at most a few seconds", d)
+	}
+}
+
+// An entry at the largest stream ID, forged into the store, stalls
+// nothing: alerts after it are counted, also once the stream is deleted
+// (issue 32, finding 4: later alerts were counted nowhere).
+func TestAlertsAfterAStallingStreamIDAreCounted(t *testing.T) {
+	store, dir := withStore(t, "refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com, b@example.com, c@example.com]\n")
+	one := startReplica(t, dir, filepath.Join(dir, "one"))
+	two := startReplica(t, dir, filepath.Join(dir, "two"))
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: "breach_exporter:events", ID: "18446744073709551615-18446744073709551615",
+		Values: []any{"kind", "alert", "origin", "x", "data", "{}"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := one.post(t, alertFor("b@example.com")); code != 204 {
+		t.Fatalf("alert answered %d", code)
+	}
+	testkit.Eventually(t, "the alert after the largest ID counted on both", func() bool {
+		return one.scrape(t)[alertsOf("b@example.com")] == 1 && two.scrape(t)[alertsOf("b@example.com")] == 1
+	})
+	if err := c.Del(ctx, "breach_exporter:events").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := two.post(t, alertFor("c@example.com")); code != 204 {
+		t.Fatalf("alert answered %d", code)
+	}
+	testkit.Eventually(t, "the alert after the stream was deleted counted on both", func() bool {
+		return one.scrape(t)[alertsOf("c@example.com")] == 1 && two.scrape(t)[alertsOf("c@example.com")] == 1
+	})
+}
+
+// The alerts the store confirmed survive a restart until a snapshot holds
+// them; those confirmed after the snapshot's cut stay.
+func TestConfirmedAlertsAreKeptUntilASnapshotHoldsThem(t *testing.T) {
+	dir := t.TempDir()
+	open := func() (*replicas, *persist.Folder) {
+		folder, err := persist.Open(dir, prometheus.NewRegistry(), log.NewNopLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &replicas{logger: log.NewNopLogger(), confirmed: newConfirmed()}
+		if err := r.openConfirmed(folder); err != nil {
+			t.Fatal(err)
+		}
+		return r, folder
+	}
+	alert := func(n byte) forwarded { return forwarded{alert: watchlist.AcceptedAlert{Digest: [32]byte{n}}} }
+	r, folder := open()
+	if err := r.confirmed.add([]forwarded{alert(1), alert(2)}); err != nil {
+		t.Fatal(err)
+	}
+	mark := r.confirmedMark()
+	if err := r.confirmed.add([]forwarded{alert(3)}); err != nil {
+		t.Fatal(err)
+	}
+	r.confirmed.close()
+	folder.Close()
+
+	r, folder = open()
+	for n := byte(1); n <= 3; n++ {
+		if !r.replayed(alert(n).alert) {
+			t.Errorf("alert %d confirmed before the restart is not known after it", n)
+		}
+	}
+	r.compactConfirmed(mark)
+	r.confirmed.close()
+	folder.Close()
+
+	r, folder = open()
+	defer folder.Close()
+	defer r.confirmed.close()
+	if r.replayed(alert(1).alert) || r.replayed(alert(2).alert) || !r.replayed(alert(3).alert) {
+		t.Errorf("after the snapshot: %v %v %v, want only the alert confirmed after its cut", r.replayed(alert(1).alert), r.replayed(alert(2).alert), r.replayed(alert(3).alert))
+	}
+}
