@@ -17,17 +17,28 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
+// openStore opens a client of r as the replica name, joined to the test's
+// deployment.
+func openStore(t *testing.T, r *testkit.Redis, name string) *sharedstore.Client {
+	t.Helper()
+	c, err := sharedstore.Open(sharedstore.Options{URL: r.URL(), Replica: name, Deployment: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Join(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // The store's ready times hold the addresses watched and /me, no more: an
 // address a reload removes, one the service does not monitor (404, dropped)
 // and one removed while no replica ran all leave it. Against redis-server:
 // the hash is the real one.
 func TestRemovedAddressesLeaveTheStoresReadyTimes(t *testing.T) {
 	r := testkit.StartRedis(t)
-	store, err := sharedstore.Open(sharedstore.Options{URL: r.URL(), Replica: "r0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := openStore(t, r, "r0")
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
@@ -94,14 +105,7 @@ type storeUnderTest struct {
 // the time the real calls take).
 func TestFakeStoreAnswersAsTheRealOne(t *testing.T) {
 	r := testkit.StartRedis(t)
-	open := func(name string) *sharedstore.Client {
-		c, err := sharedstore.Open(sharedstore.Options{URL: r.URL(), Replica: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	open := func(name string) *sharedstore.Client { return openStore(t, r, name) }
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})
 	t.Cleanup(func() { rdb.Close() })
 	real := storeUnderTest{a: open("a"), b: open("b"), flush: func() { rdb.FlushAll(context.Background()) }}
