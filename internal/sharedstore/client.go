@@ -232,7 +232,7 @@ func (s *Client) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.outcome(ctx, "ping", err)
+		_ = s.outcome(ctx, "ping", err) // counted and logged there; the loop retries
 		select {
 		case <-ctx.Done():
 			return
