@@ -1,6 +1,6 @@
 module github.com/breach-exporter/breach_exporter
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/alecthomas/kingpin/v2 v2.4.0

@@ -740,6 +740,5 @@ func ServeBaselineChild(args []string, stdout io.Writer, stdin io.Reader) error 
 		return err
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	exposition = nil
 	return serveChild(reg, stdout, stdin)
 }

@@ -391,14 +391,14 @@ func ServeCachedChild(args []string, stdout io.Writer, stdin io.Reader) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	families := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) { return cached, nil })
-	exposition, parsed = nil, nil
 	return serveChild(prometheus.Gatherers{families, reg}, stdout, stdin)
 }
 
 // serveChild serves g with promhttp's defaults on loopback, prints
 // "serving <url>" and serves until stdin closes. What the child built to
-// get there (parsing the exposition) is freed first and left out of its
-// peak RSS: what stays is what it serves from.
+// get there (parsing the exposition; the caller's variables holding it are
+// dead by then, which is all the collector needs) is freed first and left
+// out of its peak RSS: what stays is what it serves from.
 func serveChild(g prometheus.Gatherer, stdout io.Writer, stdin io.Reader) error {
 	runtime.GC()
 	debug.FreeOSMemory()

@@ -275,3 +275,102 @@ func TestDocsRSSPerAddressIsTheMeasuredOne(t *testing.T) {
 		}
 	}
 }
+
+// The intake rows of docs/sizing.md give the webhook figures of the run
+// bench/results.json holds: accepted alerts a second (to the hundred),
+// their baseline and the ratio (two decimals).
+func TestDocsIntakeIsTheMeasuredOne(t *testing.T) {
+	data, err := os.ReadFile("../bench/results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results struct {
+		Webhook struct {
+			OursPerSecond      float64 `json:"ours_per_second"`
+			BaselinePerSecond  float64 `json:"baseline_per_second"`
+			DurablePerSecond   float64 `json:"durable_per_second"`
+			Ratio              float64 `json:"ratio"`
+			OursToDurableRatio float64 `json:"ours_to_durable_ratio"`
+			DurableRatio       float64 `json:"durable_ratio"`
+		} `json:"webhook"`
+		Accounts struct {
+			Many  float64 `json:"many_per_second"`
+			One   float64 `json:"one_per_second"`
+			Ratio float64 `json:"ratio"`
+		} `json:"webhook_accounts"`
+		Store struct {
+			Store     float64 `json:"store_per_second"`
+			Alone     float64 `json:"alone_per_second"`
+			Forwarded float64 `json:"forwarded_per_second"`
+			Ratio     float64 `json:"ratio"`
+		} `json:"webhook_store"`
+	}
+	if err := json.Unmarshal(data, &results); err != nil {
+		t.Fatal(err)
+	}
+	w, a, s := results.Webhook, results.Accounts, results.Store
+	if w.OursPerSecond == 0 || w.BaselinePerSecond == 0 || w.DurablePerSecond == 0 || w.Ratio == 0 || w.OursToDurableRatio == 0 ||
+		w.DurableRatio == 0 || a.Many == 0 || a.One == 0 || a.Ratio == 0 || s.Store == 0 || s.Alone == 0 || s.Ratio == 0 {
+		t.Fatalf("bench/results.json lacks a webhook figure: %+v %+v %+v", w, a, s)
+	}
+	page := readPage(t, "../docs/sizing.md")
+	for _, row := range []struct {
+		starts         string  // the row's first cell starts so
+		ours, baseline float64 // alerts a second
+		ratio, ofFloor float64 // as the bench computed them (from its rounds); 0: not in the row
+	}{
+		{starts: "webhook: accepted alerts/s on loopback", ours: w.OursPerSecond, baseline: w.BaselinePerSecond, ratio: w.Ratio},
+		{starts: "the same against the durable floor", ours: w.OursPerSecond, baseline: w.DurablePerSecond, ratio: w.OursToDurableRatio, ofFloor: w.DurableRatio},
+		{starts: "webhook with 20 accounts", ours: a.Many, baseline: a.One, ratio: a.Ratio},
+		{starts: "webhook: accepted alerts/s (204s) of one replica with the store", ours: s.Store, baseline: s.Alone, ratio: s.Ratio},
+		{starts: "the same: alerts into the store's shared count", ours: s.Forwarded, baseline: s.Alone},
+	} {
+		cells := tableRow(t, page, row.starts)
+		if got, want := cells[1], hundreds(row.ours); got != want {
+			t.Errorf("sizing.md %q: ours %q, bench/results.json %s", row.starts, got, want)
+		}
+		if got, want := cells[2], hundreds(row.baseline); !strings.HasPrefix(got, want) {
+			t.Errorf("sizing.md %q: baseline %q, bench/results.json %s", row.starts, got, want)
+		}
+		if row.ratio != 0 && !strings.Contains(cells[3], fmt.Sprintf("%.2f", row.ratio)) {
+			t.Errorf("sizing.md %q: ratio %q, bench/results.json %.2f", row.starts, cells[3], row.ratio)
+		}
+		if row.ofFloor != 0 && !strings.Contains(cells[3], fmt.Sprintf("%.2f of the bare server", row.ofFloor)) {
+			t.Errorf("sizing.md %q: %q does not give the floor as %.2f of the bare server", row.starts, cells[3], row.ofFloor)
+		}
+	}
+}
+
+// tableRow is the cells of the one table row of page whose first cell
+// starts with starts, trimmed.
+func tableRow(t *testing.T, page, starts string) []string {
+	t.Helper()
+	var found []string
+	for _, line := range strings.Split(page, "\n") {
+		if strings.HasPrefix(line, "| "+starts) {
+			if found != nil {
+				t.Fatalf("two rows start with %q", starts)
+			}
+			cells := strings.Split(strings.Trim(line, "|"), "|")
+			for i := range cells {
+				cells[i] = strings.TrimSpace(cells[i])
+			}
+			found = cells
+		}
+	}
+	if len(found) < 4 {
+		t.Fatalf("no row of four cells starts with %q", starts)
+	}
+	return found
+}
+
+// hundreds is n to the nearest hundred with a comma every three digits, as
+// the tables write rates.
+func hundreds(n float64) string {
+	v := int(math.Round(n/100) * 100)
+	s := fmt.Sprint(v)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -25,10 +25,9 @@ func TestSignedByReusedStates(t *testing.T) {
 	var m macs
 	check := func(b *config.Bundle, body []byte, secret []byte, want string) error {
 		got := m.signedBy(http.Header{SignatureHeader: {sim.Sign(secret, body)}}, body, b)
-		if name := "<none>"; got != nil {
-			name = got.Name
-			if name != want {
-				return fmt.Errorf("%q signed with %q: account %s, want %s", body, secret, name, want)
+		if got != nil {
+			if got.Name != want {
+				return fmt.Errorf("%q signed with %q: account %s, want %s", body, secret, got.Name, want)
 			}
 		} else if want != "<none>" {
 			return fmt.Errorf("%q signed with %q: no account, want %s", body, secret, want)

@@ -6,7 +6,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,10 +13,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/alecthomas/kingpin/v2"
 	"github.com/go-kit/log"
@@ -38,6 +35,7 @@ type config struct {
 	tokenFile         string
 	plan              string
 	addressesFile     string
+	accountsFile      string
 	rateLimit         int
 	sweepInterval     time.Duration
 	holdExposed       bool
@@ -57,6 +55,7 @@ func main() {
 	app.Flag("api.token-file", "File holding the accepted API key; overrides the demo default of --api.token.").StringVar(&c.tokenFile)
 	app.Flag("plan", "Plan reported by /me; webhooks are delivered only for pro and business.").Default("pro").EnumVar(&c.plan, sim.Plans()...)
 	app.Flag("addresses.file", "YAML list of {email, verified}; default: a built-in demo set of 8 addresses, one unverified.").StringVar(&c.addressesFile)
+	app.Flag("accounts.file", "YAML list of further accounts (keys) to serve, each {token or token_file, plan, addresses or addresses_file, webhook_secret_file}; the flags above are the first account. See README.md.").StringVar(&c.accountsFile)
 	app.Flag("rate-limit", "Requests per fixed (Unix-minute aligned) minute per token.").Default("60").IntVar(&c.rateLimit)
 	app.Flag("sweep.interval", "Time between sweeps.").Default("30s").DurationVar(&c.sweepInterval)
 	app.Flag("sweep.hold-exposed", "Sweeps leave a feed alone once it exposes the password, so an acknowledged exposure stays closed until POST /admin/news changes it (the demo's pace).").BoolVar(&c.holdExposed)
@@ -130,7 +129,7 @@ func run(c config, logger log.Logger) error {
 	}()
 
 	level.Info(logger).Log("msg", "simulator listening", "api", base+sim.APIPrefix, "openapi", base+"/openapi.json",
-		"plan", c.plan, "sweep_interval", c.sweepInterval, "seed", c.seed, "webhook_url", c.webhookURL)
+		"plan", c.plan, "accounts", 1+len(opts.MoreAccounts), "sweep_interval", c.sweepInterval, "seed", c.seed, "webhook_url", c.webhookURL)
 	if opts.Token == demoToken {
 		// Printed because it is public; a token read from a file is not.
 		level.Info(logger).Log("msg", "using the demo API token", "token", demoToken)
@@ -177,8 +176,8 @@ func loopbackOnly(address string) error {
 	return nil
 }
 
-func options(c config, logger log.Logger) (sim.Options, error) {
-	opts := sim.Options{
+func options(c config, logger log.Logger) (opts sim.Options, err error) {
+	opts = sim.Options{
 		Token:      c.token,
 		Plan:       c.plan,
 		RateLimit:  c.rateLimit,
@@ -194,34 +193,26 @@ func options(c config, logger log.Logger) (sim.Options, error) {
 		if c.tokenSetByUser {
 			return opts, errors.New("--api.token and --api.token-file are mutually exclusive")
 		}
-		data, err := os.ReadFile(c.tokenFile)
-		if err != nil {
-			return opts, fmt.Errorf("reading --api.token-file: %w", err)
+		if opts.Token, err = readToken("--api.token-file", c.tokenFile); err != nil {
+			return opts, err
 		}
-		opts.Token = strings.TrimSpace(string(data))
 	}
 	if c.addressesFile != "" {
-		data, err := os.ReadFile(c.addressesFile)
-		if err != nil {
-			return opts, fmt.Errorf("reading --addresses.file: %w", err)
+		if opts.Addresses, err = readAddresses("--addresses.file", c.addressesFile); err != nil {
+			return opts, err
 		}
-		if opts.Addresses, err = sim.ParseAddresses(data); err != nil {
-			return opts, fmt.Errorf("--addresses.file %s: %w", c.addressesFile, err)
+	}
+	if c.accountsFile != "" {
+		if opts.MoreAccounts, err = readAccounts(c.accountsFile); err != nil {
+			return opts, err
 		}
 	}
 	switch {
 	case c.webhookURL != "" && c.webhookSecretFile == "":
 		return opts, errors.New("--webhook.url needs --webhook.secret-file")
 	case c.webhookSecretFile != "":
-		data, err := os.ReadFile(c.webhookSecretFile)
-		if err != nil {
-			return opts, fmt.Errorf("reading --webhook.secret-file: %w", err)
-		}
-		// Trailing whitespace only, as the exporter reads its secret files: a
-		// file saved with a newline must still yield matching signatures.
-		opts.WebhookSecret = bytes.TrimRightFunc(data, unicode.IsSpace)
-		if len(opts.WebhookSecret) == 0 {
-			return opts, fmt.Errorf("--webhook.secret-file %s is empty", c.webhookSecretFile)
+		if opts.WebhookSecret, err = readSecret("--webhook.secret-file", c.webhookSecretFile); err != nil {
+			return opts, err
 		}
 	}
 	return opts, nil

@@ -218,7 +218,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown top-level key", minimalYAML + "adresses: [a@x.org]\n", []string{`unknown key "adresses"`, "config.yml:3"}},
 		{"unknown api key", minimalYAML + "  rate: 5\n", []string{`unknown key "rate"`}},
 		{"unknown refresh key", minimalYAML + "refresh:\n  every: 5m\n", []string{`unknown key "every"`}},
-		{"unknown labels key", minimalYAML + "labels:\n  adress: hash\n", []string{`unknown key "adress"`}},
+		{"unknown labels key", minimalYAML + "labels:\n  adress: hash\n", []string{`unknown key "adress"`}}, //nolint:misspell // the misspelt key is the test
 		{"unknown webhook key", minimalYAML + "webhook:\n  secret_file: /s\n", []string{`unknown key "secret_file"`}},
 		{"unknown tls_config key", minimalYAML + "  tls_config:\n    ca_fil: /ca\n", []string{`unknown key "ca_fil"`}},
 		{"unknown address key", minimalYAML + "addresses:\n  - {email: a@x.org, name: A}\n", []string{`unknown key "name"`}},

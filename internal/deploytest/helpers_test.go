@@ -32,17 +32,6 @@ func repoRoot(t *testing.T) string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// run runs a command and returns its combined output, failing the test with
-// that output when it exits non-zero.
-func run(t *testing.T, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 // buildExporter builds the exporter statically into dir, as `make build` does.
 func buildExporter(t *testing.T, dir string) string {
 	t.Helper()

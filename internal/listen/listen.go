@@ -301,7 +301,7 @@ func (c *counting) release(client netip.Prefix) {
 // and the socket does not linger in TIME_WAIT on this side.
 func refuse(conn net.Conn) {
 	if tcp, ok := conn.(*net.TCPConn); ok {
-		tcp.SetLinger(0)
+		_ = tcp.SetLinger(0) // best effort: the Close below refuses either way
 	}
 	conn.Close()
 }

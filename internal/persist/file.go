@@ -405,7 +405,7 @@ func write(root *os.Root, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer root.Remove(tmp) // after a successful rename this is a no-op
+	defer func() { _ = root.Remove(tmp) }() // after a successful rename this is a no-op
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return err

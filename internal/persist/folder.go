@@ -84,7 +84,7 @@ func openFolder(path string) (_ *lockedDir, err error) {
 	}
 	// The id is for people; the lock works without it.
 	if f.lock.Truncate(0) == nil {
-		f.lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_, _ = f.lock.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
 }

@@ -650,7 +650,7 @@ func (j *Journal) write(data []byte) error {
 	case j.size == 0:
 		// Nothing of it was ever answered: no empty file stays behind.
 		j.file.Close()
-		j.folder.root.Remove(segmentName(j.segment))
+		_ = j.folder.root.Remove(segmentName(j.segment)) // best effort: Replay removes an empty segment left behind
 		j.file = nil
 	case j.file.Truncate(j.size) != nil:
 		// What is on disk is unknown: the next write starts a new segment.
@@ -681,7 +681,7 @@ func (j *Journal) openSegment() error {
 	}
 	if err := j.folder.syncDir(); err != nil {
 		f.Close()
-		j.folder.root.Remove(name)
+		_ = j.folder.root.Remove(name) // best effort: the error returned is the sync's
 		return err
 	}
 	j.segment++

@@ -629,6 +629,9 @@ func run(t *testing.T, s replica) {
 }
 
 func TestFollowGoesOnAfterTheStoreWasUnreachable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an outage and a restart of redis-server, about 3 s of real time: the full run checks it")
+	}
 	r := testkit.StartRedis(t)
 	a, b := open(t, r, "a", ""), open(t, r, "b", "")
 	a.pingEvery, a.followBlock = 100*time.Millisecond, 300*time.Millisecond

@@ -84,7 +84,7 @@ func (a *StandIn) Listen() {
 	a.served = make(chan struct{})
 	go func(srv *http.Server, served chan struct{}) {
 		defer close(served)
-		srv.Serve(ln)
+		_ = srv.Serve(ln) // ErrServerClosed at the test's end
 	}(a.server, a.served)
 }
 

@@ -130,12 +130,12 @@ func (s *Simulator) SetPlan(plan string) error {
 	return nil
 }
 
-// delivering reports whether alerts are posted: a webhook URL is set and the
-// plan is one the spec delivers to.
-func (s *Simulator) delivering() bool {
+// delivering reports whether k's alerts are posted: a webhook URL is set
+// and the account's plan is one the spec delivers to.
+func (s *Simulator) delivering(k *key) bool {
 	s.ctlMu.Lock()
 	defer s.ctlMu.Unlock()
-	return s.webhookURL != "" && !breach.PlanWithoutWebhooks(s.keys[0].me.Plan)
+	return s.webhookURL != "" && !breach.PlanWithoutWebhooks(k.me.Plan)
 }
 
 // Address states SetAddress accepts.
@@ -242,7 +242,7 @@ func (s *Simulator) SetFeed(ctx context.Context, st FeedState) (*Alert, error) {
 	s.mu.Unlock()
 
 	if alert != nil {
-		s.publish(ctx, []Alert{*alert})
+		s.publish(ctx, s.keys[0], []Alert{*alert})
 	}
 	return alert, nil
 }

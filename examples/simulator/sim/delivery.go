@@ -53,9 +53,10 @@ type delivery struct {
 	signature string
 }
 
-// deliverAll sends one sweep's alerts in order, in the background. When ctx
-// ends, the alert in hand and the rest of the batch are given up.
-func (s *Simulator) deliverAll(ctx context.Context, alerts []Alert) {
+// deliverAll sends one account's alerts of a sweep in order, signed with
+// secret, in the background. When ctx ends, the alert in hand and the rest
+// of the batch are given up.
+func (s *Simulator) deliverAll(ctx context.Context, secret []byte, alerts []Alert) {
 	batch := make([]delivery, 0, len(alerts))
 	for _, a := range alerts {
 		body, err := json.Marshal(a)
@@ -63,7 +64,7 @@ func (s *Simulator) deliverAll(ctx context.Context, alerts []Alert) {
 			level.Error(s.logger).Log("msg", "encoding alert", "address", a.Address, "source", a.Source, "err", err)
 			continue
 		}
-		batch = append(batch, delivery{key: a.Key(), body: body, signature: Sign(s.webhookSecret, body)})
+		batch = append(batch, delivery{key: a.Key(), body: body, signature: Sign(secret, body)})
 	}
 	s.pending.add()
 	go func() {

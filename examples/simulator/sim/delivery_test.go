@@ -233,3 +233,75 @@ func TestNoDeliveriesWithoutWebhookPlan(t *testing.T) {
 		}
 	}
 }
+
+// Each account's alerts go to the one webhook URL signed with that
+// account's own secret (a second account without a secret of its own uses
+// the first one's); an account whose plan has no webhooks gets none.
+func TestEachAccountSignsItsAlertsWithItsOwnSecret(t *testing.T) {
+	r := newReceiver(t, 0)
+	labsSecret := []byte("whsec-labs")
+	owner := map[string][]byte{} // address -> the secret its alerts must verify with
+	for _, a := range sim.DefaultAddresses() {
+		owner[a.Email] = testSecret
+	}
+	labs := []sim.Address{{Email: "zoe@labs.example", Verified: true}, {Email: "yan@labs.example", Verified: true}}
+	shared := []sim.Address{{Email: "xia@shared.example", Verified: true}}
+	free := []sim.Address{{Email: "wes@free.example", Verified: true}}
+	for _, a := range labs {
+		owner[a.Email] = labsSecret
+	}
+	owner[shared[0].Email] = testSecret
+	s, clock := newSim(t, func(o *sim.Options) {
+		o.WebhookURL, o.WebhookSecret, o.HTTPClient = r.srv.URL, testSecret, r.srv.Client()
+		o.MoreAccounts = []sim.Account{
+			{Token: secondToken, Plan: "business", Addresses: labs, WebhookSecret: labsSecret},
+			{Token: secondToken + "_shared", Plan: "pro", Addresses: shared},
+			{Token: secondToken + "_free", Plan: "free", Addresses: free, WebhookSecret: []byte("whsec-free")},
+		}
+	})
+	delivered := map[string]int{}
+	produced := map[string]int{}
+	for i := 0; i < 40 && (delivered[labs[0].Email]+delivered[labs[1].Email] == 0 || produced[free[0].Email] == 0); i++ {
+		clock.Advance(30 * time.Second)
+		alerts := s.Sweep(t.Context())
+		s.Flush(t.Context())
+		for _, a := range alerts {
+			produced[a.Address]++
+			if a.Address == free[0].Email {
+				continue
+			}
+			got := r.next(t)
+			var alert sim.Alert
+			if err := json.Unmarshal(got.body, &alert); err != nil {
+				t.Fatal(err)
+			}
+			secret, ok := owner[alert.Address]
+			if !ok {
+				t.Fatalf("alert for %s, an address of no delivering account", alert.Address)
+			}
+			if !validSignature(secret, got.body, got.signature) {
+				t.Errorf("alert for %s: signature does not verify with its account's secret", alert.Address)
+			}
+			delivered[alert.Address]++
+		}
+	}
+	if delivered[labs[0].Email]+delivered[labs[1].Email] == 0 || produced[free[0].Email] == 0 {
+		t.Fatalf("40 sweeps without an alert of both the second and the free account: produced %v", produced)
+	}
+	select {
+	case got := <-r.got:
+		t.Errorf("a delivery no sweep accounts for (the free plan's?): %s", got.body)
+	default:
+	}
+	if st := s.Stats(); st.Deliveries.Attempted != sum(delivered) {
+		t.Errorf("deliveries attempted %d, want %d", st.Deliveries.Attempted, sum(delivered))
+	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

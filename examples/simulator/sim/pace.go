@@ -53,7 +53,7 @@ func (s *Simulator) News(ctx context.Context, email, source string) (Alert, erro
 	alert := s.newAlert(a.Email, before, f, now)
 	s.mu.Unlock()
 
-	s.publish(ctx, []Alert{alert})
+	s.publish(ctx, s.keys[0], []Alert{alert})
 	return alert, nil
 }
 

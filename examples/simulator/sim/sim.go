@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math/rand"
 	"net/http"
@@ -42,12 +41,16 @@ const DefaultDashboardBaseURL = "https://breach-monitor.example/dashboard"
 
 const defaultDeliveryTimeout = 10 * time.Second
 
-// Account is one API key's account: its key, its plan and its addresses.
-// Each key has its own fixed window (the spec's limit is per key).
+// Account is one API key's account: its key, its plan, its addresses and
+// the secret its webhooks are signed with. Each key has its own fixed
+// window (the spec's limit is per key).
 type Account struct {
 	Token     string    // the accepted bearer token, svc_ak_...
 	Plan      string    // free|personal|pro|business
 	Addresses []Address // nil: DefaultAddresses(); empty: none until a test sets them
+	// WebhookSecret signs this account's alerts, as each account owner
+	// generates their own; empty: Options.WebhookSecret.
+	WebhookSecret []byte
 }
 
 // Options configure a Simulator. Zero values get the documented defaults.
@@ -63,8 +66,10 @@ type Options struct {
 	RateLimit    int   // requests per fixed minute per key; 0: DefaultRateLimit
 	Seed         int64 // fixes the initial state and every sweep's changes
 	Clock        clockwork.Clock
-	// Deliveries happen only when WebhookURL is set and the first account's
-	// plan is pro or business, as the spec restricts them.
+	// Deliveries, to the one WebhookURL for every account, happen only when
+	// it is set and for an account whose plan is pro or business, as the
+	// spec restricts them. WebhookSecret is the first account's secret and
+	// that of every further one without its own.
 	WebhookURL    string
 	WebhookSecret []byte
 	HTTPClient    *http.Client // for deliveries; nil: a client with a 10s timeout
@@ -83,7 +88,6 @@ type Simulator struct {
 	logger        log.Logger
 	limit         int
 	webhookURL    string
-	webhookSecret []byte
 	httpClient    *http.Client
 	dashboardBase string
 	pending       *inflight
@@ -110,6 +114,7 @@ type Simulator struct {
 type key struct {
 	token  string // ctlMu
 	me     Me     // ctlMu
+	secret []byte // signs the account's webhooks
 	window *fixedWindow
 
 	monitored []*monitored          // mu
@@ -144,6 +149,11 @@ func (a *monitored) breaches() Breaches {
 // (so a client has data at once), the rest have not been scanned yet.
 func New(o Options) (*Simulator, error) {
 	accounts := append([]Account{{Token: o.Token, Plan: o.Plan, Addresses: o.Addresses}}, o.MoreAccounts...)
+	for i := range accounts {
+		if len(accounts[i].WebhookSecret) == 0 {
+			accounts[i].WebhookSecret = o.WebhookSecret
+		}
+	}
 	tokens := make(map[string]bool, len(accounts))
 	for i := range accounts {
 		a := &accounts[i]
@@ -175,8 +185,10 @@ func New(o Options) (*Simulator, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("webhook URL %q is not an absolute http(s) URL", o.WebhookURL)
 		}
-		if len(o.WebhookSecret) == 0 {
-			return nil, errors.New("webhook URL set without a webhook secret")
+		for i, a := range accounts {
+			if len(a.WebhookSecret) == 0 {
+				return nil, fmt.Errorf("account %d: webhook URL set without a webhook secret", i+1)
+			}
 		}
 	}
 	if o.Clock == nil {
@@ -197,7 +209,6 @@ func New(o Options) (*Simulator, error) {
 		logger:        o.Logger,
 		limit:         o.RateLimit,
 		webhookURL:    o.WebhookURL,
-		webhookSecret: slices.Clone(o.WebhookSecret),
 		httpClient:    o.HTTPClient,
 		dashboardBase: strings.TrimSuffix(o.DashboardBaseURL, "/"),
 		pending:       newInflight(),
@@ -209,6 +220,7 @@ func New(o Options) (*Simulator, error) {
 		tokenHash := sha256.Sum256([]byte(a.Token))
 		k := &key{
 			token:   a.Token,
+			secret:  slices.Clone(a.WebhookSecret),
 			me:      Me{ID: "usr_" + hex.EncodeToString(tokenHash[:6]), Email: ownerEmail(a.Addresses), Plan: a.Plan},
 			window:  &fixedWindow{limit: o.RateLimit},
 			byEmail: make(map[string]*monitored, len(a.Addresses)),
@@ -216,7 +228,7 @@ func New(o Options) (*Simulator, error) {
 		s.seedAccount(k, a.Addresses)
 		s.keys = append(s.keys, k)
 	}
-	if o.WebhookURL != "" && !s.delivering() {
+	if o.WebhookURL != "" && !s.delivering(s.keys[0]) {
 		level.Info(s.logger).Log("msg", "webhook configured but not delivered: the plan has no webhooks", "plan", o.Plan)
 	}
 	return s, nil
@@ -311,54 +323,59 @@ func (s *Simulator) State(email string) (Breaches, bool) {
 func (s *Simulator) Sweep(ctx context.Context) []Alert {
 	s.mu.Lock()
 	now := s.clock.Now().UTC().Truncate(time.Millisecond)
-	var alerts []Alert
-	for _, a := range s.sweepable() {
-		for _, f := range a.feeds {
-			before := f.clone()
-			switch {
-			case !f.scanned:
-				if s.gen.rnd.Float64() >= firstScanChance {
-					continue
-				}
-				s.gen.firstScan(f)
-			case s.holds(f):
-			case s.gen.rnd.Float64() < changeChance:
-				s.gen.change(f)
-			}
-			f.lastScanned = now
-			if f.differs(before) {
-				f.lastChanged = now
-				alerts = append(alerts, s.newAlert(a.Email, before, f, now))
+	// Account by account, address by address: the order is part of the
+	// seed's determinism.
+	byKey := make([][]Alert, len(s.keys))
+	for i, k := range s.keys {
+		for _, a := range k.monitored {
+			if !a.pinned {
+				byKey[i] = append(byKey[i], s.sweepAddress(a, now)...)
 			}
 		}
 	}
 	s.mu.Unlock()
 
-	s.publish(ctx, alerts)
+	var alerts []Alert
+	for i, made := range byKey {
+		s.publish(ctx, s.keys[i], made)
+		alerts = append(alerts, made...)
+	}
 	return alerts
 }
 
-// publish counts alerts as produced and, when the plan has deliveries,
-// sends them in the background, retrying until ctx ends.
-func (s *Simulator) publish(ctx context.Context, alerts []Alert) {
-	s.countProduced(alerts)
-	if s.delivering() && len(alerts) > 0 {
-		s.deliverAll(ctx, alerts)
-	}
-}
-
-// sweepable lists the addresses sweeps change, account by account in
-// order (the order is part of the seed's determinism). Callers hold s.mu.
-func (s *Simulator) sweepable() []*monitored {
-	var out []*monitored
-	for _, k := range s.keys {
-		for _, a := range k.monitored {
-			if !a.pinned {
-				out = append(out, a)
+// sweepAddress changes a's feeds as one sweep at now does and returns the
+// alerts of the changes. Callers hold s.mu.
+func (s *Simulator) sweepAddress(a *monitored, now time.Time) []Alert {
+	var alerts []Alert
+	for _, f := range a.feeds {
+		before := f.clone()
+		switch {
+		case !f.scanned:
+			if s.gen.rnd.Float64() >= firstScanChance {
+				continue
 			}
+			s.gen.firstScan(f)
+		case s.holds(f):
+		case s.gen.rnd.Float64() < changeChance:
+			s.gen.change(f)
+		}
+		f.lastScanned = now
+		if f.differs(before) {
+			f.lastChanged = now
+			alerts = append(alerts, s.newAlert(a.Email, before, f, now))
 		}
 	}
-	return out
+	return alerts
+}
+
+// publish counts an account's alerts as produced and, when its plan has
+// deliveries, sends them signed with its secret in the background,
+// retrying until ctx ends.
+func (s *Simulator) publish(ctx context.Context, k *key, alerts []Alert) {
+	s.countProduced(alerts)
+	if s.delivering(k) && len(alerts) > 0 {
+		s.deliverAll(ctx, k.secret, alerts)
+	}
 }
 
 // Flush waits until every delivery started so far has succeeded or been
