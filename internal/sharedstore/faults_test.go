@@ -233,7 +233,7 @@ func TestStoreUpStaysDownWhileWritesAreRefused(t *testing.T) {
 			}
 			undo()
 			undone = true
-			waitFor(t, 10*time.Second, "the store to be up again", func() bool { return testutil.ToFloat64(a.up) == 1 && testutil.ToFloat64(a.up) == 1 })
+			waitFor(t, 10*time.Second, "the store to be up again", func() bool { return testutil.ToFloat64(a.up) == 1 })
 		})
 	}
 }
