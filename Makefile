@@ -219,7 +219,7 @@ e2e: e2e-deps prometheus3
 # every 50 ms (replicas_rollout_test.go). About 7 minutes, without -race:
 # the processes under test are built binaries.
 replicas-test: e2e-deps redis-server
-	BREACH_E2E_REPLICAS=1 $(GO) test -tags e2e -count=1 -v -timeout 15m -run '^TestReplicas$$' ./internal/e2e/
+	BREACH_E2E_REPLICAS=1 $(GO) test -tags e2e -count=1 -v -timeout 15m -run '^TestReplicas' ./internal/e2e/
 
 # Benchmarks against baselines measured in the same run (about 5 minutes);
 # prints the table and writes bench/results.json. See bench/README.md. The
