@@ -82,7 +82,7 @@ type options struct {
 	// The acknowledgement page (internal/ackweb).
 	ackWrite              bool
 	ackUserHeader, extURL string
-	ackProxies            []string
+	ackProxies            string
 }
 
 // newApp is the flag table: it parses into o.
@@ -96,7 +96,7 @@ func newApp(o *options, stdout, stderr io.Writer) *kingpin.Application {
 	app.Flag("web.external-url", "The URL under which the exporter's web listener is reachable by people (behind a proxy, its URL there), e.g. https://breach.example.com/. The alerts link to its acknowledgement page through the series breach_exporter_acknowledgement_url_info. Empty: no link.").Default("").StringVar(&o.extURL)
 	app.Flag("web.enable-acknowledgements", "Let authenticated users acknowledge on the page /acknowledge and the API /api/v1/acknowledgements (basic auth or client certificates in --web.config.file, or --web.acknowledgements.user-header). Needs --storage.path. Off: the pages only show the acknowledgements.").BoolVar(&o.ackWrite)
 	app.Flag("web.acknowledgements.user-header", "Header carrying the user an authenticating proxy logged in (e.g. X-Forwarded-User); accepted only on connections from --web.acknowledgements.proxy.").Default("").StringVar(&o.ackUserHeader)
-	app.Flag("web.acknowledgements.proxy", "Address or CIDR prefix of an authenticating proxy whose --web.acknowledgements.user-header is trusted. Repeatable.").StringsVar(&o.ackProxies)
+	app.Flag("web.acknowledgements.proxy", "Addresses or CIDR prefixes, comma-separated, of the authenticating proxies whose --web.acknowledgements.user-header is trusted.").Default("").StringVar(&o.ackProxies)
 	app.Flag("webhook.listen-address", "Address of the separate webhook listener, e.g. :9800. Empty disables the receiver.").Default("").StringVar(&o.hookAddress)
 	app.Flag("webhook.web-config.file", "exporter-toolkit web config (TLS, basic auth) for the webhook listener alone.").Default("").StringVar(&o.hookWebConfig)
 	app.Flag("webhook.path", "Path of the webhook endpoint on the webhook listener.").Default("/webhook").StringVar(&o.hookPath)
@@ -148,7 +148,7 @@ func (o *options) validateAcknowledgements() error {
 	switch {
 	case o.ackWrite && o.storagePath == "":
 		return errors.New("--web.enable-acknowledgements needs --storage.path: an acknowledgement made on the page is kept in the state folder")
-	case (o.ackUserHeader == "") != (len(o.ackProxies) == 0):
+	case (o.ackUserHeader == "") != (o.ackProxies == ""):
 		return errors.New("--web.acknowledgements.user-header and --web.acknowledgements.proxy go together: the header is trusted only from the proxy")
 	}
 	return nil

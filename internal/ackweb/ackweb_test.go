@@ -350,7 +350,7 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
-func mustProxies(t *testing.T, v ...string) []netip.Prefix {
+func mustProxies(t *testing.T, v string) []netip.Prefix {
 	t.Helper()
 	p, err := ackweb.ParseProxies(v)
 	if err != nil {

@@ -69,11 +69,14 @@ func ReadWebConfig(path string) (Auth, error) {
 	return Auth{BasicAuth: len(wc.Users) > 0, ClientCerts: wc.TLS.ClientAuth == "RequireAndVerifyClientCert"}, nil
 }
 
-// ParseProxies parses --web.acknowledgements.proxy values: addresses or
-// CIDR prefixes.
-func ParseProxies(values []string) ([]netip.Prefix, error) {
+// ParseProxies parses --web.acknowledgements.proxy: addresses or CIDR
+// prefixes, comma-separated.
+func ParseProxies(list string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	for _, v := range values {
+	for v := range strings.SplitSeq(list, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
 		if p, err := netip.ParsePrefix(v); err == nil {
 			out = append(out, p.Masked())
 			continue

@@ -12,16 +12,24 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
+const alice = "alice@example.com"
+
+// startAlice runs an exporter with a state folder watching alice, whom the
+// API stand-in answers with combolist(1).
+func startAlice(t *testing.T) (api *testkit.StandIn, dir, storage string, r *run) {
+	t.Helper()
+	api = testkit.NewStandIn(t, nil)
+	api.AnswerOthers(combolist(1))
+	dir, storage = t.TempDir(), filepath.Join(t.TempDir(), "data")
+	return api, dir, storage, start(t, dir, storage, api.BaseURL(), "["+alice+"]", "")
+}
+
 // An acknowledgement made on the page is in force at once, decided on the
 // exporter's clock like the file's (news after it reopens it), kept in the
 // state folder across a restart with that decision, and gone for good once
 // withdrawn.
 func TestPageAcknowledgementSurvivesRestart(t *testing.T) {
-	const alice = "alice@example.com"
-	api := testkit.NewStandIn(t, nil)
-	api.AnswerOthers(combolist(1))
-	dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
-	r := start(t, dir, storage, api.BaseURL(), "["+alice+"]", "")
+	api, dir, storage, r := startAlice(t)
 	testkit.AdvanceUntil(t, r.clock, "the first round", 100*time.Millisecond, func() bool { return api.Reads(alice) == 1 })
 
 	if err := r.exp.Acknowledge(alice, "combolist", "Ada", "password reset"); err != nil {
@@ -67,11 +75,7 @@ func TestPageAcknowledgementSurvivesRestart(t *testing.T) {
 
 // A reload of the file keeps the page's acknowledgements in force.
 func TestReloadKeepsPageAcknowledgements(t *testing.T) {
-	const alice = "alice@example.com"
-	api := testkit.NewStandIn(t, nil)
-	api.AnswerOthers(combolist(1))
-	dir, storage := t.TempDir(), filepath.Join(t.TempDir(), "data")
-	r := start(t, dir, storage, api.BaseURL(), "["+alice+"]", "")
+	_, _, _, r := startAlice(t)
 	if err := r.exp.Acknowledge(alice, "", "Ada", ""); err != nil {
 		t.Fatal(err)
 	}
