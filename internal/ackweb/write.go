@@ -127,17 +127,16 @@ func (h *Handler) acknowledge(wr writer, q request) (Row, *refusal) {
 		return Row{}, h.count(refuse(http.StatusInternalServerError, "failed", "the acknowledgement could not be saved; see the exporter's log"))
 	}
 	h.audit(wr, "acknowledge", e.Label, q)
-	e, _ = h.find(e.Label)
-	row := Row{Address: e.Label, Account: e.Address.AccountName(), Source: q.Source}
-	for _, r := range rowsOf(&e, h.o.Config.Load().Acknowledgements) {
-		if r.Source == q.Source {
-			row = r
+	// The row as it is now in force: the feed's, or for every feed the
+	// address's row of that entry.
+	if e, ok = h.find(e.Label); ok {
+		for _, r := range acknowledgedRows(&e, h.o.Config.Load().Acknowledgements) {
+			if r.Source == q.Source || r.Acknowledgement.Source == q.Source {
+				return r, nil
+			}
 		}
 	}
-	if row.Acknowledgement == nil {
-		row.Acknowledgement = ackOf(&e, h.o.Config.Load().Acknowledgements, q.Source)
-	}
-	return row, nil
+	return Row{Address: e.Label, Account: e.Address.AccountName(), Source: q.Source}, nil
 }
 
 // withdraw removes the page's acknowledgement of q.
