@@ -16,7 +16,6 @@ import (
 
 	"github.com/go-kit/log"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/breach-exporter/breach_exporter/internal/ackweb"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
@@ -94,34 +93,30 @@ func (f *fixture) postJSON(body, user string) *httptest.ResponseRecorder {
 }
 
 func (f *fixture) refused(reason string) float64 {
-	return testutil.ToFloat64(f.counter("breach_exporter_acknowledgement_writes_refused_total", "reason", reason))
+	return f.counter("breach_exporter_acknowledgement_writes_refused_total", reason)
 }
 
 func (f *fixture) changes(action string) float64 {
-	return testutil.ToFloat64(f.counter("breach_exporter_acknowledgement_changes_total", "action", action))
+	return f.counter("breach_exporter_acknowledgement_changes_total", action)
 }
 
-// counter finds a series in the registry.
-func (f *fixture) counter(name, label, value string) prometheus.Collector {
+// counter is the value of the series of the counter name whose one label
+// has value.
+func (f *fixture) counter(name, value string) float64 {
 	f.t.Helper()
 	mfs, err := f.reg.Gather()
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
 		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == value {
-				g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
-				g.Set(m.GetCounter().GetValue())
-				return g
+			if mf.GetName() == name && m.GetLabel()[0].GetValue() == value {
+				return m.GetCounter().GetValue()
 			}
 		}
 	}
-	f.t.Fatalf("no series %s{%s=%q}", name, label, value)
-	return nil
+	f.t.Fatalf("no series %s with the label value %q", name, value)
+	return 0
 }
 
 // list is GET of the API.
