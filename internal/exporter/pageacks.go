@@ -4,6 +4,7 @@ package exporter
 
 import (
 	"slices"
+	"time"
 
 	"github.com/go-kit/log/level"
 
@@ -38,7 +39,7 @@ func (e *Exporter) withPage(bundle *config.Bundle) *config.Bundle {
 // state folder before it is in force and before this returns.
 func (e *Exporter) Acknowledge(email, source, by, comment string) error {
 	entry := acknowledge.Entry{Address: email, Source: source, By: by, Comment: comment,
-		HandledAt: e.clock.Now().UTC().Truncate(1e9), Page: true}
+		HandledAt: e.clock.Now().UTC().Truncate(time.Second), Page: true}
 	if err := entry.Check(e.clock.Now()); err != nil {
 		return err
 	}
