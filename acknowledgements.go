@@ -20,6 +20,8 @@ func externalURL(s string) (string, error) { return ackweb.PageURL(s) }
 // authentication that --web.config.file and the flags give writes, and
 // the series of its URL.
 func newAcknowledgements(o *options, exp *exporter.Exporter, reg prometheus.Registerer, logger log.Logger) (http.Handler, error) {
+	// Read here to warn at the start; the page reads it again at every
+	// authentication, as the toolkit does.
 	auth, err := ackweb.ReadWebConfig(*o.webFlags.WebConfigFile)
 	if err != nil {
 		return nil, err
@@ -39,7 +41,7 @@ func newAcknowledgements(o *options, exp *exporter.Exporter, reg prometheus.Regi
 		return nil, err
 	}
 	return ackweb.New(ackweb.Options{
-		Watchlist: exp.Watchlist(), Config: exp.Config(), Store: exp, Write: o.ackWrite, Auth: auth,
+		Watchlist: exp.Watchlist(), Config: exp.Config(), Store: exp, Write: o.ackWrite, Auth: auth, WebConfigFile: *o.webFlags.WebConfigFile,
 		Registerer: reg, Logger: log.With(logger, "component", "acknowledgements"),
 	})
 }

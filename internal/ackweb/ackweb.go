@@ -68,7 +68,13 @@ type Options struct {
 	Store     Store
 	// Write is --web.enable-acknowledgements.
 	Write bool
-	Auth  Auth
+	// Auth is how writers are authenticated. With WebConfigFile set, its
+	// BasicAuth and ClientCerts are read from that file (ReadWebConfig) at
+	// every authentication, as exporter-toolkit reads it at every request:
+	// a web config that drops its users stops the toolkit's password check
+	// at once, and must stop the page trusting the user name at once too.
+	Auth          Auth
+	WebConfigFile string
 	// WriteRate (per second) and WriteBurst bound the writes; 0 takes the
 	// defaults.
 	WriteRate  float64

@@ -45,10 +45,7 @@ func (a Auth) Any() bool {
 
 // ReadWebConfig returns the Auth that the exporter-toolkit web config at
 // path ("" for none) gives: whether it has basic_auth_users and whether it
-// requires verified client certificates. The toolkit reads the file again
-// for each connection; a change that removes the users takes effect for
-// the toolkit at once and here at the next start, so this reads it at the
-// start and the page refuses writes while it read no users.
+// requires verified client certificates.
 func ReadWebConfig(path string) (Auth, error) {
 	if path == "" {
 		return Auth{}, nil
@@ -88,6 +85,23 @@ func ParseProxies(list string) ([]netip.Prefix, error) {
 		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
 	}
 	return out, nil
+}
+
+// auth is the Auth in force for a request: Options.Auth, with what the
+// web config says now. A web config that cannot be read trusts neither
+// basic auth nor certificates (the toolkit then refuses the request
+// anyway).
+func (h *Handler) auth() Auth {
+	a := h.o.Auth
+	if h.o.WebConfigFile == "" {
+		return a
+	}
+	wc, err := ReadWebConfig(h.o.WebConfigFile)
+	if err != nil {
+		wc = Auth{}
+	}
+	a.BasicAuth, a.ClientCerts = wc.BasicAuth, wc.ClientCerts
+	return a
 }
 
 // Errors of user, each a refusal's reason.

@@ -101,7 +101,7 @@ func (h *Handler) writeToken(w http.ResponseWriter, r *http.Request) (token, use
 	if !h.o.Write {
 		return "", "", "Writing acknowledgements is off (--web.enable-acknowledgements): this page only shows them."
 	}
-	user, _, err := h.o.Auth.user(r)
+	user, _, err := h.auth().user(r)
 	if err != nil {
 		return "", "", "You cannot acknowledge here: " + err.Error()
 	}

@@ -21,8 +21,9 @@ import (
 
 // Behind exporter-toolkit with basic_auth_users, as the exporter serves
 // it: no credentials and a wrong password never reach the handler (401);
-// the right ones write. ReadWebConfig sees the users, which is what lets
-// the handler trust the basic-auth user name.
+// the right ones write. The handler reads the web config as the toolkit
+// does, at every request: once the users are gone, a user name is no
+// longer trusted.
 func TestToolkitChecksPasswords(t *testing.T) {
 	hash, err := bcrypt.GenerateFromPassword([]byte("right"), bcrypt.MinCost)
 	if err != nil {
@@ -34,7 +35,7 @@ func TestToolkitChecksPasswords(t *testing.T) {
 	if err != nil || !auth.BasicAuth || auth.ClientCerts {
 		t.Fatalf("ReadWebConfig = %+v, %v; want basic auth", auth, err)
 	}
-	f := newFixture(t, "", ackweb.Options{Write: true, Auth: auth})
+	f := newFixture(t, "", ackweb.Options{Write: true, WebConfigFile: webConfig})
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -78,6 +79,12 @@ func TestToolkitChecksPasswords(t *testing.T) {
 	}
 	if got := post("oncall", "right"); got != http.StatusCreated {
 		t.Errorf("right password: %d, want 201", got)
+	}
+	// Without users the toolkit checks no password: the page must no
+	// longer take the request's user name as authenticated.
+	testkit.WriteFile(t, webConfig, "{}\n")
+	if got := post("mallory", "anything"); got != http.StatusUnauthorized {
+		t.Errorf("after the users were removed from the web config: %d, want 401", got)
 	}
 }
 

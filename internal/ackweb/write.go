@@ -45,7 +45,7 @@ func (h *Handler) guard(r *http.Request, check func(*http.Request, string) *refu
 		h.refused.WithLabelValues(ref.reason).Inc()
 		return writer{}, ref
 	}
-	user, how, _ := h.o.Auth.user(r)
+	user, how, _ := h.auth().user(r)
 	return writer{user: user, how: how, remote: r.RemoteAddr}, nil
 }
 
@@ -58,7 +58,7 @@ func (h *Handler) admit(r *http.Request, check func(*http.Request, string) *refu
 	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
 		return refuse(http.StatusForbidden, "cross_site", "a request from another site cannot write acknowledgements")
 	}
-	user, _, err := h.o.Auth.user(r)
+	user, _, err := h.auth().user(r)
 	switch {
 	case errors.Is(err, errUntrustedProxy):
 		return refuse(http.StatusForbidden, "untrusted_proxy", err.Error())
