@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/common/version"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/breach-exporter/breach_exporter/internal/ackweb"
 )
 
 // reloader is the part of the exporter the admin endpoints need.
@@ -78,7 +80,15 @@ func (r *readiness) closingWhileDraining(h http.Handler) http.Handler {
 // newMux serves metrics, the landing page, health, readiness and the
 // reload endpoint. There is no pprof here: this listener is the one
 // Prometheus scrapes.
-func newMux(r reloader, metrics http.Handler, telemetryPath string, ready http.Handler) (*http.ServeMux, error) {
+func newMux(r reloader, metrics http.Handler, telemetryPath string, ready, ack http.Handler) (*http.ServeMux, error) {
+	links := []web.LandingLinks{
+		{Address: telemetryPath, Text: "Metrics"},
+		{Address: "/-/healthy", Text: "Health"},
+		{Address: "/-/ready", Text: "Readiness"},
+	}
+	if ack != nil {
+		links = append(links, web.LandingLinks{Address: ackweb.ListPath, Text: "Acknowledgements"})
+	}
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        name,
 		Description: "Prometheus exporter and alerting bridge for the breach monitoring service",
@@ -86,11 +96,7 @@ func newMux(r reloader, metrics http.Handler, telemetryPath string, ready http.H
 		// exporter-toolkit links /debug/pprof/ by default; nothing serves
 		// it here, so the links would answer 404.
 		Profiling: "false",
-		Links: []web.LandingLinks{
-			{Address: telemetryPath, Text: "Metrics"},
-			{Address: "/-/healthy", Text: "Health"},
-			{Address: "/-/ready", Text: "Readiness"},
-		},
+		Links:     links,
 	})
 	if err != nil {
 		return nil, err
@@ -101,6 +107,11 @@ func newMux(r reloader, metrics http.Handler, telemetryPath string, ready http.H
 	mux.HandleFunc("/-/healthy", ok)
 	mux.Handle("/-/ready", ready)
 	mux.Handle("/-/reload", reloadHandler(r))
+	if ack != nil {
+		for _, path := range ackweb.Paths() {
+			mux.Handle(path, ack)
+		}
+	}
 	if telemetryPath != "/" {
 		mux.Handle("/", landing)
 	}

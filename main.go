@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web/kingpinflag"
 
 	"github.com/breach-exporter/breach_exporter/collector"
+	"github.com/breach-exporter/breach_exporter/internal/ackweb"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/exporter"
 	"github.com/breach-exporter/breach_exporter/internal/listen"
@@ -78,6 +79,10 @@ type options struct {
 	webFlags                                                        *web.FlagConfig
 	webMaxReqs, webMaxConns, hookMaxConns, hookPerClient            int
 	snapInterval, shutdownDelay                                     time.Duration
+	// The acknowledgement page (internal/ackweb).
+	ackWrite              bool
+	ackUserHeader, extURL string
+	ackProxies            string
 }
 
 // newApp is the flag table: it parses into o.
@@ -88,6 +93,10 @@ func newApp(o *options, stdout, stderr io.Writer) *kingpin.Application {
 	o.webFlags = kingpinflag.AddFlags(app, ":9799")
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&o.telemetryPath)
 	app.Flag("web.shutdown-delay", "After SIGTERM or SIGINT, how long /-/ready answers 503 while both listeners keep serving, before they close: the time a load balancer or Kubernetes takes to stop sending here. A second signal ends the delay. 0 closes them at once.").Default("0s").DurationVar(&o.shutdownDelay)
+	app.Flag("web.external-url", "The URL under which the exporter's web listener is reachable by people (behind a proxy, its URL there), e.g. https://breach.example.com/. The alerts link to its acknowledgement page through the series breach_exporter_acknowledgement_url_info. Empty: no link.").Default("").StringVar(&o.extURL)
+	app.Flag("web.enable-acknowledgements", "Let authenticated users acknowledge on the page /acknowledge and the API /api/v1/acknowledgements (basic auth or client certificates in --web.config.file, or --web.acknowledgements.user-header). Needs --storage.path. Off: the pages only show the acknowledgements.").BoolVar(&o.ackWrite)
+	app.Flag("web.acknowledgements.user-header", "Header carrying the user an authenticating proxy logged in (e.g. X-Forwarded-User); accepted only on connections from --web.acknowledgements.proxy.").Default("").StringVar(&o.ackUserHeader)
+	app.Flag("web.acknowledgements.proxy", "Addresses or CIDR prefixes, comma-separated, of the authenticating proxies whose --web.acknowledgements.user-header is trusted.").Default("").StringVar(&o.ackProxies)
 	app.Flag("webhook.listen-address", "Address of the separate webhook listener, e.g. :9800. Empty disables the receiver.").Default("").StringVar(&o.hookAddress)
 	app.Flag("webhook.web-config.file", "exporter-toolkit web config (TLS, basic auth) for the webhook listener alone.").Default("").StringVar(&o.hookWebConfig)
 	app.Flag("webhook.path", "Path of the webhook endpoint on the webhook listener.").Default("/webhook").StringVar(&o.hookPath)
@@ -124,6 +133,23 @@ func (o *options) validate() error {
 		return fmt.Errorf("--storage.snapshot-interval must be greater than 0, got %s", o.snapInterval)
 	case o.shutdownDelay < 0:
 		return fmt.Errorf("--web.shutdown-delay must be 0 or more, got %s", o.shutdownDelay)
+	}
+	return o.validateAcknowledgements()
+}
+
+// validateAcknowledgements checks the acknowledgement page's flags.
+func (o *options) validateAcknowledgements() error {
+	if _, err := ackweb.ParseProxies(o.ackProxies); err != nil {
+		return err
+	}
+	if _, err := externalURL(o.extURL); err != nil {
+		return err
+	}
+	switch {
+	case o.ackWrite && o.storagePath == "":
+		return errors.New("--web.enable-acknowledgements needs --storage.path: an acknowledgement made on the page is kept in the state folder")
+	case (o.ackUserHeader == "") != (o.ackProxies == ""):
+		return errors.New("--web.acknowledgements.user-header and --web.acknowledgements.proxy go together: the header is trusted only from the proxy")
 	}
 	return nil
 }
@@ -213,7 +239,11 @@ func start(o *options, logger log.Logger, slogger *slog.Logger) (*program, error
 		ready: &readiness{},
 	}
 	p.runCtx, p.stopRun = context.WithCancel(context.Background())
-	if err := p.buildListeners(exp.MetricsHandler(reg), listenMetrics); err != nil {
+	ack, err := newAcknowledgements(o, exp, reg, logger)
+	if err == nil {
+		err = p.buildListeners(exp.MetricsHandler(reg), ack, listenMetrics)
+	}
+	if err != nil {
 		p.stopRun()
 		if cerr := exp.Close(); cerr != nil {
 			level.Warn(logger).Log("msg", "Closing the state folder failed", "err", cerr)
@@ -227,9 +257,9 @@ func start(o *options, logger log.Logger, slogger *slog.Logger) (*program, error
 // the webhook listener. While the program drains, both answer with
 // Connection: close, so that a keep-alive sender reconnects, through its
 // load balancer, to a replica that stays.
-func (p *program) buildListeners(metrics http.Handler, listenMetrics *listen.Metrics) error {
+func (p *program) buildListeners(metrics, ack http.Handler, listenMetrics *listen.Metrics) error {
 	o := p.o
-	mux, err := newMux(untilShutdown{p.exp, p.runCtx}, metrics, o.telemetryPath, p.ready)
+	mux, err := newMux(untilShutdown{p.exp, p.runCtx}, metrics, o.telemetryPath, p.ready, ack)
 	if err != nil {
 		return fmt.Errorf("landing page: %w", err)
 	}

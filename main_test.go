@@ -77,6 +77,10 @@ func TestConfigProblems(t *testing.T) {
 		{"snapshot interval zero", []string{"--config.file", good, "--storage.snapshot-interval", "0s"}, 2, "--storage.snapshot-interval"},
 		{"missing file", []string{"--config.check", "--config.file", filepath.Join(dir, "nope.yml")}, 1, "nope.yml"},
 		{"bad webhook path", []string{"--config.file", good, "--webhook.listen-address", "127.0.0.1:0", "--webhook.path", "/-/healthy"}, 2, "--webhook.path"},
+		{"acknowledgements without a state folder", []string{"--config.file", good, "--web.enable-acknowledgements", "--storage.path", ""}, 2, "--storage.path"},
+		{"user header without a proxy", []string{"--config.file", good, "--web.acknowledgements.user-header", "X-Forwarded-User"}, 2, "--web.acknowledgements.proxy"},
+		{"proxy that is no address", []string{"--config.file", good, "--web.acknowledgements.user-header", "X-User", "--web.acknowledgements.proxy", "proxy.example"}, 2, "--web.acknowledgements.proxy"},
+		{"relative external URL", []string{"--config.file", good, "--web.external-url", "breach.example.com"}, 2, "--web.external-url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
@@ -94,7 +98,7 @@ func TestConfigProblems(t *testing.T) {
 // The landing page links only what this listener serves: exporter-toolkit
 // adds pprof links by default, and with no pprof handler they answer 404.
 func TestLandingPageHasNoProfilingLinks(t *testing.T) {
-	mux, err := newMux(fakeReloader{}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), "/metrics", &readiness{})
+	mux, err := newMux(fakeReloader{}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), "/metrics", &readiness{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,10 @@ type Entry struct {
 	HandledAt time.Time // everything the feed reported up to this time is handled
 	By        string
 	Comment   string
-	Line      int // of the entry in the file
+	Line      int // of the entry in the file; 0 for one made on the page
+	// Page marks an entry made on the acknowledgement page or its API
+	// (internal/ackweb) rather than written in the file.
+	Page bool
 }
 
 // Set is the acknowledgements in force. The zero Set and a nil *Set hold
@@ -280,6 +283,44 @@ func (s *Set) For(key, source string) (Entry, bool) {
 	return best, found
 }
 
+// WithPage returns the file's entries of s (those made on the page left
+// out) followed by page, each of which must be valid (Check): one set, in
+// which For picks the entry in force by the one rule, the latest
+// handled_at. s is not changed.
+func WithPage(s *Set, page []Entry) *Set {
+	out := &Set{byKey: map[string][]int{}}
+	add := func(e Entry) {
+		k := breach.Key(e.Address)
+		out.byKey[k] = append(out.byKey[k], len(out.entries))
+		out.entries = append(out.entries, e)
+	}
+	for _, e := range s.Entries() {
+		if !e.Page {
+			add(e)
+		}
+	}
+	for _, e := range page {
+		e.Page = true
+		add(e)
+	}
+	return out
+}
+
+// HasPage reports whether s holds an entry made on the page.
+func (s *Set) HasPage() bool {
+	return s != nil && slices.ContainsFunc(s.entries, func(e Entry) bool { return e.Page })
+}
+
+// Check returns what is wrong with an entry made outside the file (the
+// page, its API), read at now, as the file's entries are checked: nil when
+// nothing is.
+func (e Entry) Check(now time.Time) error {
+	if p := e.problems(true, now); len(p) > 0 {
+		return errors.New(strings.Join(p, "; "))
+	}
+	return nil
+}
+
 // Covers decides, on the exporter's clock alone, whether the
 // acknowledgement e covers a feed's current state, and from which moment.
 // loaded is when the exporter first loaded e; changed is when it first saw
@@ -331,9 +372,14 @@ func (s *Set) ForAddress(key string) []Entry {
 func (s *Set) Unwatched(watched func(key string) bool) []error {
 	var out []error
 	for _, e := range s.Entries() {
-		if !watched(breach.Key(e.Address)) {
+		// A page's entry was made for a watched address and has no line.
+		if !e.Page && !watched(breach.Key(e.Address)) {
 			out = append(out, fmt.Errorf("line %d: the entry's address is not watched", e.Line))
 		}
 	}
 	return capped(out, "entries for addresses not watched")
 }
+
+// ErrPageFull is the refusal of one more acknowledgement made on the page
+// than the state folder keeps (persist.MaxPageEntries).
+var ErrPageFull = errors.New("the page holds as many acknowledgements as it keeps; withdraw some, or write them in the file")

@@ -242,3 +242,30 @@ func TestCovers(t *testing.T) {
 		}
 	}
 }
+
+// The page's entries merge with the file's by the one rule, the latest
+// handled_at in force; a new merge replaces the page's entries, never the
+// file's.
+func TestWithPage(t *testing.T) {
+	now := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	file, err := Parse([]byte("acknowledgements:\n  - address: alice@example.com\n    source: combolist\n    handled_at: 2026-11-27T00:00:00Z\n    by: file\n"), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := []Entry{{Address: "Alice@example.com", Source: "combolist", HandledAt: now, By: "page"}}
+	merged := WithPage(file, page)
+	if got, ok := merged.For("alice@example.com", "combolist"); !ok || got.By != "page" || !got.Page {
+		t.Errorf("in force %+v, want the page's later entry", got)
+	}
+	if !merged.HasPage() || file.HasPage() {
+		t.Error("HasPage: want the merge to hold the page's entry and the file's set none")
+	}
+	again := WithPage(merged, nil)
+	if got, _ := again.For("alice@example.com", "combolist"); got.By != "file" || again.HasPage() || len(again.Entries()) != 1 {
+		t.Errorf("after the page's entry is gone, in force %+v of %d, want the file's alone", got, len(again.Entries()))
+	}
+	early := WithPage(file, []Entry{{Address: "alice@example.com", Source: "combolist", HandledAt: now.Add(-72 * time.Hour), By: "page"}})
+	if got, _ := early.For("alice@example.com", "combolist"); got.By != "file" {
+		t.Errorf("in force %+v, want the file's later entry", got)
+	}
+}

@@ -168,6 +168,27 @@ func (s *stack) checkDelivery(t *testing.T, d delivery) {
 	if err := checkAnnotations(d.annotations); err != nil {
 		t.Errorf("%s: %v", what, err)
 	}
+	s.checkAcknowledgeURL(t, what, d)
+}
+
+// checkAcknowledgeURL follows BreachCredentialsExposed's link to the
+// acknowledgement page (--web.external-url is the exporter's own address):
+// the page of the alert's address label and feed answers.
+func (s *stack) checkAcknowledgeURL(t *testing.T, what string, d delivery) {
+	t.Helper()
+	if d.labels["alertname"] != "BreachCredentialsExposed" {
+		return
+	}
+	want := "http://" + s.webAddr + "/acknowledge?address=" + url.QueryEscape(d.labels["address"]) + "&source=" + url.QueryEscape(d.labels["source"])
+	if got := d.annotations["acknowledge_url"]; got != want {
+		t.Errorf("%s: acknowledge_url %q, want %q", what, got, want)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), httpTimeout)
+	defer cancel()
+	if err := getOK(ctx, want); err != nil {
+		t.Errorf("%s: the acknowledgement page: %v", what, err)
+	}
 }
 
 // checkAnnotations finds missing annotations and templates that failed:

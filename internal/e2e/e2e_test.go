@@ -154,6 +154,7 @@ func (s *stack) tryStartExporter(ctx context.Context, t *testing.T, name string)
 		"--config.file="+s.exporterFile,
 		"--web.listen-address="+s.webAddr,
 		"--webhook.listen-address="+s.hookAddr,
+		"--web.external-url=http://"+s.webAddr+"/",
 		"--storage.path="+s.storageDir(),
 		"--storage.snapshot-interval="+snapshotInterval)
 	s.mu.Lock()

@@ -22,6 +22,7 @@ import (
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
 	"github.com/breach-exporter/breach_exporter/collector"
+	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/addrfile"
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
@@ -87,6 +88,9 @@ type Exporter struct {
 	addresses    map[string]*addrfile.Source // by account
 	addressWatch *filewatch.Watcher
 	syncing      sync.Mutex
+	// page are the acknowledgements made on the page (pageacks.go), in
+	// force merged with the file's; guarded by syncing.
+	page []acknowledge.Entry
 
 	// reloading holds a token while a reload runs, so reloads never race;
 	// a channel, so that a caller waiting for its turn can give up.
@@ -236,6 +240,11 @@ func (e *Exporter) openState(bundle *config.Bundle) (*persist.State, error) {
 // holds and the config no longer allows. The address files are read first:
 // their addresses are watched from the first scrape on.
 func (e *Exporter) restore(bundle *config.Bundle, saved *persist.State) error {
+	if e.folder != nil {
+		e.page = e.folder.LoadPage(e.clock.Now())
+		bundle = e.withPage(bundle)
+		e.config.Store(bundle)
+	}
 	if saved != nil {
 		e.watchlist.Restore(saved.Watchlist, e.clock.Now())
 	}
@@ -862,12 +871,15 @@ func (e *Exporter) reload() error {
 		level.Error(e.logger).Log("msg", "Config reload failed; keeping the previous config", "err", err)
 		return err
 	}
-	e.config.Store(bundle)
 	if section := storeSection(bundle); section != e.storeAtStart {
 		level.Warn(e.logger).Log("msg", "The store section changed; the change takes effect at the next restart, the store in use stays")
 	}
 	e.files.Watch(watchedFiles(bundle)...)
 	e.syncing.Lock()
+	// Under syncing, so that a change on the page is either in the bundle
+	// merged here or made on it after.
+	bundle = e.withPage(bundle)
+	e.config.Store(bundle)
 	e.watchAddresses(bundle)
 	e.readAddresses(bundle)
 	e.syncWatchlist(bundle)

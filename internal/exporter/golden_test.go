@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/breach-exporter/breach_exporter/collector"
+	"github.com/breach-exporter/breach_exporter/internal/ackweb"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/golden"
@@ -180,9 +181,26 @@ func goldenExposition(t *testing.T, name string, webhook bool, state func(*testi
 	}
 	// Close stops the journal's writer and releases the folder's lock.
 	t.Cleanup(func() { e.Close() })
+	serveAcknowledgements(t, reg, e)
 	state(t, e)
 	// The address files' label holds the temporary directory's path.
 	return normalise(strings.ReplaceAll(testkit.ScrapeText(t, e.MetricsHandler(reg)), dir, "/etc/breach_exporter"))
+}
+
+// serveAcknowledgements builds the acknowledgement page as main does, with
+// --web.external-url set, so that its series are served as in production.
+func serveAcknowledgements(t *testing.T, reg *prometheus.Registry, e *Exporter) {
+	t.Helper()
+	page, err := ackweb.PageURL("https://breach.example.com/")
+	if err == nil {
+		err = ackweb.RegisterURL(reg, page)
+	}
+	if err == nil {
+		_, err = ackweb.New(ackweb.Options{Watchlist: e.Watchlist(), Config: e.Config(), Store: e, Registerer: reg})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // openListeners opens main's listeners on loopback, with their connection

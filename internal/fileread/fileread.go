@@ -41,6 +41,10 @@ const (
 	// nodes it costs about 30 times its size: a file at the limit allocated
 	// 115 MB (measured), within the 384 MiB the examples give the process.
 	MaxAcknowledgementsBytes = 4 << 20
+	// MaxPageAcknowledgementsBytes bounds the state folder's file of the
+	// acknowledgements made on the page (internal/persist): at most
+	// 10,000 entries of about 600 bytes.
+	MaxPageAcknowledgementsBytes = 8 << 20
 	// MaxWebConfigBytes bounds an exporter-toolkit web config file (TLS
 	// settings and basic-auth users with their bcrypt hashes).
 	MaxWebConfigBytes = 1 << 20

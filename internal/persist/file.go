@@ -169,7 +169,13 @@ func Encode(st State, now time.Time) ([]byte, error) {
 	for i, s := range st.Seen {
 		f.Seen[i] = seenV1{Digest: hex.EncodeToString(s.Digest[:]), At: s.At}
 	}
-	body, err := json.Marshal(f)
+	return framed(f)
+}
+
+// framed is v as JSON after the line with its SHA-256: the shape of every
+// file of the state folder but the journal.
+func framed(v any) ([]byte, error) {
+	body, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
@@ -180,29 +186,39 @@ func Encode(st State, now time.Time) ([]byte, error) {
 	return append(out, body...), nil
 }
 
-// Decode reads a snapshot file's bytes. Any damage, an unknown version or a
-// value outside what the exporter itself would have written is an error:
-// the file is refused whole.
-func Decode(data []byte) (State, error) {
+// unframed checks the checksum line of a framed file and returns its JSON
+// and the version it names, which is between 1 and newest.
+func unframed(data []byte, newest int) ([]byte, int, error) {
 	head, body, ok := bytes.Cut(data, []byte("\n"))
 	if !ok || len(head) != 2*sha256.Size {
-		return State{}, errors.New("no checksum line: not a snapshot, or truncated")
+		return nil, 0, errors.New("no checksum line: not a state folder file, or truncated")
 	}
 	var want [sha256.Size]byte
 	if _, err := hex.Decode(want[:], head); err != nil {
-		return State{}, errors.New("the checksum line is not hexadecimal")
+		return nil, 0, errors.New("the checksum line is not hexadecimal")
 	}
 	if sha256.Sum256(body) != want {
-		return State{}, errors.New("checksum mismatch: truncated or damaged")
+		return nil, 0, errors.New("checksum mismatch: truncated or damaged")
 	}
 	var probe struct {
 		Version int `json:"version"`
 	}
 	if err := json.Unmarshal(body, &probe); err != nil {
-		return State{}, fmt.Errorf("not JSON: %w", err)
+		return nil, 0, fmt.Errorf("not JSON: %w", err)
 	}
-	if probe.Version < 1 || probe.Version > version {
-		return State{}, fmt.Errorf("version %d, this exporter reads versions 1 to %d", probe.Version, version)
+	if probe.Version < 1 || probe.Version > newest {
+		return nil, 0, fmt.Errorf("version %d, this exporter reads versions 1 to %d", probe.Version, newest)
+	}
+	return body, probe.Version, nil
+}
+
+// Decode reads a snapshot file's bytes. Any damage, an unknown version or a
+// value outside what the exporter itself would have written is an error:
+// the file is refused whole.
+func Decode(data []byte) (State, error) {
+	body, _, err := unframed(data, version)
+	if err != nil {
+		return State{}, err
 	}
 	var f fileV1
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -399,8 +415,8 @@ func (a addressV1) validate() error {
 // any moment leaves either the old complete file or the new one. The
 // temporary file's name is fixed: one process writes in a folder at a
 // time (its lock).
-func write(root *os.Root, data []byte) error {
-	const tmp = FileName + ".tmp"
+func write(root *os.Root, name string, data []byte) error {
+	tmp := name + ".tmp"
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
@@ -417,7 +433,7 @@ func write(root *os.Root, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := root.Rename(tmp, FileName); err != nil {
+	if err := root.Rename(tmp, name); err != nil {
 		return err
 	}
 	// The rename is durable only once the folder's entry is.

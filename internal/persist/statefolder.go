@@ -155,7 +155,7 @@ func (s *Folder) save(data []byte, err error, start, now time.Time) error {
 		err = &fileread.TooLargeError{Limit: fileread.MaxSnapshotBytes}
 	}
 	if err == nil {
-		err = write(s.folder.root, data)
+		err = write(s.folder.root, FileName, data)
 	}
 	if err == nil {
 		err = s.folder.check()
