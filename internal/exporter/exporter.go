@@ -160,6 +160,7 @@ func New(o Options) (_ *Exporter, err error) {
 		if e.replicas, err = newReplicas(bundle, o.Registerer, log.With(e.logger, "component", "store"), e.watchlist, e.config); err != nil {
 			return nil, err
 		}
+		e.replicas.sync.resynced = e.resyncWatchlist
 	}
 	var saved *persist.State
 	persistLogger := log.With(e.logger, "component", "persist")

@@ -6,7 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -57,20 +57,6 @@ const (
 	forwardRetryMax = 5 * time.Second
 )
 
-// outcomeEvent is the data of every event but an alert's (whose form is
-// the journal record's, persist.EncodeAlert).
-type outcomeEvent struct {
-	Account   string               `json:"account"`
-	Key       string               `json:"key,omitempty"`
-	Sent      time.Time            `json:"sent,omitzero"`
-	At        time.Time            `json:"at,omitzero"`
-	State     string               `json:"state,omitempty"`
-	Sources   []breach.SourceState `json:"sources,omitempty"`
-	Plan      string               `json:"plan,omitempty"`
-	Up        bool                 `json:"up,omitempty"`
-	RateLimit *breach.RateLimit    `json:"rate_limit,omitempty"`
-}
-
 // replicas is the exporter's side of the store: it publishes outcomes
 // (scheduler.Outcomes), forwards accepted alerts, applies the stream and
 // writes checkpoints.
@@ -98,8 +84,10 @@ type replicas struct {
 	backlog   []forwarded
 	wake      chan struct{}
 	waiting   prometheus.Gauge
-	dropped   prometheus.Counter // events that could not be applied
-	published prometheus.Counter // outcomes applied locally only: the store did not take them
+	dropped   prometheus.Counter // events and checkpoints that could not be applied
+	published prometheus.Counter // outcomes the store did not take: applied nowhere
+
+	sync convergence // converge.go
 }
 
 type forwarded struct {
@@ -132,14 +120,15 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "breach_exporter_store_events_invalid_total",
-			Help: "Events from the store that could not be applied (not in a form this version writes).",
+			Help: "Events and checkpoints from the store skipped: over their size bound, not in a form this version reads, or failing its checks (an unknown kind or a later version included).",
 		}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "breach_exporter_store_publish_failures_total",
-			Help: "API outcomes the store did not take: applied on this replica only.",
+			Help: "API outcomes the store did not take: applied on no replica, so that all stay alike; the address is read again.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{r.waiting, r.dropped, r.published} {
+	r.sync.init()
+	for _, c := range append([]prometheus.Collector{r.waiting, r.dropped, r.published}, r.sync.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -159,67 +148,8 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 	return r, nil
 }
 
-// start picks the state to start from: the store's checkpoint when it is
-// newer than the local snapshot (local may be nil), else the local one.
-func (r *replicas) start(local *persist.State) *persist.State {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	data, id, ok, err := r.shared.Checkpoint(ctx)
-	switch {
-	case err != nil:
-		level.Warn(r.logger).Log("msg", "The store did not answer at start; starting from this replica's own snapshot and catching up once it is back", "err", err)
-	case ok && (local == nil || sharedstore.After(id, local.Stream)):
-		st, err := persist.Decode(data)
-		if err != nil {
-			level.Warn(r.logger).Log("msg", "The store's checkpoint cannot be read; starting from this replica's own snapshot", "err", err)
-			break
-		}
-		st.Stream = id
-		if local != nil {
-			// The per-replica parts stay this replica's.
-			st.Webhook, st.Journal = local.Webhook, local.Journal
-		} else {
-			st.Webhook, st.Journal = breach.WebhookCounts{}, 0
-		}
-		level.Info(r.logger).Log("msg", "Starting from the store's checkpoint", "addresses", len(st.Watchlist.Entries))
-		return &st
-	}
-	return local
-}
-
-// catchUp applies the events after the start state's, up to the newest,
-// before anything serves; a store that does not answer leaves them to
-// Follow.
-func (r *replicas) catchUp(after string) {
-	r.last = after
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	until, err := r.shared.Last(ctx)
-	if err != nil {
-		return
-	}
-	n := 0
-	if _, err := r.shared.Read(ctx, r.last, until, func(ev sharedstore.Event) { r.apply(ev); n++ }); err != nil {
-		level.Warn(r.logger).Log("msg", "Could not read all events after the start state; the rest follow once the store answers", "err", err)
-	}
-	level.Info(r.logger).Log("msg", "Caught up with the store", "events", n)
-}
-
-// run follows the stream and forwards alerts until ctx ends.
-func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
-	r.applying.Lock()
-	after := r.last
-	r.applying.Unlock()
-	if after == "" {
-		after = "0-0"
-	}
-	wg.Add(3)
-	go func() { defer wg.Done(); r.shared.Run(ctx) }()
-	go func() { defer wg.Done(); r.shared.Follow(ctx, after, r.apply) }()
-	go func() { defer wg.Done(); r.forward(ctx) }()
-}
-
-// apply applies one event of the stream.
+// apply applies one event of the stream, checked first like an API
+// answer: one that fails is skipped and counted, and the state stays.
 func (r *replicas) apply(ev sharedstore.Event) {
 	r.applying.Lock()
 	defer r.applying.Unlock()
@@ -227,12 +157,18 @@ func (r *replicas) apply(ev sharedstore.Event) {
 		return // already applied (catch-up and Follow may overlap)
 	}
 	r.last = ev.ID
+	if len(ev.Data) > maxEventBytes {
+		// Before anything decodes it: the bound is on what is held.
+		r.invalid(ev, fmt.Errorf("%d bytes, more than the %d an event may have", len(ev.Data), maxEventBytes))
+		return
+	}
+	now := time.Now()
 	if ev.Kind == eventAlert {
 		a, ok := r.mine[ev.ID]
 		delete(r.mine, ev.ID)
 		if !ok || ev.Origin != r.name {
 			var err error
-			if a, err = persist.DecodeAlert(ev.Data); err != nil {
+			if a, err = decodeAlert(ev.Data, now); err != nil {
 				r.invalid(ev, err)
 				return
 			}
@@ -242,12 +178,26 @@ func (r *replicas) apply(ev sharedstore.Event) {
 		}
 		return
 	}
-	var o outcomeEvent
-	if err := json.Unmarshal(ev.Data, &o); err != nil {
+	if !knownOutcome(ev.Kind) {
+		// A later release's, during a rolling upgrade: the state it
+		// carried comes with the next checkpoint or read.
+		r.invalid(ev, errors.New("an unknown kind"))
+		return
+	}
+	o, err := decodeOutcome(ev.Kind, ev.Data, now)
+	if err != nil {
 		r.invalid(ev, err)
 		return
 	}
 	r.applyOutcome(ev.Kind, o)
+}
+
+func knownOutcome(kind string) bool {
+	switch kind {
+	case eventAnswered, eventFailed, eventDropped, eventAccount, eventRateLimit:
+		return true
+	}
+	return false
 }
 
 func (r *replicas) applyOutcome(kind string, o outcomeEvent) {
@@ -264,23 +214,22 @@ func (r *replicas) applyOutcome(kind string, o outcomeEvent) {
 	case eventAccount:
 		w.SetAccount(o.Account, o.Plan, o.Up)
 	case eventRateLimit:
-		if o.RateLimit != nil {
-			w.SetRateLimit(o.Account, *o.RateLimit)
-		}
+		w.SetRateLimit(o.Account, *o.RateLimit)
 	}
-	// An unknown kind is a newer replica's, during a rolling upgrade: it
-	// is skipped, and the state it carried comes with the next read.
 }
 
 func (r *replicas) invalid(ev sharedstore.Event, err error) {
 	r.dropped.Inc()
-	level.Warn(r.logger).Log("msg", "Skipped an event from the store that this version cannot apply", "kind", ev.Kind, "id", ev.ID, "err", err)
+	level.Warn(r.logger).Log("msg", "Skipped an event from the store that this version cannot apply", "kind", breach.LabelValue(ev.Kind, breach.MaxValueBytes), "id", breach.LabelValue(ev.ID, breach.MaxValueBytes), "err", err)
 }
 
-// publish passes an outcome to the store; when the store does not take
-// it, this replica applies it alone, so it serves no less than it knows.
+// publish passes an outcome to the store. One the store does not take is
+// applied nowhere, this replica included: a state only one replica holds
+// is not the cluster's, and no checkpoint may carry it. The address stays
+// due and is read again; an outcome the store took though its answer was
+// lost comes back with the stream.
 func (r *replicas) publish(kind string, o outcomeEvent) {
-	data, err := json.Marshal(o)
+	data, err := encodeOutcome(o)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err = r.shared.Publish(ctx, kind, data)
@@ -290,10 +239,7 @@ func (r *replicas) publish(kind string, o outcomeEvent) {
 		}
 	}
 	r.published.Inc()
-	level.Debug(r.logger).Log("msg", "The store did not take an API outcome; applied on this replica only", "err", err)
-	r.applying.Lock()
-	r.applyOutcome(kind, o)
-	r.applying.Unlock()
+	level.Debug(r.logger).Log("msg", "The store did not take an API outcome; no replica applies it, and the address is read again", "err", err)
 }
 
 // The scheduler's Outcomes.
@@ -468,47 +414,4 @@ func (r *replicas) keepMine(batch []forwarded, ids []string) {
 		}
 		r.mine[id] = batch[i].alert
 	}
-}
-
-// Checkpoints.
-
-// take calls f with the state after a whole event, and returns the ID of
-// that event.
-func (r *replicas) take(f func()) string {
-	r.applying.Lock()
-	defer r.applying.Unlock()
-	f()
-	return r.last
-}
-
-// checkpoint writes data, the encoded state after event id, as the
-// store's checkpoint unless it holds a later one. It holds this replica's
-// snapshot whole: a start takes the shared state from it and keeps its own
-// per-replica parts (the receiver's counts, the journal's point).
-func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error {
-	if id == "" {
-		return nil
-	}
-	_, err := r.shared.SaveCheckpoint(ctx, data, id)
-	return err
-}
-
-// checkpointBehind reports whether the store's checkpoint is missing or
-// holds less of the stream than this replica's state: the store restarted
-// empty, or the last write failed. A state that did not change is written
-// again only then, so that a replica that starts finds it.
-func (r *replicas) checkpointBehind() bool {
-	if r == nil {
-		return false
-	}
-	r.applying.Lock()
-	last := r.last
-	r.applying.Unlock()
-	if last == "" {
-		return false // nothing to checkpoint yet
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	id, ok, err := r.shared.CheckpointID(ctx)
-	return err == nil && (!ok || sharedstore.After(last, id))
 }

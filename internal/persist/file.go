@@ -183,7 +183,16 @@ func Encode(st State, now time.Time) ([]byte, error) {
 // Decode reads a snapshot file's bytes. Any damage, an unknown version or a
 // value outside what the exporter itself would have written is an error:
 // the file is refused whole.
-func Decode(data []byte) (State, error) {
+func Decode(data []byte) (State, error) { return decode(data, true) }
+
+// DecodeShared reads a checkpoint from the shared store, which replicas of
+// the next release write too during a rolling upgrade: members this
+// version does not know are ignored, and a later version is read as this
+// one (a later release that changes what a member means renames it). The
+// values are checked as Decode checks them.
+func DecodeShared(data []byte) (State, error) { return decode(data, false) }
+
+func decode(data []byte, strict bool) (State, error) {
 	head, body, ok := bytes.Cut(data, []byte("\n"))
 	if !ok || len(head) != 2*sha256.Size {
 		return State{}, errors.New("no checksum line: not a snapshot, or truncated")
@@ -201,15 +210,18 @@ func Decode(data []byte) (State, error) {
 	if err := json.Unmarshal(body, &probe); err != nil {
 		return State{}, fmt.Errorf("not JSON: %w", err)
 	}
-	if probe.Version < 1 || probe.Version > version {
+	if probe.Version < 1 || probe.Version > version && strict {
 		return State{}, fmt.Errorf("version %d, this exporter reads versions 1 to %d", probe.Version, version)
 	}
 	var f fileV1
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(&f); err != nil {
 		return State{}, fmt.Errorf("decoding: %w", err)
 	}
+	f.Version = min(f.Version, version)
 	return f.state()
 }
 

@@ -366,48 +366,6 @@ func (s *Client) Release(ctx context.Context, scope, item string, readyIn time.D
 	return nil
 }
 
-// Checkpoint returns the newest checkpoint saved and the ID of the last
-// event it holds; ok is false when there is none.
-func (s *Client) Checkpoint(ctx context.Context) (data []byte, id string, ok bool, err error) {
-	vals, err := s.rdb.HMGet(ctx, s.key("checkpoint"), "id", "data").Result()
-	if err = s.outcome(ctx, "checkpoint", err); err != nil {
-		return nil, "", false, fmt.Errorf("store: checkpoint: %w", err)
-	}
-	id, okID := vals[0].(string)
-	raw, okData := vals[1].(string)
-	if !okID || !okData {
-		return nil, "", false, nil
-	}
-	return []byte(raw), id, true, nil
-}
-
-// CheckpointID returns the ID of the last event the newest checkpoint
-// holds, without its data; ok is false when there is none.
-func (s *Client) CheckpointID(ctx context.Context) (id string, ok bool, err error) {
-	id, err = s.rdb.HGet(ctx, s.key("checkpoint"), "id").Result()
-	if err = s.outcome(ctx, "checkpoint", err); err != nil {
-		if errors.Is(err, redis.Nil) {
-			return "", false, nil
-		}
-		return "", false, fmt.Errorf("store: checkpoint: %w", err)
-	}
-	return id, true, nil
-}
-
-// SaveCheckpoint stores data as the state after event id, unless the
-// checkpoint stored already holds a later event; it reports whether it
-// stored it.
-func (s *Client) SaveCheckpoint(ctx context.Context, data []byte, id string) (bool, error) {
-	if _, _, ok := parseID(id); !ok {
-		return false, fmt.Errorf("store: checkpoint: %q is not a stream ID", id)
-	}
-	saved, err := saveCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint")}, id, data).Int64()
-	if err = s.outcome(ctx, "checkpoint", err); err != nil {
-		return false, fmt.Errorf("store: checkpoint: %w", err)
-	}
-	return saved == 1, nil
-}
-
 // parseID splits a stream ID into its milliseconds and sequence number.
 func parseID(id string) (ms, seq uint64, ok bool) {
 	a, b, found := strings.Cut(id, "-")

@@ -83,21 +83,3 @@ for i = 1, #KEYS - 1 do
 end
 return out
 `)
-
-// saveCheckpointScript: KEYS checkpoint hash; ARGV id, data. Stream IDs
-// compare as (milliseconds, sequence) pairs of numbers: as strings
-// "9-0" would sort after "10-0".
-var saveCheckpointScript = redis.NewScript(`
-local nm, ns = string.match(ARGV[1], '^(%d+)%-(%d+)$')
-if not nm then return redis.error_reply('not a stream ID') end
-local cur = redis.call('HGET', KEYS[1], 'id')
-if cur then
-  local cm, cs = string.match(cur, '^(%d+)%-(%d+)$')
-  if cm then
-    nm, ns, cm, cs = tonumber(nm), tonumber(ns), tonumber(cm), tonumber(cs)
-    if nm < cm or (nm == cm and ns < cs) then return 0 end
-  end
-end
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'data', ARGV[2])
-return 1
-`)
