@@ -41,8 +41,8 @@ import (
 // Every second (convergeEvery) a replica looks at the store's head (the
 // checkpoint's ID and lineage, the stream's bounds, without any data) and
 //   - without a valid checkpoint (the store restarted empty, or it holds a
-//     forged one): a synced replica writes its own at the next snapshot
-//     tick; one that is not waits while a synced replica says it is alive
+//     forged one): a synced replica writes its own at once; one that is
+//     not waits while a synced replica says it is alive
 //     (MarkSynced), else, after syncedTTL, starts a new lineage from what
 //     it holds: nothing better is left anywhere (a fresh deployment, or a
 //     store that lost everything while no replica held the history);
@@ -90,6 +90,7 @@ type convergence struct {
 	counted      string    // the invalid checkpoint ID counted already
 	follow       followRun
 	behind       atomic.Bool // the store's checkpoint holds less than this synced replica
+	urgent       bool        // ... or is missing, invalid or of an older lineage: written at once
 
 	// resynced syncs the watchlist with the config after a resync
 	// replaced it.
@@ -160,6 +161,9 @@ func (r *replicas) setSynced(synced bool) {
 // when the store has none or does not answer. Then the replica is not
 // synced: its rounds say when it is.
 func (r *replicas) start(local *persist.State) *persist.State {
+	if local != nil {
+		r.dups.since = local.Stream
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	head, err := r.shared.Head(ctx)
@@ -171,8 +175,10 @@ func (r *replicas) start(local *persist.State) *persist.State {
 	if !ok {
 		return local
 	}
+	// The per-replica parts stay this replica's: the receiver's counts
+	// and the journal's point are never another replica's.
+	st.Webhook, st.Journal = breach.WebhookCounts{}, 0
 	if local != nil {
-		// The per-replica parts stay this replica's.
 		st.Webhook, st.Journal = local.Webhook, local.Journal
 	}
 	r.applying.Lock()
@@ -257,6 +263,7 @@ func (r *replicas) catchUp(after string) {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	if descends {
+		r.scanReplayed(ctx, after)
 		until, err := r.shared.Last(ctx)
 		if err != nil {
 			return
@@ -350,17 +357,41 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 	default:
 		moved = r.resync(ctx, head, "lineage")
 	}
+	r.settleDuplicates()
 	if r.sync.synced.Load() {
 		_ = r.shared.MarkSynced(ctx, syncedTTL)
+		if r.sync.urgent {
+			r.writeNow(ctx)
+		}
 	}
 	return moved
+}
+
+// writeNow writes the checkpoint at once when the store's is missing,
+// invalid or of an older lineage than this synced replica's, rather than
+// at the next snapshot tick: replicas that are not synced wait for it.
+// The per-replica parts are the snapshot's business, not the checkpoint's.
+func (r *replicas) writeNow(ctx context.Context) {
+	var st persist.State
+	st.Stream = r.take(func() { st.Watchlist, _ = r.watchlist.Save() })
+	data, err := persist.Encode(st, time.Now())
+	if err == nil {
+		err = r.checkpoint(ctx, data, st.Stream)
+	}
+	if err == nil {
+		r.sync.urgent = false
+	}
+	if err != nil {
+		level.Warn(r.logger).Log("msg", "Could not write the checkpoint to the store; trying again in a second", "err", err)
+	}
 }
 
 // withoutCheckpoint is a round's step when the store has no valid
 // checkpoint.
 func (r *replicas) withoutCheckpoint(head sharedstore.Head) bool {
 	if r.sync.synced.Load() {
-		r.sync.behind.Store(true) // written at the next snapshot
+		r.sync.behind.Store(true)
+		r.sync.urgent = true
 		return false
 	}
 	now := time.Now()
@@ -378,6 +409,7 @@ func (r *replicas) withoutCheckpoint(head sharedstore.Head) bool {
 	r.sync.lineages.WithLabelValues("empty").Inc()
 	r.setSynced(true)
 	r.sync.behind.Store(true)
+	r.sync.urgent = true
 	level.Warn(r.logger).Log("msg", "No replica holds a history the store has: starting a new one from this replica's state (a new deployment, or a store that lost everything while no replica was synced)", "addresses", addresses)
 	return true
 }
@@ -416,6 +448,7 @@ func (r *replicas) ofLineage(ctx context.Context, head sharedstore.Head, last st
 		r.applying.Unlock()
 		r.sync.lineages.WithLabelValues("rewound").Inc()
 		r.sync.behind.Store(true)
+		r.sync.urgent = true
 		level.Warn(r.logger).Log("msg", "The store lost events this replica holds (restarted from an older save?): starting a new lineage from this replica's state", "store_newest", head.LastGiven, "held", last)
 		return false
 	}

@@ -5,8 +5,11 @@ package exporter
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -298,5 +301,107 @@ func TestRestartedReplicaContinuesAPIUpAndNews(t *testing.T) {
 		if m[series] != want[series] {
 			t.Errorf("%s: %v on the replica that started, %v on the other", series, m[series], want[series])
 		}
+	}
+}
+
+// A replica killed before its next snapshot replays its journal at start;
+// the store finds those alerts duplicates. It counts accepted again only
+// those its folder's earlier process added, not those another replica
+// added, so that accepted summed over the replicas counts each body once
+// (issue 31, item 3). On 28b5cca it counted every replayed alert accepted
+// again: 3 for the 2 bodies here.
+func TestCrashedReplicaCountsEachBodyAcceptedOnce(t *testing.T) {
+	s := newStoreSetup(t)
+	// one reaches the store through a link the test cuts.
+	link := newLink(t, s.store.Addr())
+	oneDir := t.TempDir()
+	writeConfig(t, oneDir, s.api.BaseURL(), fmt.Sprintf("store:\n  url: redis://%s\nrefresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [%s]\n",
+		link.addr(), strings.Join(s.addresses, ", ")))
+	storage := filepath.Join(s.dir, "one")
+	one := startReplicaEvery(t, oneDir, storage, time.Hour) // no snapshot before the crash
+	two := s.replica(t, "two")
+	s.verified(t, one)
+	s.verified(t, two)
+	accepted := testkit.Series("breach_webhook_requests_total", "outcome", "accepted")
+	duplicate := testkit.Series("breach_webhook_requests_total", "outcome", "duplicate")
+	alert(t, one, "b@example.com") // added by one
+	testkit.Eventually(t, "b added by one", func() bool { return one.scrape(t)[accepted] == 1 })
+	// a reaches one, which cannot pass it on and is killed; then two.
+	link.cut(true)
+	alert(t, one, "a@example.com")
+	one.crash()
+	link.cut(false)
+	alert(t, two, "a@example.com")
+	testkit.Eventually(t, "a added by two", func() bool { return two.scrape(t)[accepted] == 1 })
+	one = startReplica(t, oneDir, storage)
+	testkit.Eventually(t, "the replayed alerts passed to the store", func() bool {
+		m := one.scrape(t)
+		return m[accepted]+m[duplicate] == 2
+	})
+	if m1, m2 := one.scrape(t), two.scrape(t); m1[accepted]+m2[accepted] != 2 || m1[duplicate] != 1 {
+		t.Errorf("accepted %v + %v, duplicate on the replayed replica %v; want 2 accepted (one per body) and a's duplicate", m1[accepted], m2[accepted], m1[duplicate])
+	}
+}
+
+// link is a loopback TCP relay to the store that the test can cut: while
+// cut, connections are refused at once (closed as accepted) and those
+// open are closed, so that nothing is left in flight.
+type link struct {
+	ln    net.Listener
+	to    string
+	mu    sync.Mutex
+	down  bool
+	conns []net.Conn
+}
+
+func newLink(t *testing.T, to string) *link {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &link{ln: ln, to: to}
+	t.Cleanup(func() { ln.Close(); l.cut(true) })
+	go l.serve()
+	return l
+}
+
+func (l *link) addr() string { return l.ln.Addr().String() }
+
+func (l *link) serve() {
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		l.mu.Lock()
+		down := l.down
+		l.mu.Unlock()
+		if down {
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", l.to)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		l.mu.Lock()
+		l.conns = append(l.conns, c, up)
+		l.mu.Unlock()
+		go func() { _, _ = io.Copy(up, c); up.Close() }()
+		go func() { _, _ = io.Copy(c, up); c.Close() }()
+	}
+}
+
+// cut closes the link (down) or opens it again.
+func (l *link) cut(down bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.down = down
+	if down {
+		for _, c := range l.conns {
+			c.Close()
+		}
+		l.conns = nil
 	}
 }

@@ -157,7 +157,7 @@ func New(o Options) (_ *Exporter, err error) {
 			// replica's journal until the store holds it.
 			return nil, fmt.Errorf("store: --storage.path is required with a store and the webhook receiver: each replica keeps the alerts it accepted in its own journal until the store holds them")
 		}
-		if e.replicas, err = newReplicas(bundle, o.Registerer, log.With(e.logger, "component", "store"), e.watchlist, e.config); err != nil {
+		if e.replicas, err = newReplicas(bundle, o.StoragePath, o.Registerer, log.With(e.logger, "component", "store"), e.watchlist, e.config); err != nil {
 			return nil, err
 		}
 		e.replicas.sync.resynced = e.resyncWatchlist

@@ -5,10 +5,13 @@ package exporter
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,8 +81,7 @@ type replicas struct {
 	mine map[string]watchlist.AcceptedAlert
 
 	// The alerts accepted and durable here, not yet in the store, oldest
-	// first. replayed marks those the journal replayed at start: one the
-	// store already holds was counted before the restart.
+	// first.
 	forwardMu sync.Mutex
 	backlog   []forwarded
 	wake      chan struct{}
@@ -88,27 +90,51 @@ type replicas struct {
 	published prometheus.Counter // outcomes the store did not take: applied nowhere
 
 	sync convergence // converge.go
+	dups dupAccount  // replayed.go
 }
 
 type forwarded struct {
-	alert    watchlist.AcceptedAlert
-	replayed bool
+	alert watchlist.AcceptedAlert
 }
 
-// replicaName names this process in the store: the host, the pid and a
-// random part, so that a restarted process never takes a dead one's claims
-// for its own.
-func replicaName() string {
+// replicaName names this process in the store: the host, the pid, the
+// state folder's mark (folderMark) and a random part, so that a restarted
+// process never takes a dead one's claims for its own, and yet knows the
+// alerts an earlier process on its folder added to the stream.
+func replicaName(folder string) string {
 	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	return fmt.Sprintf("%s:%d:%s:%s", host, os.Getpid(), folderMark(host, folder), hex.EncodeToString(b[:]))
 }
 
-func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Logger, w *watchlist.List, cur *config.Current) (*replicas, error) {
+// folderMark is the same for every process on one state folder: the host
+// and the folder's absolute path (a pod's name and its emptyDir's mount,
+// kept through a container's restart). A folder moved to another host or
+// path gets another mark: its replayed alerts then count as duplicates,
+// never twice as accepted.
+func folderMark(host, folder string) string {
+	if abs, err := filepath.Abs(folder); err == nil {
+		folder = abs
+	}
+	sum := sha256.Sum256([]byte(host + "\x00" + folder))
+	return hex.EncodeToString(sum[:6])
+}
+
+// markOf is the folder mark in a replica's name; "" in a name of the
+// release before marks, which had three parts.
+func markOf(name string) string {
+	parts := strings.Split(name, ":")
+	if len(parts) != 4 {
+		return ""
+	}
+	return parts[2]
+}
+
+func newReplicas(bundle *config.Bundle, folder string, reg prometheus.Registerer, logger log.Logger, w *watchlist.List, cur *config.Current) (*replicas, error) {
 	sc := bundle.Config.Store
 	r := &replicas{
-		name:      replicaName(),
+		name:      replicaName(folder),
 		logger:    logger,
 		watchlist: w,
 		wake:      make(chan struct{}, 1),
@@ -173,6 +199,7 @@ func (r *replicas) apply(ev sharedstore.Event) {
 				return
 			}
 		}
+		r.inspect(ev, a.Digest)
 		if r.hook != nil {
 			r.hook.ApplyShared(a, ev.Origin == r.name)
 		}
@@ -282,8 +309,11 @@ func (r *replicas) SetRateLimit(account string, rl breach.RateLimit) {
 // queue takes an alert that is durable in this replica's journal (or
 // replayed from it) to pass to the store.
 func (r *replicas) queue(a watchlist.AcceptedAlert, replayed bool) {
+	if replayed {
+		r.dups.replayed = true // before anything runs: set at start only
+	}
 	r.forwardMu.Lock()
-	r.backlog = append(r.backlog, forwarded{alert: a, replayed: replayed})
+	r.backlog = append(r.backlog, forwarded{alert: a})
 	r.waiting.Set(float64(len(r.backlog)))
 	r.forwardMu.Unlock()
 	select {
@@ -375,15 +405,7 @@ func (r *replicas) forward(ctx context.Context) {
 		retry = forwardRetryMin
 		r.keepMine(next, ids)
 		for i, f := range next {
-			if r.hook != nil {
-				// A replayed alert the store holds was most likely
-				// passed by this replica before it stopped, and counted
-				// then in counts the snapshot does not hold (it holds
-				// them up to the journal's point, and stays unwritten
-				// while alerts wait for the store): it is counted
-				// accepted again.
-				r.hook.Forwarded(ids[i] != "" || f.replayed)
-			}
+			r.counted(ids[i], f.alert.Digest)
 		}
 		r.forwardMu.Lock()
 		clear(r.backlog[:len(next)])

@@ -25,13 +25,21 @@ import (
 // replica is one exporter of a replicated test, on the real clock: the
 // store keeps time with its own.
 type replica struct {
-	exp  *Exporter
-	reg  *prometheus.Registry
-	logs *testkit.SyncBuffer
-	stop func()
+	exp   *Exporter
+	reg   *prometheus.Registry
+	logs  *testkit.SyncBuffer
+	stop  func() // a clean stop: the last snapshot written
+	crash func() // a stop as by SIGKILL: nothing written
 }
 
 func startReplica(t *testing.T, dir, storage string) *replica {
+	t.Helper()
+	return startReplicaEvery(t, dir, storage, time.Second)
+}
+
+// startReplicaEvery starts a replica that writes its snapshot every
+// interval.
+func startReplicaEvery(t *testing.T, dir, storage string, interval time.Duration) *replica {
 	t.Helper()
 	r := &replica{reg: prometheus.NewRegistry(), logs: &testkit.SyncBuffer{}}
 	var err error
@@ -41,20 +49,26 @@ func startReplica(t *testing.T, dir, storage string) *replica {
 		Registerer:       r.reg,
 		Webhook:          true,
 		StoragePath:      storage,
-		SnapshotInterval: time.Second,
+		SnapshotInterval: interval,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stopRun := testkit.Go(t, r.exp.Run)
 	stopped := false
-	r.stop = func() {
+	end := func(clean bool) {
 		if !stopped {
 			stopped = true
 			stopRun()
-			r.exp.Close()
+			if clean {
+				r.exp.Close()
+			} else {
+				r.exp.release()
+			}
 		}
 	}
+	r.stop = func() { end(true) }
+	r.crash = func() { end(false) }
 	t.Cleanup(r.stop)
 	return r
 }
