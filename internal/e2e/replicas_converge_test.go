@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -52,24 +53,8 @@ func TestReplicasConverge(t *testing.T) {
 	exporterBin := filepath.Join(dir, "breach_exporter")
 	goBuild(testContext(t, buildTimeout), t, root, exporterBin, ".")
 	ctx := testContext(t, replicasRunTimeout)
-
-	ports := freeAddrs(t, 2*replicaCount)
-	rs := &replicaSet{stack: &stack{dir: dir}, t: t, bin: exporterBin}
-	for i := range replicaCount {
-		rs.replicas = append(rs.replicas, &replica{index: i, webAddr: ports[2*i], hookAddr: ports[2*i+1],
-			dir: filepath.Join(dir, fmt.Sprintf("replica-%d-data", i))})
-	}
-	rs.store = testkit.StartRedis(t)
-	rs.api = testkit.NewStandIn(t, nil)
-	rs.writeConfig(t)
-	for _, r := range rs.replicas {
-		if err := rs.startReplica(ctx, r, "start"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rs.eventually(ctx, t, "every replica reports the store up", startupTimeout, rs.storeUp(1))
+	rs := newSmallReplicaSet(ctx, t, dir, exporterBin)
 	rs.eventually(ctx, t, "every replica synced", startupTimeout, rs.synced)
-	rs.eventually(ctx, t, "the first round: every address read, each by one replica", maxReadGap, rs.firstRound)
 
 	bodies := rs.bodies(t, 0, convergeBodies, -1)
 	pauseAt, surgeAt, holdAt := 100, 350, 550
@@ -125,6 +110,100 @@ func TestReplicasConverge(t *testing.T) {
 	if err := rs.synced(ctx); err != nil {
 		t.Error(err)
 	}
+}
+
+// newSmallReplicaSet starts a store, the stand-in API and three replicas
+// of bin, without Prometheus and Alertmanager, and waits for the first
+// round.
+func newSmallReplicaSet(ctx context.Context, t *testing.T, dir, bin string) *replicaSet {
+	ports := freeAddrs(t, 2*replicaCount)
+	rs := &replicaSet{stack: &stack{dir: dir}, t: t, bin: bin}
+	for i := range replicaCount {
+		rs.replicas = append(rs.replicas, &replica{index: i, webAddr: ports[2*i], hookAddr: ports[2*i+1],
+			dir: filepath.Join(dir, fmt.Sprintf("replica-%d-data", i))})
+	}
+	rs.store = testkit.StartRedis(t)
+	rs.api = testkit.NewStandIn(t, nil)
+	rs.writeConfig(t)
+	for _, r := range rs.replicas {
+		if err := rs.startReplica(ctx, r, "start"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs.eventually(ctx, t, "every replica reports the store up", startupTimeout, rs.storeUp(1))
+	rs.eventually(ctx, t, "the first round: every address read, each by one replica", maxReadGap, rs.firstRound)
+	return rs
+}
+
+// previousRelease is the release before versioned store formats: the
+// upgrade test runs it side by side with this one.
+const previousRelease = "28b5cca"
+
+// TestReplicasUpgradeAndRollback runs two builds as replicas of one store
+// (issue 31, item 4): three replicas of the previous release, upgraded one
+// at a time to this one, then one rolled back, with signed alerts arriving
+// the whole time. Every alert answered 204 is counted once, the same on
+// every replica, whichever build serves it. It needs the repository's
+// history (git) to build the previous release.
+func TestReplicasUpgradeAndRollback(t *testing.T) {
+	if os.Getenv("BREACH_E2E_REPLICAS") != "1" {
+		t.Skip("set BREACH_E2E_REPLICAS=1 to run the three-replica tests (make replicas-test)")
+	}
+	root := repoRoot(t)
+	dir := t.TempDir()
+	buildCtx := testContext(t, buildTimeout)
+	newBin, oldBin := filepath.Join(dir, "breach_exporter"), filepath.Join(dir, "breach_exporter-"+previousRelease)
+	goBuild(buildCtx, t, root, newBin, ".")
+	oldRoot := filepath.Join(dir, "src-"+previousRelease)
+	if err := os.MkdirAll(oldRoot, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	archive := exec.CommandContext(buildCtx, "sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", root, previousRelease, oldRoot)
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("the previous release's source (git archive %s): %v\n%s", previousRelease, err, out)
+	}
+	goBuild(buildCtx, t, oldRoot, oldBin, ".")
+	ctx := testContext(t, replicasRunTimeout)
+	rs := newSmallReplicaSet(ctx, t, dir, oldBin)
+
+	bodies := rs.bodies(t, 0, convergeBodies, -1)
+	steps := []struct {
+		at      int
+		replica int
+		bin     string
+	}{{100, 0, newBin}, {200, 1, newBin}, {300, 2, newBin}, {420, 1, oldBin}} // the last: a rollback
+	holdAt := 500
+	faults := map[int]chan struct{}{}
+	for _, st := range steps {
+		faults[st.at] = make(chan struct{})
+	}
+	faultsDone := make(chan error, 1)
+	go func() {
+		faultsDone <- func() error {
+			for _, st := range steps {
+				if err := waitFor(ctx, faults[st.at]); err != nil {
+					return err
+				}
+				rs.bin = st.bin
+				if err := rs.restart(ctx, rs.replicas[st.replica], false); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+	}()
+	gate := make(chan struct{})
+	var faultErr error
+	go func() {
+		faultErr = <-faultsDone
+		close(gate)
+	}()
+	sent := rs.send(ctx, bodies, 100*time.Millisecond, faults, map[int]<-chan struct{}{holdAt: gate})
+	<-gate
+	if faultErr != nil {
+		t.Errorf("upgrade and rollback: %v", faultErr)
+	}
+	rs.checkRun(ctx, t, sent, convergeBodies)
 }
 
 // replaceEmpty stops r (SIGTERM) and starts it again on its ports with an
