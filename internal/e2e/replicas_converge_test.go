@@ -59,53 +59,39 @@ func TestReplicasConverge(t *testing.T) {
 	bodies := rs.bodies(t, 0, convergeBodies, -1)
 	pauseAt, surgeAt, holdAt := 100, 350, 550
 	faults := map[int]chan struct{}{pauseAt: make(chan struct{}), surgeAt: make(chan struct{})}
-	faultsDone := make(chan error, 1)
-	go func() {
-		faultsDone <- func() error {
-			victim := rs.replicas[2]
-			if err := waitFor(ctx, faults[pauseAt]); err != nil {
-				return err
+	sent := rs.sendDuring(ctx, t, bodies, faults, holdAt, func() error {
+		victim := rs.replicas[2]
+		if err := waitFor(ctx, faults[pauseAt]); err != nil {
+			return err
+		}
+		// Paused longer than a start waits for the store: the
+		// replica starts without it. The store resumes on its own
+		// time, whether or not readiness waits for it.
+		rs.store.Pause()
+		resumed := make(chan struct{})
+		go func() {
+			defer close(resumed)
+			outage := time.NewTimer(convergeOutage) // the outage's length, not a wait for anything
+			defer outage.Stop()
+			select {
+			case <-outage.C:
+			case <-ctx.Done():
 			}
-			// Paused longer than a start waits for the store: the
-			// replica starts without it. The store resumes on its own
-			// time, whether or not readiness waits for it.
-			rs.store.Pause()
-			resumed := make(chan struct{})
-			go func() {
-				defer close(resumed)
-				outage := time.NewTimer(convergeOutage) // the outage's length, not a wait for anything
-				defer outage.Stop()
-				select {
-				case <-outage.C:
-				case <-ctx.Done():
-				}
-				rs.store.Resume()
-			}()
-			err := rs.replaceEmpty(ctx, victim, "empty-while-paused")
-			<-resumed
-			if err != nil {
-				return err
-			}
-			if err := rs.poll(ctx, convergeTimeout, rs.synced); err != nil {
-				return fmt.Errorf("after the store resumed: %v", err)
-			}
-			if err := waitFor(ctx, faults[surgeAt]); err != nil {
-				return err
-			}
-			return rs.replaceEmpty(ctx, victim, "surge")
+			rs.store.Resume()
 		}()
-	}()
-	gate := make(chan struct{})
-	var faultErr error
-	go func() {
-		faultErr = <-faultsDone
-		close(gate)
-	}()
-	sent := rs.send(ctx, bodies, 100*time.Millisecond, faults, map[int]<-chan struct{}{holdAt: gate})
-	<-gate
-	if faultErr != nil {
-		t.Errorf("faults: %v", faultErr)
-	}
+		err := rs.replaceEmpty(ctx, victim, "empty-while-paused")
+		<-resumed
+		if err != nil {
+			return err
+		}
+		if err := rs.poll(ctx, convergeTimeout, rs.synced); err != nil {
+			return fmt.Errorf("after the store resumed: %v", err)
+		}
+		if err := waitFor(ctx, faults[surgeAt]); err != nil {
+			return err
+		}
+		return rs.replaceEmpty(ctx, victim, "surge")
+	})
 	rs.checkRun(ctx, t, sent, convergeBodies)
 	if err := rs.synced(ctx); err != nil {
 		t.Error(err)
@@ -177,33 +163,38 @@ func TestReplicasUpgradeAndRollback(t *testing.T) {
 	for _, st := range steps {
 		faults[st.at] = make(chan struct{})
 	}
-	faultsDone := make(chan error, 1)
-	go func() {
-		faultsDone <- func() error {
-			for _, st := range steps {
-				if err := waitFor(ctx, faults[st.at]); err != nil {
-					return err
-				}
-				rs.bin = st.bin
-				if err := rs.restart(ctx, rs.replicas[st.replica], false); err != nil {
-					return err
-				}
+	sent := rs.sendDuring(ctx, t, bodies, faults, holdAt, func() error {
+		for _, st := range steps {
+			if err := waitFor(ctx, faults[st.at]); err != nil {
+				return err
 			}
-			return nil
-		}()
-	}()
+			rs.bin = st.bin
+			if err := rs.restart(ctx, rs.replicas[st.replica], false); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	rs.checkRun(ctx, t, sent, convergeBodies)
+}
+
+// sendDuring sends bodies 100 ms apart while faults runs: its steps wait
+// for the sender to reach the bodies of faults' channels, and the body at
+// holdAt waits for faults to be over, so that the run always overlaps them.
+func (rs *replicaSet) sendDuring(ctx context.Context, t *testing.T, bodies []hookBody, reached map[int]chan struct{}, holdAt int, faults func() error) sendResult {
+	t.Helper()
 	gate := make(chan struct{})
 	var faultErr error
 	go func() {
-		faultErr = <-faultsDone
-		close(gate)
+		defer close(gate)
+		faultErr = faults()
 	}()
-	sent := rs.send(ctx, bodies, 100*time.Millisecond, faults, map[int]<-chan struct{}{holdAt: gate})
+	sent := rs.send(ctx, bodies, 100*time.Millisecond, reached, map[int]<-chan struct{}{holdAt: gate})
 	<-gate
 	if faultErr != nil {
-		t.Errorf("upgrade and rollback: %v", faultErr)
+		t.Errorf("faults: %v", faultErr)
 	}
-	rs.checkRun(ctx, t, sent, convergeBodies)
+	return sent
 }
 
 // replaceEmpty stops r (SIGTERM) and starts it again on its ports with an

@@ -405,3 +405,29 @@ func (l *link) cut(down bool) {
 		l.conns = nil
 	}
 }
+
+// A single exporter without a store (0.2.0's mode) that becomes the first
+// replica of a store carries its state over: its snapshot starts the
+// store's lineage, and a replica that starts on an empty folder then
+// serves the same (issue 31, item 4).
+func TestSingleExporterBecomesTheFirstReplica(t *testing.T) {
+	s := newStoreSetup(t)
+	alone := t.TempDir()
+	writeConfig(t, alone, s.api.BaseURL(), fmt.Sprintf("refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [%s]\n", strings.Join(s.addresses, ", ")))
+	storage := filepath.Join(s.dir, "one")
+	single := startReplica(t, alone, storage)
+	s.verified(t, single)
+	alert(t, single, "a@example.com")
+	a := testkit.Series("breach_alerts_total", "address", "a@example.com", "severity", "critical", "source", "combolist")
+	testkit.Eventually(t, "the alert counted", func() bool { return single.scrape(t)[a] == 1 })
+	want := shared(t, single)
+	single.stop()
+
+	one := s.replica(t, "one") // the same folder, now with the store
+	testkit.Eventually(t, "the first replica synced", func() bool { return one.synced(t) })
+	if got := shared(t, one); got != want {
+		t.Errorf("the first replica serves:\n%s\nwant what the single exporter served:\n%s", got, want)
+	}
+	s.checkpointed(t)
+	servesAlike(t, s.replica(t, "two"), one, "a replica started on an empty folder")
+}
