@@ -463,7 +463,8 @@ func (r *replicas) ofLineage(ctx context.Context, head sharedstore.Head, last st
 }
 
 // gap reports whether the stream lost events after position p: deleted,
-// or trimmed past p (a first entry after p that is not the next ID). A
+// or trimmed past p (a first entry after p that is not the next ID, or
+// none left though the stream gave IDs after p). A
 // replica that read from the beginning ("0-0") needs every entry the
 // stream ever added.
 func gap(p string, head sharedstore.Head) bool {
@@ -476,7 +477,11 @@ func gap(p string, head sharedstore.Head) bool {
 	if sharedstore.Before(p, head.MaxDeleted) {
 		return true
 	}
-	return head.First != "" && sharedstore.Before(p, head.First) && !sharedstore.Adjacent(p, head.First)
+	if head.First == "" {
+		// Empty: trimmed whole past p when it ever gave a later ID.
+		return sharedstore.Before(p, head.LastGiven)
+	}
+	return sharedstore.Before(p, head.First) && !sharedstore.Adjacent(p, head.First)
 }
 
 // rewound reports whether the store lost events up to p that its

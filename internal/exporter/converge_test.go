@@ -431,3 +431,32 @@ func TestSingleExporterBecomesTheFirstReplica(t *testing.T) {
 	s.checkpointed(t)
 	servesAlike(t, s.replica(t, "two"), one, "a replica started on an empty folder")
 }
+
+// A replica cut off while the stream is trimmed past its position is no
+// longer synced once it reaches the store again, and loads the checkpoint
+// past the gap: a resync, not just a counter. On 28b5cca it counted the
+// gap (breach_exporter_store_events_missed_total) and served the alerts it
+// missed as never sent.
+func TestReplicaResyncsAfterAGap(t *testing.T) {
+	s := newStoreSetup(t)
+	link := newLink(t, s.store.Addr())
+	twoDir := t.TempDir()
+	writeConfig(t, twoDir, s.api.BaseURL(), fmt.Sprintf("store:\n  url: redis://%s\nrefresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [%s]\n",
+		link.addr(), strings.Join(s.addresses, ", ")))
+	one := s.replica(t, "one")
+	two := startReplica(t, twoDir, filepath.Join(s.dir, "two"))
+	s.verified(t, one)
+	s.verified(t, two)
+	link.cut(true)
+	for _, a := range s.addresses[:3] {
+		alert(t, one, a)
+	}
+	c := testkit.Series("breach_alerts_total", "address", "c@example.com", "severity", "critical", "source", "combolist")
+	testkit.Eventually(t, "the alerts counted", func() bool { return one.scrape(t)[c] == 1 })
+	s.checkpointed(t)
+	if err := s.redis.XTrimMaxLen(context.Background(), eventsKey, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	link.cut(false)
+	s.waitConverged(t, two, one)
+}
