@@ -214,9 +214,10 @@ func (e *Exporter) openState(bundle *config.Bundle) (*persist.State, error) {
 			return nil, fmt.Errorf("store: --storage.path is required with a store and the webhook receiver: each replica keeps the alerts it accepted in its own journal until the store holds them")
 		}
 		var err error
-		if e.replicas, err = newReplicas(bundle, o.Registerer, log.With(e.logger, "component", "store"), e.watchlist, e.config); err != nil {
+		if e.replicas, err = newReplicas(bundle, o.StoragePath, o.Registerer, log.With(e.logger, "component", "store"), e.watchlist, e.config); err != nil {
 			return nil, err
 		}
+		e.replicas.sync.resynced = e.resyncWatchlist
 	}
 	var saved *persist.State
 	if o.StoragePath != "" {

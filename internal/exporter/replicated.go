@@ -5,10 +5,13 @@ package exporter
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,7 +22,6 @@ import (
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
-	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 	"github.com/breach-exporter/breach_exporter/webhook"
@@ -58,20 +60,6 @@ const (
 	forwardRetryMax = 5 * time.Second
 )
 
-// outcomeEvent is the data of every event but an alert's (whose form is
-// the journal record's, persist.EncodeAlert).
-type outcomeEvent struct {
-	Account   string               `json:"account"`
-	Key       string               `json:"key,omitempty"`
-	Sent      time.Time            `json:"sent,omitzero"`
-	At        time.Time            `json:"at,omitzero"`
-	State     string               `json:"state,omitempty"`
-	Sources   []breach.SourceState `json:"sources,omitempty"`
-	Plan      string               `json:"plan,omitempty"`
-	Up        bool                 `json:"up,omitempty"`
-	RateLimit *breach.RateLimit    `json:"rate_limit,omitempty"`
-}
-
 // replicas is the exporter's side of the store: it publishes outcomes
 // (scheduler.Outcomes), forwards accepted alerts, applies the stream and
 // writes checkpoints.
@@ -96,14 +84,13 @@ type replicas struct {
 	held held
 
 	// The alerts accepted and durable here, not yet in the store, oldest
-	// first. replayed marks those the journal replayed at start: one the
-	// store already holds was counted before the restart.
+	// first.
 	forwardMu sync.Mutex
 	backlog   []forwarded
 	wake      chan struct{}
 	waiting   prometheus.Gauge
-	dropped   prometheus.Counter // events that could not be applied
-	published prometheus.Counter // outcomes applied locally only: the store did not take them
+	dropped   prometheus.Counter // events and checkpoints that could not be applied
+	published prometheus.Counter // outcomes the store did not take: applied nowhere
 
 	// The publish protocol's (publish.go): the alerts the store
 	// confirmed, the identity checked in the store, and whether the
@@ -111,27 +98,53 @@ type replicas struct {
 	confirmed  confirmed
 	deployment string
 	stopping   atomic.Bool
+
+	sync convergence // converge.go
+	dups dupAccount  // replayed.go
 }
 
 type forwarded struct {
-	alert    watchlist.AcceptedAlert
-	replayed bool
+	alert watchlist.AcceptedAlert
 }
 
-// replicaName names this process in the store: the host, the pid and a
-// random part, so that a restarted process never takes a dead one's claims
-// for its own.
-func replicaName() string {
+// replicaName names this process in the store: the host, the pid, the
+// state folder's mark (folderMark) and a random part, so that a restarted
+// process never takes a dead one's claims for its own, and yet knows the
+// alerts an earlier process on its folder added to the stream.
+func replicaName(folder string) string {
 	host, _ := os.Hostname()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	return fmt.Sprintf("%s:%d:%s:%s", host, os.Getpid(), folderMark(host, folder), hex.EncodeToString(b[:]))
 }
 
-func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Logger, w *watchlist.List, cur *config.Current) (*replicas, error) {
+// folderMark is the same for every process on one state folder: the host
+// and the folder's absolute path (a pod's name and its emptyDir's mount,
+// kept through a container's restart). A folder moved to another host or
+// path gets another mark: its replayed alerts then count as duplicates,
+// never twice as accepted.
+func folderMark(host, folder string) string {
+	if abs, err := filepath.Abs(folder); err == nil {
+		folder = abs
+	}
+	sum := sha256.Sum256([]byte(host + "\x00" + folder))
+	return hex.EncodeToString(sum[:6])
+}
+
+// markOf is the folder mark in a replica's name; "" in a name of the
+// release before marks, which had three parts.
+func markOf(name string) string {
+	parts := strings.Split(name, ":")
+	if len(parts) != 4 {
+		return ""
+	}
+	return parts[2]
+}
+
+func newReplicas(bundle *config.Bundle, folder string, reg prometheus.Registerer, logger log.Logger, w *watchlist.List, cur *config.Current) (*replicas, error) {
 	sc := bundle.Config.Store
 	r := &replicas{
-		name:      replicaName(),
+		name:      replicaName(folder),
 		logger:    logger,
 		watchlist: w,
 		wake:      make(chan struct{}, 1),
@@ -144,16 +157,17 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 		}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "breach_exporter_store_events_invalid_total",
-			Help: "Events from the store that could not be applied (not in a form this version writes).",
+			Help: "Events and checkpoints from the store skipped: over their size bound, not in a form this version reads, or failing its checks (an unknown kind or a later version included).",
 		}),
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "breach_exporter_store_publish_failures_total",
-			Help: "API outcomes the store did not take: applied on this replica only.",
+			Help: "API outcomes the store did not take: applied on no replica, so that all stay alike; the address is read again.",
 		}),
 	}
 	r.confirmed = newConfirmed()
 	r.deployment = bundle.StoreDeployment()
-	for _, c := range []prometheus.Collector{r.waiting, r.dropped, r.published, r.held.dropped, r.confirmed.dropped} {
+	r.sync.init()
+	for _, c := range append([]prometheus.Collector{r.waiting, r.dropped, r.published, r.held.dropped, r.confirmed.dropped}, r.sync.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -178,68 +192,8 @@ func newReplicas(bundle *config.Bundle, reg prometheus.Registerer, logger log.Lo
 	return r, nil
 }
 
-// start picks the state to start from: the store's checkpoint when it is
-// newer than the local snapshot (local may be nil), else the local one.
-func (r *replicas) start(local *persist.State) *persist.State {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	data, id, ok, err := r.shared.Checkpoint(ctx)
-	switch {
-	case err != nil:
-		level.Warn(r.logger).Log("msg", "The store did not answer at start; starting from this replica's own snapshot and catching up once it is back", "err", err)
-	case ok && (local == nil || sharedstore.After(id, local.Stream)):
-		st, err := persist.Decode(data)
-		if err != nil {
-			level.Warn(r.logger).Log("msg", "The store's checkpoint cannot be read; starting from this replica's own snapshot", "err", err)
-			break
-		}
-		st.Stream = id
-		if local != nil {
-			// The per-replica parts stay this replica's.
-			st.Webhook, st.Journal = local.Webhook, local.Journal
-		} else {
-			st.Webhook, st.Journal = breach.WebhookCounts{}, 0
-		}
-		level.Info(r.logger).Log("msg", "Starting from the store's checkpoint", "addresses", len(st.Watchlist.Entries))
-		return &st
-	}
-	return local
-}
-
-// catchUp applies the events after the start state's, up to the newest,
-// before anything serves; a store that does not answer leaves them to
-// Follow.
-func (r *replicas) catchUp(after string) {
-	r.last = after
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	until, err := r.shared.Last(ctx)
-	if err != nil {
-		return
-	}
-	n := 0
-	if _, err := r.shared.Read(ctx, r.last, until, func(ev sharedstore.Event) { r.apply(ev); n++ }); err != nil {
-		level.Warn(r.logger).Log("msg", "Could not read all events after the start state; the rest follow once the store answers", "err", err)
-	}
-	level.Info(r.logger).Log("msg", "Caught up with the store", "events", n)
-}
-
-// run follows the stream and forwards alerts until ctx ends.
-func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
-	r.applying.Lock()
-	after := r.last
-	r.applying.Unlock()
-	if after == "" {
-		after = "0-0"
-	}
-	context.AfterFunc(ctx, r.stop)
-	wg.Add(3)
-	go func() { defer wg.Done(); r.shared.Run(ctx) }()
-	go func() { defer wg.Done(); r.shared.Follow(ctx, after, r.apply) }()
-	go func() { defer wg.Done(); r.forward(ctx) }()
-}
-
-// apply applies one event of the stream.
+// apply applies one event of the stream, checked first like an API
+// answer: one that fails is skipped and counted, and the state stays.
 func (r *replicas) apply(ev sharedstore.Event) {
 	r.applying.Lock()
 	defer r.applying.Unlock()
@@ -247,29 +201,50 @@ func (r *replicas) apply(ev sharedstore.Event) {
 		return // already applied (catch-up and Follow may overlap)
 	}
 	r.last = ev.ID
+	if len(ev.Data) > maxEventBytes {
+		// Before anything decodes it: the bound is on what is held.
+		r.invalid(ev, fmt.Errorf("%d bytes, more than the %d an event may have", len(ev.Data), maxEventBytes))
+		return
+	}
+	now := time.Now()
 	if ev.Kind == eventAlert {
 		a, ok := r.mine[ev.ID]
 		delete(r.mine, ev.ID)
 		if !ok || ev.Origin != r.name {
 			var err error
-			if a, err = persist.DecodeAlert(ev.Data); err != nil {
+			if a, err = decodeAlert(ev.Data, now); err != nil {
 				r.invalid(ev, err)
 				return
 			}
 		}
+		r.inspect(ev, a.Digest)
 		if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, len(ev.Data)) {
 			r.hook.ApplyShared(a, ev.Origin == r.name)
 		}
 		return
 	}
-	var o outcomeEvent
-	if err := json.Unmarshal(ev.Data, &o); err != nil {
+	if !knownOutcome(ev.Kind) {
+		// A later release's, during a rolling upgrade: the state it
+		// carried comes with the next checkpoint or read.
+		r.invalid(ev, errors.New("an unknown kind"))
+		return
+	}
+	o, err := decodeOutcome(ev.Kind, ev.Data, now)
+	if err != nil {
 		r.invalid(ev, err)
 		return
 	}
 	if !r.holdAnswer(ev.Kind, o, len(ev.Data)) {
 		r.applyOutcome(ev.Kind, o)
 	}
+}
+
+func knownOutcome(kind string) bool {
+	switch kind {
+	case eventAnswered, eventFailed, eventDropped, eventAccount, eventRateLimit:
+		return true
+	}
+	return false
 }
 
 func (r *replicas) applyOutcome(kind string, o outcomeEvent) {
@@ -286,23 +261,22 @@ func (r *replicas) applyOutcome(kind string, o outcomeEvent) {
 	case eventAccount:
 		w.SetAccount(o.Account, o.Plan, o.Up)
 	case eventRateLimit:
-		if o.RateLimit != nil {
-			w.SetRateLimit(o.Account, *o.RateLimit)
-		}
+		w.SetRateLimit(o.Account, *o.RateLimit)
 	}
-	// An unknown kind is a newer replica's, during a rolling upgrade: it
-	// is skipped, and the state it carried comes with the next read.
 }
 
 func (r *replicas) invalid(ev sharedstore.Event, err error) {
 	r.dropped.Inc()
-	level.Warn(r.logger).Log("msg", "Skipped an event from the store that this version cannot apply", "kind", ev.Kind, "id", ev.ID, "err", err)
+	level.Warn(r.logger).Log("msg", "Skipped an event from the store that this version cannot apply", "kind", breach.LabelValue(ev.Kind, breach.MaxValueBytes), "id", breach.LabelValue(ev.ID, breach.MaxValueBytes), "err", err)
 }
 
-// publish passes an outcome to the store; when the store does not take
-// it, this replica applies it alone, so it serves no less than it knows.
+// publish passes an outcome to the store. One the store does not take is
+// applied nowhere, this replica included: a state only one replica holds
+// is not the cluster's, and no checkpoint may carry it. The address stays
+// due and is read again; an outcome the store took though its answer was
+// lost comes back with the stream.
 func (r *replicas) publish(kind string, o outcomeEvent) {
-	data, err := json.Marshal(o)
+	data, err := encodeOutcome(o)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err = r.shared.Publish(ctx, kind, data)
@@ -312,10 +286,7 @@ func (r *replicas) publish(kind string, o outcomeEvent) {
 		}
 	}
 	r.published.Inc()
-	level.Debug(r.logger).Log("msg", "The store did not take an API outcome; applied on this replica only", "err", err)
-	r.applying.Lock()
-	r.applyOutcome(kind, o)
-	r.applying.Unlock()
+	level.Debug(r.logger).Log("msg", "The store did not take an API outcome; no replica applies it, and the address is read again", "err", err)
 }
 
 // The scheduler's Outcomes.
@@ -358,11 +329,18 @@ func (r *replicas) SetRateLimit(account string, rl breach.RateLimit) {
 // queue takes an alert that is durable in this replica's journal (or
 // replayed from it) to pass to the store.
 func (r *replicas) queue(a watchlist.AcceptedAlert, replayed bool) {
-	if replayed && r.replayed(a) {
-		return // the store confirmed it before the restart
+	if replayed {
+		r.dups.replayed = true // before anything runs: set at start only
+		if r.replayed(a) {
+			// The store confirmed it to this folder before the restart:
+			// it is not passed again, and its count, which no snapshot
+			// holds, is counted again here.
+			r.counted("=", a.Digest)
+			return
+		}
 	}
 	r.forwardMu.Lock()
-	r.backlog = append(r.backlog, forwarded{alert: a, replayed: replayed})
+	r.backlog = append(r.backlog, forwarded{alert: a})
 	r.waiting.Set(float64(len(r.backlog)))
 	r.forwardMu.Unlock()
 	select {
@@ -448,15 +426,7 @@ func (r *replicas) forward(ctx context.Context) {
 		retry = forwardRetryMin
 		r.keepMine(next, ids)
 		for i, f := range next {
-			if r.hook != nil {
-				// A replayed alert the store holds was most likely
-				// passed by this replica before it stopped, and counted
-				// then in counts the snapshot does not hold (it holds
-				// them up to the journal's point, and stays unwritten
-				// while alerts wait for the store): it is counted
-				// accepted again.
-				r.hook.Forwarded(ids[i] != "" || f.replayed)
-			}
+			r.counted(ids[i], f.alert.Digest)
 		}
 		r.forwardMu.Lock()
 		clear(r.backlog[:len(next)])
@@ -487,50 +457,4 @@ func (r *replicas) keepMine(batch []forwarded, ids []string) {
 		}
 		r.mine[id] = batch[i].alert
 	}
-}
-
-// Checkpoints.
-
-// take calls f with the state after a whole event, and returns the ID of
-// that event.
-func (r *replicas) take(f func()) string {
-	r.applying.Lock()
-	defer r.applying.Unlock()
-	f()
-	r.held.complete = !r.holdingAlerts()
-	return r.last
-}
-
-// checkpoint writes data, the encoded state after event id, as the
-// store's checkpoint unless it holds a later one. It holds this replica's
-// snapshot whole: a start takes the shared state from it and keeps its own
-// per-replica parts (the receiver's counts, the journal's point).
-func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error {
-	if id == "" || !r.held.complete {
-		return nil // nothing yet, or a state that lacks the alerts held
-	}
-	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
-	defer cancel()
-	_, err := r.shared.SaveCheckpoint(ctx, data, id)
-	return err
-}
-
-// checkpointBehind reports whether the store's checkpoint is missing or
-// holds less of the stream than this replica's state: the store restarted
-// empty, or the last write failed. A state that did not change is written
-// again only then, so that a replica that starts finds it.
-func (r *replicas) checkpointBehind() bool {
-	if r == nil {
-		return false
-	}
-	r.applying.Lock()
-	last := r.last
-	r.applying.Unlock()
-	if last == "" {
-		return false // nothing to checkpoint yet
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.timeout(2*time.Second, closeCheckTimeout))
-	defer cancel()
-	id, ok, err := r.shared.CheckpointID(ctx)
-	return err == nil && (!ok || sharedstore.After(last, id))
 }

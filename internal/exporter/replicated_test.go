@@ -29,7 +29,14 @@ type replica struct {
 
 func startReplica(t *testing.T, dir, storage string) *replica {
 	t.Helper()
-	r, _ := startCrashable(t, dir, storage, time.Second)
+	return startReplicaEvery(t, dir, storage, time.Second)
+}
+
+// startReplicaEvery starts a replica that writes its snapshot every
+// interval.
+func startReplicaEvery(t *testing.T, dir, storage string, interval time.Duration) *replica {
+	t.Helper()
+	r, _ := startCrashable(t, dir, storage, interval)
 	return r
 }
 

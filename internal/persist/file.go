@@ -215,17 +215,33 @@ func unframed(data []byte, newest int) ([]byte, int, error) {
 // Decode reads a snapshot file's bytes. Any damage, an unknown version or a
 // value outside what the exporter itself would have written is an error:
 // the file is refused whole.
-func Decode(data []byte) (State, error) {
-	body, _, err := unframed(data, version)
+func Decode(data []byte) (State, error) { return decode(data, true) }
+
+// DecodeShared reads a checkpoint from the shared store, which replicas of
+// the next release write too during a rolling upgrade: members this
+// version does not know are ignored, and a later version is read as this
+// one (a later release that changes what a member means renames it). The
+// values are checked as Decode checks them.
+func DecodeShared(data []byte) (State, error) { return decode(data, false) }
+
+func decode(data []byte, strict bool) (State, error) {
+	newest := version
+	if !strict {
+		newest = math.MaxInt
+	}
+	body, _, err := unframed(data, newest)
 	if err != nil {
 		return State{}, err
 	}
 	var f fileV1
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(&f); err != nil {
 		return State{}, fmt.Errorf("decoding: %w", err)
 	}
+	f.Version = min(f.Version, version)
 	return f.state()
 }
 

@@ -276,7 +276,7 @@ func (j *Journal) replaySegment(r *bufio.Reader, line []byte, position uint64, a
 		var rec watchlist.AcceptedAlert
 		var seq uint64
 		if complete {
-			rec, seq, err = decodeRecord(line)
+			rec, seq, err = decodeRecord(line, true)
 		}
 		if !complete || err != nil || seq <= j.seq && seq > position {
 			rest, err := countLines(r)
@@ -395,7 +395,7 @@ func appendRecord(buf []byte, seq uint64, a watchlist.AcceptedAlert) []byte {
 	return append(buf, '\n')
 }
 
-func decodeRecord(line []byte) (watchlist.AcceptedAlert, uint64, error) {
+func decodeRecord(line []byte, strict bool) (watchlist.AcceptedAlert, uint64, error) {
 	sum, body, ok := bytes.Cut(line, []byte(" "))
 	want, err := strconv.ParseUint(string(sum), 16, 32)
 	if !ok || len(sum) != 8 || err != nil || crc32.Checksum(body, crcTable) != uint32(want) {
@@ -403,7 +403,9 @@ func decodeRecord(line []byte) (watchlist.AcceptedAlert, uint64, error) {
 	}
 	var r recordV1
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(&r); err != nil {
 		return watchlist.AcceptedAlert{}, 0, err
 	}
@@ -429,9 +431,10 @@ func EncodeAlert(a watchlist.AcceptedAlert) []byte {
 	return appendRecord(nil, 1, a)
 }
 
-// DecodeAlert reads what EncodeAlert wrote.
+// DecodeAlert reads what EncodeAlert wrote, in this release or the next:
+// from the store, members this version does not know are ignored.
 func DecodeAlert(data []byte) (watchlist.AcceptedAlert, error) {
-	a, _, err := decodeRecord(bytes.TrimSuffix(data, []byte("\n")))
+	a, _, err := decodeRecord(bytes.TrimSuffix(data, []byte("\n")), false)
 	return a, err
 }
 

@@ -574,67 +574,6 @@ func (s *Client) Prune(ctx context.Context, scope string, keep func(item string)
 	}
 }
 
-// Checkpoint returns the newest checkpoint saved and the ID of the last
-// event it holds; ok is false when there is none, or when its ID is far
-// ahead of the store's clock (no stream reaches it: it is ignored).
-func (s *Client) Checkpoint(ctx context.Context) (data []byte, id string, ok bool, err error) {
-	vals, err := s.rdb.HMGet(ctx, s.key("checkpoint"), "id", "data").Result()
-	if err = s.readOutcome(ctx, "checkpoint", err); err != nil {
-		return nil, "", false, fmt.Errorf("store: checkpoint: %w", err)
-	}
-	id, okID := vals[0].(string)
-	raw, okData := vals[1].(string)
-	if !okID || !okData || s.checkpointAhead(ctx, id) {
-		return nil, "", false, nil
-	}
-	return []byte(raw), id, true, nil
-}
-
-// CheckpointID returns the ID of the last event the newest checkpoint
-// holds, without its data; ok is false as for Checkpoint.
-func (s *Client) CheckpointID(ctx context.Context) (id string, ok bool, err error) {
-	id, err = s.rdb.HGet(ctx, s.key("checkpoint"), "id").Result()
-	if err = s.readOutcome(ctx, "checkpoint", err); err != nil {
-		if errors.Is(err, redis.Nil) {
-			return "", false, nil
-		}
-		return "", false, fmt.Errorf("store: checkpoint: %w", err)
-	}
-	if s.checkpointAhead(ctx, id) {
-		return "", false, nil
-	}
-	return id, true, nil
-}
-
-// checkpointAhead reports, counts and logs a checkpoint whose ID is far
-// ahead of the store's clock: resuming from it would stall reading.
-func (s *Client) checkpointAhead(ctx context.Context, id string) bool {
-	if !s.ahead(id) {
-		return false // by the store's clock as last read: no need to ask it
-	}
-	now, err := s.rdb.Time(ctx).Result()
-	if err != nil || !idAhead(id, now) {
-		return false
-	}
-	s.reset(resetAhead, "The store's checkpoint is at a stream ID far ahead of the store's clock; it is ignored, and the next one replaces it", id)
-	return true
-}
-
-// SaveCheckpoint stores data as the state after event id, unless the
-// checkpoint stored already holds a later event (one far ahead of the
-// store's clock does not count); it reports whether it stored it. An id
-// far ahead of the store's clock is not stored.
-func (s *Client) SaveCheckpoint(ctx context.Context, data []byte, id string) (bool, error) {
-	if _, _, ok := parseID(id); !ok {
-		return false, fmt.Errorf("store: checkpoint: %q is not a stream ID", id)
-	}
-	saved, err := saveCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint")}, id, data, aheadLimit.Milliseconds()).Int64()
-	if err = s.outcome(ctx, "checkpoint", err); err != nil {
-		return false, fmt.Errorf("store: checkpoint: %w", err)
-	}
-	return saved == 1, nil
-}
-
 // parseID splits a stream ID into its milliseconds and sequence number.
 func parseID(id string) (ms, seq uint64, ok bool) {
 	a, b, found := strings.Cut(id, "-")

@@ -552,40 +552,6 @@ func TestReadInOrderAcrossPages(t *testing.T) {
 	check(600, 900, ids[599], ids[899])
 }
 
-func TestCheckpointKeepsTheLatest(t *testing.T) {
-	r := testkit.StartRedis(t)
-	s := open(t, r, "a", "")
-	ctx := context.Background()
-	if _, _, ok, err := s.Checkpoint(ctx); ok || err != nil {
-		t.Fatalf("a checkpoint where there is none: %v, %v", ok, err)
-	}
-	for _, c := range []struct {
-		id    string
-		saved bool
-	}{
-		{"5-0", true},
-		{"10-0", true}, // later, though "10-0" < "5-0" as strings
-		{"9-9", false},
-		{"5-3", false},
-		{"10-0", true}, // the same event: newer data about it
-		{"10-1", true},
-		{"10-0", false},
-		{"11-0", true},
-	} {
-		saved, err := s.SaveCheckpoint(ctx, []byte("state "+c.id), c.id)
-		if err != nil || saved != c.saved {
-			t.Fatalf("SaveCheckpoint(%s): %v, %v; want %v", c.id, saved, err, c.saved)
-		}
-	}
-	data, id, ok, err := s.Checkpoint(ctx)
-	if err != nil || !ok || id != "11-0" || string(data) != "state 11-0" {
-		t.Fatalf("Checkpoint: %q, %q, %v, %v", data, id, ok, err)
-	}
-	if _, err := s.SaveCheckpoint(ctx, nil, "x"); err == nil {
-		t.Fatal("a checkpoint saved at no stream ID")
-	}
-}
-
 // follow runs s.Follow until the test ends and hands over what it applies.
 func follow(t *testing.T, s replica, after string) <-chan Event {
 	t.Helper()

@@ -140,35 +140,6 @@ func TestStreamIDsThatWouldStallAreRecovered(t *testing.T) {
 	}
 }
 
-// A checkpoint at an ID far ahead of the store's clock is none: it blocks
-// no later checkpoint, and a start does not resume from it (issue 32,
-// finding 4).
-func TestCheckpointFarAheadIsReplaced(t *testing.T) {
-	r := testkit.StartRedis(t)
-	a := open(t, r, "a", "cpstall")
-	c := raw(t, r)
-	ctx := context.Background()
-	if err := c.HSet(ctx, "cpstall:checkpoint", "id", maxID, "data", "forged").Err(); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, ok, err := a.Checkpoint(ctx); ok || err != nil {
-		t.Errorf("a checkpoint at the largest ID was taken: %v, %v", ok, err)
-	}
-	if _, ok, err := a.CheckpointID(ctx); ok || err != nil {
-		t.Errorf("a checkpoint ID at the largest ID was taken: %v, %v", ok, err)
-	}
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10) + "-0"
-	if saved, err := a.SaveCheckpoint(ctx, []byte("real"), now); !saved || err != nil {
-		t.Fatalf("a checkpoint after a forged one at the largest ID: saved %v, %v", saved, err)
-	}
-	if data, id, ok, err := a.Checkpoint(ctx); !ok || err != nil || id != now || string(data) != "real" {
-		t.Fatalf("checkpoint %q at %q, %v, %v", data, id, ok, err)
-	}
-	if saved, _ := a.SaveCheckpoint(ctx, []byte("forged"), farAhead()); saved {
-		t.Error("a checkpoint far ahead of the store's clock was saved")
-	}
-}
-
 // refuseWrites makes the store refuse every write in one of the two ways
 // a real one does, and returns what undoes it.
 func refuseWrites(t *testing.T, c *redis.Client, how string) func() {
@@ -221,7 +192,10 @@ func TestStoreUpStaysDownWhileWritesAreRefused(t *testing.T) {
 				if _, err := a.Read(ctx, "0-0", "+", func(Event) {}); err != nil {
 					t.Fatal(err)
 				}
-				if _, _, _, err := a.Checkpoint(ctx); err != nil {
+				if _, _, err := a.LoadCheckpoint(ctx, 1<<20); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := a.Head(ctx); err != nil {
 					t.Fatal(err)
 				}
 				if got := testutil.ToFloat64(a.up); got != 0 || testutil.ToFloat64(a.up) == 1 {
@@ -320,12 +294,13 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	must(t, err)
 	_, err = s.Last(ctx)
 	must(t, err)
-	_, err = s.SaveCheckpoint(ctx, []byte("c"), ids[0])
+	_, err = s.WriteCheckpoint(ctx, Checkpoint{ID: ids[0], Lineage: "L", Data: []byte("c")}, "")
 	must(t, err)
-	_, _, _, err = s.Checkpoint(ctx)
+	_, _, err = s.LoadCheckpoint(ctx, 1<<20)
 	must(t, err)
-	_, _, err = s.CheckpointID(ctx)
+	_, err = s.Head(ctx)
 	must(t, err)
+	must(t, s.MarkSynced(ctx, time.Second))
 	must(t, s.repairAhead(ctx, "read"))
 	f := follower{last: "0-0", apply: func(Event) {}}
 	must(t, s.followOnce(ctx, &f))

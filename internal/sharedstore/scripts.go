@@ -219,25 +219,3 @@ if not cur then redis.call('SET', KEYS[2], ARGV[2]) end
 redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
 return ARGV[2]
 `)
-
-// saveCheckpointScript: KEYS checkpoint hash; ARGV id, data, ahead (ms).
-// Stream IDs compare as (milliseconds, sequence) pairs of numbers: as
-// strings "9-0" would sort after "10-0". A checkpoint far ahead of the
-// store's clock is not written, and one stored is replaced: no stream
-// reaches it.
-var saveCheckpointScript = redis.NewScript(luaStream + `
-local limit = aheadLimit(tonumber(ARGV[3]))
-local nm, ns = string.match(ARGV[1], '^(%d+)%-(%d+)$')
-if not nm then return redis.error_reply('not a stream ID') end
-if tonumber(nm) > limit then return 0 end
-local cur = redis.call('HGET', KEYS[1], 'id')
-if cur then
-  local cm, cs = string.match(cur, '^(%d+)%-(%d+)$')
-  if cm and tonumber(cm) <= limit then
-    nm, ns, cm, cs = tonumber(nm), tonumber(ns), tonumber(cm), tonumber(cs)
-    if nm < cm or (nm == cm and ns < cs) then return 0 end
-  end
-end
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'data', ARGV[2])
-return 1
-`)

@@ -97,6 +97,11 @@ func (r *List) Save() (Saved, uint64) {
 func (r *List) Restore(s Saved, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.restore(s, now)
+}
+
+// restore is Restore with r.mu held.
+func (r *List) restore(s Saved, now time.Time) {
 	for _, sa := range s.Accounts {
 		r.accountOf(sa.Name).info = Account{Plan: r.bounds.boundPlan(sa.Plan)}
 	}

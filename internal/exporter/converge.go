@@ -1,0 +1,612 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package exporter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
+)
+
+// Convergence: a replica serves and checkpoints the cluster's state only
+// once it can prove it holds it, whatever the order of starts, stops and
+// store outages.
+//
+// The proof is a lineage. Every checkpoint names the lineage it belongs to
+// (a random token in the checkpoint's hash; "" for a checkpoint of the
+// release before lineages) and the stream ID it holds. A replica's state
+// descends from a lineage when it loaded that lineage's checkpoint, or
+// started it; it is synced when, besides, it read every event after that
+// checkpoint up to the store's newest (the stream shows no entry deleted
+// or trimmed past it). Only a synced replica writes a checkpoint, and only
+// over one of its own lineage that holds less (or over one that cannot be
+// valid: an ID past the store's clock). So a checkpoint always holds a
+// whole history, and a replica that loads it and reads on holds it too.
+//
+// Every second (convergeEvery) a replica looks at the store's head (the
+// checkpoint's ID and lineage, the stream's bounds, without any data) and
+//   - without a valid checkpoint (the store restarted empty, or it holds a
+//     forged one): a synced replica writes its own at once; one that is
+//     not waits while a synced replica says it is alive
+//     (MarkSynced), else, after syncedTTL, starts a new lineage from what
+//     it holds: nothing better is left anywhere (a fresh deployment, or a
+//     store that lost everything while no replica held the history);
+//   - with a checkpoint of another lineage, or when its state descends
+//     from none (a start while the store did not answer): it loads the
+//     checkpoint, replaces its state with it and reads on from there;
+//   - with a gap after its position (events trimmed or deleted that it
+//     did not read): it is no longer synced, and loads the checkpoint once
+//     one lies past the gap;
+//   - when the store lost events it holds (restarted from an older RDB,
+//     the stream deleted) and the store's checkpoint is older than them:
+//     it starts a new lineage from its own state, so that replicas that
+//     loaded the older checkpoint meanwhile resync with it.
+//
+// Why a lineage rather than a digest of the state compared every so often:
+// a digest says two replicas differ, not which one is right, and it needs
+// every replica's state encoded alike at the same event; the lineage says
+// which checkpoint a state descends from and is checked with one small
+// read. Why not one writer: the store would need an election and a lease,
+// and the writer's loss would stop every checkpoint until a new one is
+// chosen; with lineages any synced replica may write, and writes of one
+// lineage are ordered by the stream ID they hold.
+
+const (
+	// convergeEvery is how often a replica looks at the store's head.
+	convergeEvery = time.Second
+	// syncedTTL is how long a synced replica's word lasts: three rounds.
+	syncedTTL = 3 * convergeEvery
+)
+
+// convergence is the replica's side of the lineage.
+type convergence struct {
+	// Under replicas.applying.
+	lineage  string // the lineage the state descends from
+	descends bool   // false until a checkpoint was loaded or a lineage started
+	replace  string // an invalid checkpoint's ID, to write over
+	extra    []byte // the continuity taken with the state (take), for its checkpoint
+	start    *checkpointExtra
+
+	synced atomic.Bool
+
+	// The converge goroutine's own.
+	target       string    // the newest event the last round saw
+	noCheckpoint time.Time // since when the store has no valid checkpoint
+	counted      string    // the invalid checkpoint ID counted already
+	follow       followRun
+	behind       atomic.Bool // the store's checkpoint holds less than this synced replica
+	urgent       bool        // ... or is missing, invalid or of an older lineage: written at once
+
+	// resynced syncs the watchlist with the config after a resync
+	// replaced it.
+	resynced func()
+
+	gauge    prometheus.Gauge
+	resyncs  *prometheus.CounterVec
+	lineages *prometheus.CounterVec
+}
+
+type followRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (c *convergence) init() {
+	c.gauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "breach_exporter_store_synced",
+		Help: "1 when this replica proved it holds the cluster's history (a checkpoint of the store's lineage and every event after it), else 0: it then writes no checkpoint and reports not ready.",
+	})
+	c.resyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "breach_exporter_store_resyncs_total",
+		Help: "Times this replica replaced its state with the store's checkpoint, by reason: lineage (its state did not descend from the store's checkpoint), gap (events after its position were trimmed or deleted).",
+	}, []string{"reason"})
+	c.lineages = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "breach_exporter_store_lineages_started_total",
+		Help: "Times this replica started a new lineage of checkpoints from its own state, by reason: empty (no replica held a history), rewound (the store lost events this replica holds).",
+	}, []string{"reason"})
+	for _, r := range []string{"lineage", "gap"} {
+		c.resyncs.WithLabelValues(r)
+	}
+	for _, r := range []string{"empty", "rewound"} {
+		c.lineages.WithLabelValues(r)
+	}
+}
+
+func (c *convergence) collectors() []prometheus.Collector {
+	return []prometheus.Collector{c.gauge, c.resyncs, c.lineages}
+}
+
+// StoreSynced reports whether this replica proved it holds the cluster's
+// history; always true without a store. The readiness endpoint reads it:
+// a replica that is not synced should get no traffic meant for the
+// cluster.
+func (e *Exporter) StoreSynced() bool {
+	return e.replicas == nil || e.replicas.sync.synced.Load()
+}
+
+// resyncWatchlist is the replicas' resynced: the watchlist, just replaced
+// by a checkpoint, watches what the config says again.
+func (e *Exporter) resyncWatchlist() {
+	e.syncing.Lock()
+	defer e.syncing.Unlock()
+	e.syncWatchlist(e.config.Load())
+}
+
+func (r *replicas) setSynced(synced bool) {
+	r.sync.synced.Store(synced)
+	if synced {
+		r.sync.gauge.Set(1)
+	} else {
+		r.sync.gauge.Set(0)
+	}
+}
+
+// start picks the state to start from: the store's valid checkpoint, with
+// this replica's own per-replica parts of local (which may be nil); local
+// when the store has none or does not answer. Then the replica is not
+// synced: its rounds say when it is.
+func (r *replicas) start(local *persist.State) *persist.State {
+	if local != nil {
+		r.dups.since = local.Stream
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	head, err := r.shared.Head(ctx)
+	if err != nil {
+		level.Warn(r.logger).Log("msg", "The store did not answer at start; serving this replica's own snapshot, not synced until the store's checkpoint and the events after it are loaded", "err", err)
+		return local
+	}
+	st, x, lineage, ok := r.loadCheckpoint(ctx, head)
+	if !ok {
+		return local
+	}
+	// The per-replica parts stay this replica's: the receiver's counts
+	// and the journal's point are never another replica's.
+	st.Webhook, st.Journal = breach.WebhookCounts{}, 0
+	if local != nil {
+		st.Webhook, st.Journal = local.Webhook, local.Journal
+	}
+	r.applying.Lock()
+	r.sync.lineage, r.sync.descends, r.sync.start = lineage, true, x
+	r.applying.Unlock()
+	level.Info(r.logger).Log("msg", "Starting from the store's checkpoint", "addresses", len(st.Watchlist.Entries), "stream", st.Stream)
+	return &st
+}
+
+// loadCheckpoint fetches the store's checkpoint, bounded before it is
+// fetched, and decodes and checks it; one that fails is counted once and
+// not loaded.
+func (r *replicas) loadCheckpoint(ctx context.Context, head sharedstore.Head) (persist.State, *checkpointExtra, string, bool) {
+	if !head.HasCheckpoint || !r.validHead(head) {
+		return persist.State{}, nil, "", false
+	}
+	c, ok, err := r.shared.LoadCheckpoint(ctx, maxCheckpointBytes)
+	if err != nil || !ok {
+		if errors.Is(err, sharedstore.ErrCheckpointTooLarge) {
+			r.invalidCheckpoint(c.ID, err)
+		}
+		return persist.State{}, nil, "", false
+	}
+	if !validCheckpointID(c.ID, head.Now) {
+		r.invalidCheckpoint(c.ID, errors.New("its ID is past the store's clock"))
+		return persist.State{}, nil, "", false
+	}
+	st, err := persist.DecodeShared(c.Data)
+	if err != nil {
+		r.invalidCheckpoint(c.ID, err)
+		return persist.State{}, nil, "", false
+	}
+	st.Stream = c.ID
+	var extra *checkpointExtra
+	if x, ok := decodeExtra(c.Extra, c.ID); ok {
+		extra = &x
+	}
+	return st, extra, c.Lineage, true
+}
+
+// validHead reports whether the checkpoint the head shows could be
+// loaded: within its size bound and with an ID the store's clock reached.
+func (r *replicas) validHead(head sharedstore.Head) bool {
+	switch {
+	case head.Size > maxCheckpointBytes:
+		r.invalidCheckpoint(head.ID, sharedstore.ErrCheckpointTooLarge)
+		return false
+	case !validCheckpointID(head.ID, head.Now):
+		r.invalidCheckpoint(head.ID, errors.New("its ID is past the store's clock"))
+		return false
+	}
+	return true
+}
+
+// invalidCheckpoint counts and logs a checkpoint that cannot be loaded,
+// once per ID; a synced replica writes over it at its next snapshot.
+func (r *replicas) invalidCheckpoint(id string, err error) {
+	r.applying.Lock()
+	r.sync.replace = id
+	r.applying.Unlock()
+	if r.sync.counted == id {
+		return
+	}
+	r.sync.counted = id
+	r.dropped.Inc()
+	level.Warn(r.logger).Log("msg", "Skipped the store's checkpoint: it cannot be valid; a synced replica writes over it", "id", breach.LabelValue(id, breach.MaxValueBytes), "err", err)
+}
+
+// catchUp applies the continuity of the checkpoint started from and the
+// events after the start state's, up to the newest, before anything
+// serves; then one round says whether the replica is synced. A store that
+// does not answer leaves them to the rounds.
+func (r *replicas) catchUp(after string) {
+	r.applying.Lock()
+	r.last = after
+	if x := r.sync.start; x != nil {
+		r.watchlist.RestoreContinuity(x.continuity())
+		r.sync.start = nil
+	}
+	descends := r.sync.descends
+	r.applying.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	if descends {
+		r.scanReplayed(ctx, after)
+		until, err := r.shared.Last(ctx)
+		if err != nil {
+			return
+		}
+		n := 0
+		if _, err := r.shared.Read(ctx, orZero(after), until, func(ev sharedstore.Event) { r.apply(ev); n++ }); err != nil {
+			level.Warn(r.logger).Log("msg", "Could not read all events after the start state; the rest follow once the store answers", "err", err)
+		}
+		level.Info(r.logger).Log("msg", "Caught up with the store", "events", n)
+	}
+	r.round(ctx)
+}
+
+// run follows the stream, forwards alerts and converges until ctx ends.
+func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
+	context.AfterFunc(ctx, r.stop)
+	wg.Add(3)
+	go func() { defer wg.Done(); r.shared.Run(ctx) }()
+	go func() { defer wg.Done(); r.forward(ctx) }()
+	go func() { defer wg.Done(); r.converge(ctx) }()
+}
+
+// converge runs a round every convergeEvery, and follows the stream while
+// the state descends from a lineage, until ctx ends.
+func (r *replicas) converge(ctx context.Context) {
+	r.applying.Lock()
+	descends, after := r.sync.descends, r.last
+	r.applying.Unlock()
+	if descends {
+		r.startFollow(ctx, after)
+	}
+	defer r.stopFollow()
+	t := time.NewTicker(convergeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, convergeEvery)
+		if r.round(rctx) {
+			r.startFollow(ctx, r.position())
+		}
+		cancel()
+	}
+}
+
+func (r *replicas) position() string {
+	r.applying.Lock()
+	defer r.applying.Unlock()
+	return r.last
+}
+
+// startFollow follows the stream from after, in place of the follow
+// before (if any).
+func (r *replicas) startFollow(ctx context.Context, after string) {
+	r.stopFollow()
+	fctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	r.sync.follow = followRun{cancel: cancel, done: done}
+	go func() {
+		defer close(done)
+		r.shared.Follow(fctx, orZero(after), r.apply)
+	}()
+}
+
+func (r *replicas) stopFollow() {
+	if f := r.sync.follow; f.cancel != nil {
+		f.cancel()
+		<-f.done
+		r.sync.follow = followRun{}
+	}
+}
+
+// round looks at the store's head and acts on it (see the top of this
+// file). It reports whether the state was replaced or a lineage started
+// from a new position: the stream is then followed from it.
+func (r *replicas) round(ctx context.Context) (moved bool) {
+	head, err := r.shared.Head(ctx)
+	if err != nil {
+		return false // the store's outage changes nothing a replica holds
+	}
+	r.applying.Lock()
+	last, lineage, descends := r.last, r.sync.lineage, r.sync.descends
+	r.applying.Unlock()
+	switch {
+	case !head.HasCheckpoint || !r.validHead(head):
+		moved = r.withoutCheckpoint(head)
+	case descends && head.Lineage == lineage:
+		moved = r.ofLineage(ctx, head, last)
+	default:
+		moved = r.resync(ctx, head, "lineage")
+	}
+	r.settleDuplicates()
+	if r.sync.synced.Load() {
+		_ = r.shared.MarkSynced(ctx, syncedTTL)
+		if r.sync.urgent {
+			r.writeNow(ctx)
+		}
+	}
+	return moved
+}
+
+// writeNow writes the checkpoint at once when the store's is missing,
+// invalid or of an older lineage than this synced replica's, rather than
+// at the next snapshot tick: replicas that are not synced wait for it.
+// The per-replica parts are the snapshot's business, not the checkpoint's.
+func (r *replicas) writeNow(ctx context.Context) {
+	var st persist.State
+	st.Stream = r.take(func() { st.Watchlist, _ = r.watchlist.Save() })
+	data, err := persist.Encode(st, time.Now())
+	if err == nil {
+		err = r.checkpoint(ctx, data, st.Stream)
+	}
+	if err == nil {
+		r.sync.urgent = false
+	}
+	if err != nil {
+		level.Warn(r.logger).Log("msg", "Could not write the checkpoint to the store; trying again in a second", "err", err)
+	}
+}
+
+// withoutCheckpoint is a round's step when the store has no valid
+// checkpoint.
+func (r *replicas) withoutCheckpoint(head sharedstore.Head) bool {
+	if r.sync.synced.Load() {
+		r.sync.behind.Store(true)
+		r.sync.urgent = true
+		return false
+	}
+	now := time.Now()
+	if r.sync.noCheckpoint.IsZero() || head.SyncedAlive {
+		r.sync.noCheckpoint = now
+		return false
+	}
+	if now.Sub(r.sync.noCheckpoint) < syncedTTL {
+		return false
+	}
+	r.applying.Lock()
+	addresses := r.watchlist.Len()
+	r.newLineage()
+	r.applying.Unlock()
+	r.sync.lineages.WithLabelValues("empty").Inc()
+	r.setSynced(true)
+	r.sync.behind.Store(true)
+	r.sync.urgent = true
+	level.Warn(r.logger).Log("msg", "No replica holds a history the store has: starting a new one from this replica's state (a new deployment, or a store that lost everything while no replica was synced)", "addresses", addresses)
+	return true
+}
+
+// newLineage starts a lineage from the state held. Called with applying
+// held.
+func (r *replicas) newLineage() {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	r.sync.lineage, r.sync.descends = hex.EncodeToString(b[:]), true
+	r.sync.noCheckpoint = time.Time{}
+	if r.last == "" {
+		r.last = "0-0"
+	}
+}
+
+// ofLineage is a round's step when the state descends from the lineage
+// of the store's checkpoint.
+func (r *replicas) ofLineage(ctx context.Context, head sharedstore.Head, last string) bool {
+	r.sync.noCheckpoint = time.Time{}
+	synced := r.sync.synced.Load()
+	switch {
+	case gap(last, head):
+		if synced {
+			r.setSynced(false)
+			level.Warn(r.logger).Log("msg", "The store trimmed or deleted events this replica had not read; not synced until it loads a checkpoint past them", "after", last)
+		}
+		if !gap(head.ID, head) {
+			return r.resync(ctx, head, "gap")
+		}
+		return false
+	case synced && rewound(last, head):
+		r.applying.Lock()
+		r.newLineage()
+		r.sync.replace = head.ID
+		r.applying.Unlock()
+		r.sync.lineages.WithLabelValues("rewound").Inc()
+		r.sync.behind.Store(true)
+		r.sync.urgent = true
+		level.Warn(r.logger).Log("msg", "The store lost events this replica holds (restarted from an older save?): starting a new lineage from this replica's state", "store_newest", head.LastGiven, "held", last)
+		return false
+	}
+	r.sync.behind.Store(synced && sharedstore.Before(head.ID, last))
+	caughtUp := !sharedstore.Before(last, r.sync.target) || !sharedstore.Before(last, head.Last)
+	r.sync.target = head.Last
+	if !synced && caughtUp {
+		r.setSynced(true)
+		level.Info(r.logger).Log("msg", "Synced with the store: this replica holds the store's checkpoint and every event after it", "stream", last)
+	}
+	return false
+}
+
+// gap reports whether the stream lost events after position p: deleted,
+// or trimmed past p (a first entry after p that is not the next ID, or
+// none left though the stream gave IDs after p). A
+// replica that read from the beginning ("0-0") needs every entry the
+// stream ever added.
+func gap(p string, head sharedstore.Head) bool {
+	if !head.Stream {
+		return false
+	}
+	if p == "" || p == "0-0" {
+		return head.Added > head.Length || head.MaxDeleted != "" && head.MaxDeleted != "0-0"
+	}
+	if sharedstore.Before(p, head.MaxDeleted) {
+		return true
+	}
+	if head.First == "" {
+		// Empty: trimmed whole past p when it ever gave a later ID.
+		return sharedstore.Before(p, head.LastGiven)
+	}
+	return sharedstore.Before(p, head.First) && !sharedstore.Adjacent(p, head.First)
+}
+
+// rewound reports whether the store lost events up to p that its
+// checkpoint does not hold: a replica loading it would miss them.
+func rewound(p string, head sharedstore.Head) bool {
+	if p == "" || p == "0-0" || !sharedstore.Before(head.ID, p) {
+		return false
+	}
+	return !head.Stream || sharedstore.Before(head.LastGiven, p)
+}
+
+// resync replaces the state with the store's checkpoint, keeping the
+// per-replica parts; the stream is then followed from the checkpoint on.
+func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason string) bool {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	st, x, lineage, ok := r.loadCheckpoint(lctx, head)
+	if !ok {
+		return false
+	}
+	r.stopFollow()
+	r.applying.Lock()
+	r.watchlist.Replace(st.Watchlist, time.Now())
+	if x != nil {
+		r.watchlist.RestoreContinuity(x.continuity())
+	}
+	r.last = st.Stream
+	r.sync.lineage, r.sync.descends = lineage, true
+	r.sync.target = ""
+	clear(r.mine)
+	r.applying.Unlock()
+	r.setSynced(false)
+	if r.sync.resynced != nil {
+		r.sync.resynced()
+	}
+	r.sync.resyncs.WithLabelValues(reason).Inc()
+	level.Info(r.logger).Log("msg", "Loaded the store's checkpoint in place of this replica's state", "reason", reason, "addresses", len(st.Watchlist.Entries), "stream", st.Stream)
+	return true
+}
+
+// Checkpoints.
+
+// take calls f with the state after a whole event, and returns the ID of
+// that event when the replica is synced, "" when it is not (its state is
+// then no checkpoint's, and its snapshot claims no stream position).
+func (r *replicas) take(f func()) string {
+	r.applying.Lock()
+	defer r.applying.Unlock()
+	f()
+	r.held.complete = !r.holdingAlerts()
+	r.sync.extra = nil
+	if !r.sync.synced.Load() {
+		return ""
+	}
+	r.sync.extra = encodeContinuity(r.watchlist.SaveContinuity(), r.last)
+	return r.last
+}
+
+// checkpoint writes data, the encoded state after event id (take's), as
+// the store's checkpoint unless the store holds one of another lineage or
+// a later one. It holds this replica's snapshot whole: a start takes the
+// shared state from it and keeps its own per-replica parts (the
+// receiver's counts, the journal's point).
+func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error {
+	if id == "" || !r.held.complete {
+		return nil // not synced, or a state that lacks the alerts held
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
+	defer cancel()
+	r.applying.Lock()
+	c := sharedstore.Checkpoint{ID: id, Lineage: r.sync.lineage, Data: data, Extra: r.sync.extra}
+	replace := r.sync.replace
+	r.applying.Unlock()
+	saved, err := r.shared.WriteCheckpoint(ctx, c, replace)
+	if saved {
+		r.applying.Lock()
+		if r.sync.replace == replace {
+			r.sync.replace = ""
+		}
+		r.applying.Unlock()
+		r.sync.behind.Store(false)
+	}
+	return err
+}
+
+// checkpointBehind reports whether this synced replica's last round found
+// the store's checkpoint missing, invalid or holding less than it: a state
+// that did not change is written again then, so that a replica that
+// starts finds it.
+func (r *replicas) checkpointBehind() bool {
+	return r != nil && r.sync.synced.Load() && r.sync.behind.Load()
+}
+
+// continuity is the watchlist's form of x.
+func (x *checkpointExtra) continuity() watchlist.Continuity {
+	c := watchlist.Continuity{Up: map[string]bool{}, News: map[string]watchlist.News{}}
+	for _, a := range x.Accounts {
+		c.Up[a.Name] = a.Up
+	}
+	for _, n := range x.News {
+		c.News[n.Key] = watchlist.News{NewDatabases: n.NewDatabases, SensitiveFields: n.SensitiveFields}
+	}
+	return c
+}
+
+// encodeContinuity is the checkpoint's extra for c after event id, in a
+// stable order.
+func encodeContinuity(c watchlist.Continuity, id string) []byte {
+	x := checkpointExtra{V: eventFormat, ID: id}
+	for name, up := range c.Up {
+		x.Accounts = append(x.Accounts, accountExtra{Name: name, Up: up})
+	}
+	slices.SortFunc(x.Accounts, func(a, b accountExtra) int { return strings.Compare(a.Name, b.Name) })
+	for k, n := range c.News {
+		x.News = append(x.News, addressExtra{Key: k, NewDatabases: n.NewDatabases, SensitiveFields: n.SensitiveFields})
+	}
+	slices.SortFunc(x.News, func(a, b addressExtra) int { return strings.Compare(a.Key, b.Key) })
+	data, _ := json.Marshal(x) // the types cannot fail to encode
+	return data
+}
+
+func orZero(id string) string {
+	if id == "" {
+		return "0-0"
+	}
+	return id
+}

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sharedstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breach-exporter/breach_exporter/internal/testkit"
+)
+
+// A checkpoint is written over only by a later one of its lineage, or in
+// place of the one the caller names (found invalid).
+func TestWriteCheckpointKeepsTheLatestOfItsLineage(t *testing.T) {
+	r := testkit.StartRedis(t)
+	s := open(t, r, "a", "")
+	ctx := context.Background()
+	if _, ok, err := s.LoadCheckpoint(ctx, 1<<20); ok || err != nil {
+		t.Fatalf("a checkpoint where there is none: %v, %v", ok, err)
+	}
+	for _, c := range []struct {
+		id, lineage, replace string
+		saved                bool
+	}{
+		{"5-0", "L", "", true},
+		{"10-0", "L", "", true}, // later, though "10-0" < "5-0" as strings
+		{"9-9", "L", "", false},
+		{"10-0", "L", "", true},      // the same event: newer data about it
+		{"11-0", "M", "", false},     // another lineage
+		{"12-0", "M", "10-1", false}, // in place of another checkpoint
+		{"3-0", "M", "10-0", true},   // in place of this one
+		{"4-0", "M", "", true},
+	} {
+		saved, err := s.WriteCheckpoint(ctx, Checkpoint{ID: c.id, Lineage: c.lineage, Data: []byte("state " + c.id), Extra: []byte("x")}, c.replace)
+		if err != nil || saved != c.saved {
+			t.Fatalf("WriteCheckpoint(%s, %s, %s): %v, %v; want %v", c.id, c.lineage, c.replace, saved, err, c.saved)
+		}
+	}
+	c, ok, err := s.LoadCheckpoint(ctx, 1<<20)
+	if err != nil || !ok || c.ID != "4-0" || c.Lineage != "M" || string(c.Data) != "state 4-0" || string(c.Extra) != "x" {
+		t.Fatalf("LoadCheckpoint: %+v, %v, %v", c, ok, err)
+	}
+	if _, ok, err := s.LoadCheckpoint(ctx, 5); !ok || !errors.Is(err, ErrCheckpointTooLarge) {
+		t.Fatalf("a checkpoint over its bound: %v, %v; want ErrCheckpointTooLarge", ok, err)
+	}
+	if _, err := s.WriteCheckpoint(ctx, Checkpoint{ID: "x"}, ""); err == nil {
+		t.Fatal("a checkpoint saved at no stream ID")
+	}
+}
+
+// The head tells the checkpoint and the stream's bounds without any
+// entry's data.
+func TestHeadShowsTheStreamsBounds(t *testing.T) {
+	r := testkit.StartRedis(t)
+	s := open(t, r, "a", "")
+	ctx := context.Background()
+	h, err := s.Head(ctx)
+	if err != nil || h.HasCheckpoint || h.Stream || h.SyncedAlive || time.Since(h.Now).Abs() > time.Minute {
+		t.Fatalf("the head of an empty store: %+v, %v", h, err)
+	}
+	var ids []string
+	for i := range 3 {
+		id, err := s.Publish(ctx, "answered", []byte(strings.Repeat("x", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if _, err := s.WriteCheckpoint(ctx, Checkpoint{ID: ids[1], Lineage: "L", Data: []byte("12345")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkSynced(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	h, err = s.Head(ctx)
+	if err != nil || !h.HasCheckpoint || h.ID != ids[1] || h.Lineage != "L" || h.Size != 5 || !h.Stream ||
+		h.First != ids[0] || h.Last != ids[2] || h.LastGiven != ids[2] || h.Added != 3 || h.Length != 3 || !h.SyncedAlive {
+		t.Fatalf("head %+v, %v; want the checkpoint at %s and the stream %v", h, err, ids[1], ids)
+	}
+	if Ahead(ids[2], h.Now, time.Minute) || !Ahead("18446744073709551615-0", h.Now, time.Minute) || !Ahead("x", h.Now, 0) {
+		t.Error("Ahead does not tell an ID of the store's clock from one past it")
+	}
+	if !Adjacent("5-1", "5-2") || Adjacent("5-1", "6-0") || !Before("9-0", "10-0") {
+		t.Error("Adjacent or Before misorders IDs")
+	}
+}
