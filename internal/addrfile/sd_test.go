@@ -132,3 +132,30 @@ func TestSDSourceFollowsOwnerLabels(t *testing.T) {
 		t.Error("the same file and owner_labels again is a change")
 	}
 }
+
+// The labels of an addresses_files glob are those of every address of
+// the files it matches; a change of them is a change.
+func TestGlobLabels(t *testing.T) {
+	f := files{t, t.TempDir()}
+	f.write("hr.txt", "alice@example.com\n")
+	f.write("it.yaml", "- bob@example.com\n")
+	txt, yml := filepath.Join(f.dir, "*.txt"), filepath.Join(f.dir, "*.yaml")
+	s := addrfile.NewSource(nil)
+	hr := []breach.Label{{Name: "team", Value: "hr"}}
+	s.SetLabels(map[string][]breach.Label{txt: hr})
+	if r := s.Read([]string{txt, yml}, time.Unix(1000, 0), false); !r.Changed {
+		t.Fatal("first read: no change")
+	}
+	want := []breach.Address{{Email: "alice@example.com", Labels: hr}, {Email: "bob@example.com"}}
+	if got := s.Merge(nil); !slices.EqualFunc(got, want, breach.Address.Equal) {
+		t.Errorf("merged %+v, want %+v", got, want)
+	}
+	s.SetLabels(map[string][]breach.Label{yml: hr})
+	if r := s.Read([]string{txt, yml}, time.Unix(1001, 0), false); !r.Changed {
+		t.Fatal("the glob labels moved: no change")
+	}
+	want = []breach.Address{{Email: "alice@example.com"}, {Email: "bob@example.com", Labels: hr}}
+	if got := s.Merge(nil); !slices.EqualFunc(got, want, breach.Address.Equal) {
+		t.Errorf("merged %+v, want %+v", got, want)
+	}
+}

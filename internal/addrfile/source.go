@@ -64,6 +64,9 @@ type Source struct {
 	// allowed, the config's owner_labels (Allow).
 	sd      bool
 	allowed []string
+	// labels are the owner labels of the addresses of the files each glob
+	// matches, by glob (SetLabels): addresses_files with labels.
+	labels map[string][]breach.Label
 }
 
 type fileState struct {
@@ -73,6 +76,7 @@ type fileState struct {
 	sum        [sha256.Size]byte
 	badSum     [sha256.Size]byte // the last content that failed to parse
 	addresses  []breach.Address
+	labels     []breach.Label // its glob's (SetLabels)
 	invalid    int
 	duplicates int // set by Merge
 	errors     float64
@@ -100,6 +104,11 @@ func NewSDSource(m *Metrics) *Source {
 // Allow sets the label names the files of an SD Source may carry, for
 // the next Read: a change parses every file again.
 func (s *Source) Allow(names []string) { s.allowed = slices.Clone(names) }
+
+// SetLabels sets the owner labels of the addresses of the files each glob
+// matches, by glob, for the next Read: an address of such a file without
+// labels of its own (a plain list has none) has its glob's.
+func (s *Source) SetLabels(byGlob map[string][]breach.Label) { s.labels = byGlob }
 
 // content is what a file's parse depends on: its bytes and, in file_sd
 // shape, the allowed label names.
@@ -130,7 +139,7 @@ func (s *Source) parse(path string, data []byte, show bool) ([]breach.Address, [
 // the metrics never wait for a slow file.
 func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 	var r Read
-	paths := s.match(globs, &r.OverLimit)
+	paths, matchedBy := s.match(globs, &r.OverLimit)
 
 	s.mu.Lock()
 	old := s.files
@@ -142,6 +151,9 @@ func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 		st := &fileState{}
 		if prev := old[path]; prev != nil {
 			*st = *prev
+		}
+		if labels := s.labels[matchedBy[path]]; !slices.Equal(labels, st.labels) {
+			st.labels, r.Changed = labels, true
 		}
 		data, err := fileread.Read(path, s.limit(path))
 		sum := s.content(data)
@@ -188,11 +200,11 @@ func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 }
 
 // match returns the files the globs match, each once (the first glob that
-// matches it has it), at most MaxFilesPerGlob a glob; overLimit counts
-// those left out.
-func (s *Source) match(globs []string, overLimit *int) []string {
-	var paths []string
+// matches it has it: matchedBy), at most MaxFilesPerGlob a glob; overLimit
+// counts those left out.
+func (s *Source) match(globs []string, overLimit *int) (paths []string, matchedBy map[string]string) {
 	seen := map[string]bool{}
+	matchedBy = map[string]string{}
 	for _, glob := range globs {
 		matches, _ := filepath.Glob(glob) // sorted; ErrBadPattern is the config's to refuse
 		n := 0
@@ -210,9 +222,10 @@ func (s *Source) match(globs []string, overLimit *int) []string {
 			n++
 			seen[path] = true
 			paths = append(paths, path)
+			matchedBy[path] = glob
 		}
 	}
-	return paths
+	return paths, matchedBy
 }
 
 // Merge returns configured and then the addresses of the last Read's files
@@ -260,6 +273,9 @@ func (s *Source) MergeInto(seen map[string]string, owner string, out []breach.Ad
 				continue
 			}
 			seen[k] = owner
+			if a.Labels == nil {
+				a.Labels = st.labels
+			}
 			out = append(out, a)
 		}
 		for _, o := range slices.Sorted(maps.Keys(others)) {

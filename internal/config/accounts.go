@@ -23,7 +23,7 @@ type Account struct {
 	Addresses []Address      `yaml:"addresses"`
 	// AddressesFiles are globs of files listing more addresses of the
 	// account (read by the address files' code, not by Load).
-	AddressesFiles []string `yaml:"addresses_files"`
+	AddressesFiles []AddressFiles `yaml:"addresses_files"`
 	// AddressesSDFiles are globs of files in file_sd shape: more
 	// addresses of the account, with their owner labels.
 	AddressesSDFiles []string `yaml:"addresses_sd_files"`
@@ -137,7 +137,10 @@ func (c *Config) validateAccounts(fail func(string, ...any)) {
 	for i, a := range c.AccountsInForce() {
 		a.API.validate(c.accountPath(i), fail)
 		validateSecretFiles(c.accountPath(i), a.Webhook.SecretFiles, fail)
-		validateGlobs(c.accountPath(i)+"addresses_files", a.AddressesFiles, fail)
+		validateGlobs(c.accountPath(i)+"addresses_files", Globs(a.AddressesFiles), fail)
+		for j, g := range a.AddressesFiles {
+			c.validateAddressLabels(fmt.Sprintf("%saddresses_files[%d]", c.accountPath(i), j), g.Labels, fail)
+		}
 		validateGlobs(c.accountPath(i)+"addresses_sd_files", a.AddressesSDFiles, fail)
 	}
 	c.validateAddresses(fail)
@@ -160,6 +163,6 @@ func (a *Account) setDirectory(dir string) {
 	for i, f := range a.Webhook.SecretFiles {
 		a.Webhook.SecretFiles[i] = config.JoinDir(dir, f)
 	}
-	joinDir(dir, a.AddressesFiles)
+	joinGlobs(dir, a.AddressesFiles)
 	joinDir(dir, a.AddressesSDFiles)
 }

@@ -239,7 +239,7 @@ func (l *bundleLoader) readSecrets(b *Bundle, ab *AccountBundle, path string, we
 func addressFileProblems(cfg *Config) Problems {
 	var globs, sdGlobs []string
 	for _, a := range cfg.AccountsInForce() {
-		globs = append(globs, a.AddressesFiles...)
+		globs = append(globs, Globs(a.AddressesFiles)...)
 		sdGlobs = append(sdGlobs, a.AddressesSDFiles...)
 	}
 	sd := addrfile.NewSDSource(nil)

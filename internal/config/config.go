@@ -46,7 +46,7 @@ type Config struct {
 	// files (internal/addrfile): more addresses, read at start, on a
 	// change and every refresh.files_interval. A glob's wildcards are in
 	// its last element.
-	AddressesFiles []string `yaml:"addresses_files"`
+	AddressesFiles []AddressFiles `yaml:"addresses_files"`
 	// AddressesSDFiles are the single-account shape's globs of files in
 	// Prometheus' file_sd shape: addresses with their owner labels,
 	// read as the address files are.
@@ -216,7 +216,7 @@ func (c *Config) setDirectory(dir string) {
 	for i, f := range c.Webhook.SecretFiles {
 		c.Webhook.SecretFiles[i] = config.JoinDir(dir, f)
 	}
-	joinDir(dir, c.AddressesFiles)
+	joinGlobs(dir, c.AddressesFiles)
 	joinDir(dir, c.AddressesSDFiles)
 	for i := range c.Accounts {
 		c.Accounts[i].setDirectory(dir)

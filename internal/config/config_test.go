@@ -109,7 +109,8 @@ func TestLoadFullExample(t *testing.T) {
 			{Email: "Security.Team@Example.org", Alias: "security"},
 		},
 		// A relative glob is relative to the config's directory.
-		AddressesFiles:   []string{"/etc/breach_exporter/addresses/*.txt", filepath.Join("testdata", "departments", "*.yaml")},
+		AddressesFiles: []AddressFiles{{Glob: "/etc/breach_exporter/addresses/*.txt"},
+			{Glob: filepath.Join("testdata", "departments", "*.yaml"), Labels: map[string]string{"team": "it"}}},
 		AddressesSDFiles: []string{filepath.Join("testdata", "owners", "*.json")},
 		OwnerLabels:      []string{"team", "owner", "cost_center"},
 		Labels:           LabelsConfig{Address: "email"},

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/prometheus/common/config"
+
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 )
 
@@ -45,5 +47,52 @@ func (c *Config) validateAddressLabels(path string, labels map[string]string, fa
 		case len(v) > breach.MaxOwnerLabelBytes:
 			fail("%s.labels.%s: %d bytes, at most %d", path, name, len(v), breach.MaxOwnerLabelBytes)
 		}
+	}
+}
+
+// AddressFiles is an entry of addresses_files: a glob, in YAML a plain
+// string or {glob, labels}, whose labels are the owner labels of every
+// address of the files it matches.
+type AddressFiles struct {
+	Glob   string            `yaml:"glob"`
+	Labels map[string]string `yaml:"labels"`
+}
+
+// UnmarshalYAML accepts a glob as a plain string or as {glob, labels}.
+func (g *AddressFiles) UnmarshalYAML(unmarshal func(any) error) error {
+	var glob string
+	if err := unmarshal(&glob); err == nil {
+		*g = AddressFiles{Glob: glob}
+		return nil
+	}
+	type plain AddressFiles
+	return unmarshal((*plain)(g))
+}
+
+// Globs are the globs of files, in order.
+func Globs(files []AddressFiles) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = f.Glob
+	}
+	return out
+}
+
+// GlobLabels are the owner labels of each glob of files that has any, by
+// glob.
+func GlobLabels(files []AddressFiles) map[string][]breach.Label {
+	out := map[string][]breach.Label{}
+	for _, f := range files {
+		if len(f.Labels) > 0 {
+			out[f.Glob] = breach.OwnerLabels(f.Labels)
+		}
+	}
+	return out
+}
+
+// joinGlobs makes each glob of files relative to dir.
+func joinGlobs(dir string, files []AddressFiles) {
+	for i := range files {
+		files[i].Glob = config.JoinDir(dir, files[i].Glob)
 	}
 }

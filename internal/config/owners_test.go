@@ -40,6 +40,7 @@ func TestValidateOwnerLabels(t *testing.T) {
 		"    labels: {team: payments, building: b7}\n"+
 		"  - {email: b@example.com, labels: {team: "+long+"}}\n"+
 		"addresses_sd_files: ['x/*.json', 'x/*.json']\n"+
+		"addresses_files: [{glob: 'y/*.txt', labels: {site: b7}}, {glob: 'z/*.txt', team: hr}]\n"+
 		"metrics: {address_info: maybe}\n")
 	for _, want := range []string{
 		`owner_labels[1]: "__meta" is not a label name`,
@@ -49,7 +50,9 @@ func TestValidateOwnerLabels(t *testing.T) {
 		`:6: addresses[0].labels: "building" is not one of owner_labels (team, __meta, address, team, 9lives)`,
 		`:7: addresses[1].labels.team: 129 bytes, at most 128`,
 		`addresses_sd_files[1]: "x/*.json" duplicates addresses_sd_files[0]`,
-		`:9: metrics.address_info:`,
+		`:10: metrics.address_info:`,
+		`:9: addresses_files[0].labels: "site" is not one of owner_labels`,
+		`:9: addresses_files[1]: unknown key "team"`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v\nlacks %q", err, want)

@@ -473,7 +473,9 @@ func (e *Exporter) readAddresses(bundle *config.Bundle) bool {
 	claimed := map[string]string{} // file: the first account whose globs match it
 	for _, a := range cfg.AccountsInForce() {
 		inForce[a.Name] = true
-		r := e.readAccountFiles(e.source(a.Name), a.AddressesFiles, cfg)
+		src := e.source(a.Name)
+		src.SetLabels(config.GlobLabels(a.AddressesFiles))
+		r := e.readAccountFiles(src, config.Globs(a.AddressesFiles), cfg)
 		sd := e.readAccountFiles(e.sdSource(a.Name), a.AddressesSDFiles, cfg)
 		changed = r.Changed || sd.Changed || changed
 		for _, f := range append(r.Files, sd.Files...) {
@@ -543,7 +545,7 @@ func (e *Exporter) readAccountFiles(src *addrfile.Source, globs []string, cfg *c
 func (e *Exporter) watchAddresses(bundle *config.Bundle) {
 	var globs []string
 	for _, a := range bundle.Config.AccountsInForce() {
-		globs = append(globs, a.AddressesFiles...)
+		globs = append(globs, config.Globs(a.AddressesFiles)...)
 		globs = append(globs, a.AddressesSDFiles...)
 	}
 	e.addressWatch.SetInterval(time.Duration(bundle.Config.Refresh.FilesInterval))

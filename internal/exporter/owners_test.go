@@ -17,8 +17,9 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
-// Owner labels come from the config and from addresses_sd_files; the
-// config wins over a file, an earlier file over a later one, which the
+// Owner labels come from the config, from the labels of an addresses_files
+// glob and from addresses_sd_files; the config wins over a file, an
+// earlier file over a later one, which the
 // log says without an address; a changed file moves the owner at its
 // re-read, without a restart, and leaves the entry's data.
 func TestOwnerLabelsFromTheFiles(t *testing.T) {
@@ -30,11 +31,13 @@ func TestOwnerLabelsFromTheFiles(t *testing.T) {
 	}
 	testkit.WriteFile(t, owners, `[{"targets": ["alice@example.com", "bob@example.com"], "labels": {"team": "marketing"}},
 {"targets": ["carol@example.com"], "labels": {"team": "payments", "owner": "jdoe"}}]`)
+	testkit.WriteFile(t, filepath.Join(dir, "owners", "hr.txt"), "dave@example.com\nALICE@example.com\n")
 	testkit.WriteFile(t, filepath.Join(dir, "owners", "b.json"), `[{"targets": ["carol@example.com"], "labels": {"team": "platform"}}]`)
 	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), `api: {base_url: http://127.0.0.1:9, token_file: token}
 labels: {address: hash}
 addresses:
   - {email: alice@example.com, labels: {team: security}}
+addresses_files: [{glob: owners/*.txt, labels: {team: hr}}]
 addresses_sd_files: [owners/*.json]
 `)
 	logs := &testkit.SyncBuffer{}
@@ -57,6 +60,7 @@ addresses_sd_files: [owners/*.json]
 	for email, want := range map[string][]breach.Label{
 		"alice@example.com": team("security"),
 		"bob@example.com":   team("marketing"),
+		"dave@example.com":  team("hr"),
 		"carol@example.com": {{Name: "owner", Value: "jdoe"}, {Name: "team", Value: "payments"}},
 	} {
 		if !slices.Equal(got[email], want) {
@@ -69,8 +73,8 @@ addresses_sd_files: [owners/*.json]
 			dups = append(dups, l)
 		}
 	}
-	if len(dups) != 2 || strings.Contains(strings.Join(dups, "\n"), "@") {
-		t.Errorf("log lines about duplicates:\n%s\nwant one for each file (a.json: alice, b.json: carol), no address", strings.Join(dups, "\n"))
+	if len(dups) != 3 || strings.Contains(strings.Join(dups, "\n"), "@") {
+		t.Errorf("log lines about duplicates:\n%s\nwant one for each file (hr.txt and a.json: alice, b.json: carol), no address", strings.Join(dups, "\n"))
 	}
 
 	// The team of bob changes: his entry keeps its data, only its owner
