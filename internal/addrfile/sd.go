@@ -73,7 +73,7 @@ func (p *sdParser) group(n *yaml.Node) {
 		case "labels":
 			labels = v
 		default:
-			p.skip(k.Line, fmt.Sprintf("unknown key %q: a group has targets and labels", breach.LabelValue(k.Value, 64)))
+			p.skip(k.Line, fmt.Sprintf("unknown key %s: a group has targets and labels", p.name(k.Value)))
 		}
 	}
 	if targets == nil || targets.Kind != yaml.SequenceNode {
@@ -99,7 +99,7 @@ func (p *sdParser) labels(n *yaml.Node) []breach.Label {
 	m := map[string]string{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if reason := labelProblem(k.Value, v, p.allowed); reason != "" {
+		if reason := labelProblem(p.name(k.Value), k.Value, v, p.allowed); reason != "" {
 			p.skip(k.Line, reason)
 			continue
 		}
@@ -108,15 +108,25 @@ func (p *sdParser) labels(n *yaml.Node) []breach.Label {
 	return breach.OwnerLabels(m)
 }
 
-// labelProblem says why a label is not usable; "" if it is.
-func labelProblem(name string, v *yaml.Node, allowed []string) string {
+// name is how an error shows a key of the file: quoted and cut, and not
+// at all where it is an address and addresses are not shown.
+func (p *sdParser) name(key string) string {
+	if !p.show && breach.ValidEmail(key) {
+		return "(an address)"
+	}
+	return strconv.Quote(breach.LabelValue(key, 64))
+}
+
+// labelProblem says why the label name (shown as shown) is not usable; ""
+// if it is.
+func labelProblem(shown, name string, v *yaml.Node, allowed []string) string {
 	switch {
 	case !slices.Contains(allowed, name):
-		return fmt.Sprintf("label %q is not one of owner_labels (%s)", breach.LabelValue(name, 64), strings.Join(allowed, ", "))
+		return fmt.Sprintf("label %s is not one of owner_labels (%s)", shown, strings.Join(allowed, ", "))
 	case v.Kind != yaml.ScalarNode || v.Tag != "!!str":
-		return fmt.Sprintf("label %q: the value must be a string", name)
+		return fmt.Sprintf("label %s: the value must be a string", shown)
 	case len(v.Value) > breach.MaxOwnerLabelBytes:
-		return fmt.Sprintf("label %q: the value is longer than %d bytes", name, breach.MaxOwnerLabelBytes)
+		return fmt.Sprintf("label %s: the value is longer than %d bytes", shown, breach.MaxOwnerLabelBytes)
 	}
 	return ""
 }

@@ -32,7 +32,7 @@ func TestParseSD(t *testing.T) {
 		"owners.json": `[
 {"targets": ["a@example.com", "b@example.com"], "labels": {"team": "payments", "owner": "jdoe"}},
 {"targets": ["c@example.com", "nope", 7], "labels": {"team": "platform", "floor": "3", "owner": ["x"]}},
-{"targets": ["d@example.com"]},
+{"targets": ["d@example.com"], "labels": {"x@example.com": "y"}},
 "not a group",
 {"labels": {"team": "x"}, "port": 80}
 ]`,
@@ -41,6 +41,7 @@ func TestParseSD(t *testing.T) {
 - targets: [c@example.com, nope, 7]
   labels: {team: platform, floor: "3", owner: [x]}
 - targets: [d@example.com]
+  labels: {x@example.com: y}
 - not a group
 - labels: {team: x}
   port: 80
@@ -66,9 +67,10 @@ func TestParseSD(t *testing.T) {
 			{3, 4, `label "owner": the value must be a string`},
 			{3, 3, "not a valid email address"},
 			{3, 3, "not an address: must be a string"},
-			{5, 6, "not a group"},
-			{6, 8, `unknown key "port"`},
-			{6, 7, "a group needs targets"},
+			{4, 6, "label (an address) is not one of owner_labels"},
+			{5, 7, "not a group"},
+			{6, 9, `unknown key "port"`},
+			{6, 8, "a group needs targets"},
 		} {
 			line := l.json
 			if name == "owners.yml" {
@@ -78,7 +80,7 @@ func TestParseSD(t *testing.T) {
 				t.Errorf("%s: invalid lines\n%s\nlack %q", name, got, w)
 			}
 		}
-		if strings.Contains(got, "nope") {
+		if strings.Contains(got, "nope") || strings.Contains(got, "x@example.com") {
 			t.Errorf("%s: an invalid target is shown outside email mode: %s", name, got)
 		}
 	}

@@ -10,6 +10,7 @@
 //
 // Relative file paths (api.token_file, labels.address_key_file,
 // webhook.secret_files, acknowledgements_file, addresses_files,
+// addresses_sd_files,
 // store.password_file and the files of api.tls_config) are relative to the directory of the configuration file,
 // as in Prometheus, so a config keeps working whatever the working directory
 // of the process is. Load resolves them; Parse, which has no file, leaves

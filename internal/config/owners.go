@@ -40,6 +40,8 @@ func (c *Config) validateAddressLabels(path string, labels map[string]string, fa
 	for _, name := range slices.Sorted(maps.Keys(labels)) {
 		v := labels[name]
 		switch {
+		case !slices.Contains(c.OwnerLabels, name) && breach.ValidEmail(name):
+			fail("%s.labels: %sis not one of owner_labels (%s)", path, c.quoteAddress(name), strings.Join(c.OwnerLabels, ", "))
 		case !slices.Contains(c.OwnerLabels, name):
 			fail("%s.labels: %q is not one of owner_labels (%s)", path, echo(name), strings.Join(c.OwnerLabels, ", "))
 		case !utf8.ValidString(v):

@@ -92,3 +92,11 @@ func TestLoadBundleChecksSDFiles(t *testing.T) {
 		t.Error("in hash mode an invalid target must not be shown")
 	}
 }
+
+// A label name that is an address is not shown outside email mode.
+func TestOwnerLabelNameThatIsAnAddressIsNotShown(t *testing.T) {
+	_, err := parseFile(t, minimalYAML+"labels: {address: hash}\naddresses:\n  - {email: a@example.com, labels: {x@example.com: y}}\n")
+	if err == nil || !strings.Contains(err.Error(), "addresses[0].labels: is not one of owner_labels") || strings.Contains(err.Error(), "x@example.com") {
+		t.Errorf("error %v: want the field, not the address", err)
+	}
+}
