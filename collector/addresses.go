@@ -95,6 +95,7 @@ type scratch struct {
 	lines        [][]byte // per family
 	dbs, fields  []labelledValue
 	counts, more []labelledValue
+	owner        []label
 }
 
 func newScratch() *scratch { return &scratch{lines: make([][]byte, len(perAddress))} }
@@ -110,6 +111,14 @@ func renderBlock(e *watchlist.Entry, acks *acknowledge.Set, withAlerts bool, on 
 	// The account rides on the one series every address has: a join
 	// brings it to the others (* on (address) group_left (account)).
 	w.add(addressState, 1, label{"account", e.Address.AccountName()}, label{"state", e.State})
+	if w.on[addressInfo.index] {
+		info := append(sc.owner[:0], label{"account", e.Address.AccountName()})
+		for _, l := range e.Owner {
+			info = append(info, label{l.Name, l.Value})
+		}
+		w.add(addressInfo, 1, info...)
+		sc.owner = info
+	}
 	refreshed := 0.0
 	if !e.LastRefresh.IsZero() {
 		refreshed = unixSeconds(e.LastRefresh)

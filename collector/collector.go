@@ -84,6 +84,15 @@ var (
 	addressState = addressGauge("breach_address_state",
 		"The address's current state (pending, verified, unverified, not_monitored) and the account whose key reads it, always 1: one series per address."+cached,
 		labels("address", "account", "state"))
+	// The owner labels ride on a series of their own, not on
+	// breach_address_state: a change of owner moves this one series,
+	// never the data series, and a join brings them to every alert
+	// (* on (address) group_left (team, owner)). Its labels are address,
+	// account and then the address's owner labels (owner_labels) in name
+	// order, those it has.
+	addressInfo = addressGauge("breach_address_info",
+		"The address's account and its owner labels (owner_labels: team, owner by default) from the config or addresses_sd_files, always 1: one series per address, for routing alerts to the owner (metrics.address_info).",
+		labels("address", "account"))
 	addressLastRefresh = addressGauge("breach_address_last_refresh_timestamp_seconds",
 		"Last time the API answered for the address with 200, 403 or 404 (Unix seconds); 0 before the first answer."+cached,
 		labels("address"))
@@ -301,6 +310,7 @@ func servedFamilies(m *config.MetricsConfig) []bool {
 	for i, f := range perAddress {
 		on[i] = !f.detail || m.Detail(f.name)
 	}
+	on[addressInfo.index] = m.Info()
 	return on
 }
 

@@ -12,6 +12,7 @@ import (
 
 // amRoute is the part of an Alertmanager route the grouping test reads.
 type amRoute struct {
+	Receiver string    `yaml:"receiver"`
 	Matchers []string  `yaml:"matchers"`
 	GroupBy  []string  `yaml:"group_by"`
 	Continue bool      `yaml:"continue"`
@@ -54,6 +55,53 @@ func (r amRoute) groupBy(t *testing.T, labels map[string]string, inherited []str
 		}
 	}
 	return inherited
+}
+
+// receiver is the receiver of the route an alert with labels ends in,
+// inherited as groupBy's group_by is.
+func (r amRoute) receiver(t *testing.T, labels map[string]string, inherited string) string {
+	t.Helper()
+	if r.Receiver != "" {
+		inherited = r.Receiver
+	}
+	for _, child := range r.Routes {
+		if child.matches(t, labels) {
+			return child.receiver(t, labels, inherited)
+		}
+	}
+	return inherited
+}
+
+// The example Alertmanager sends an alert about an address with a team
+// (the rules join it onto every per-address alert) to the one team
+// receiver, whatever the team and the severity; the same alert without a
+// team, and every alert that is about no address, to the central receivers
+// by severity, as before owners.
+func TestAlertmanagerRoutesByTeam(t *testing.T) {
+	var am struct {
+		Route amRoute `yaml:"route"`
+	}
+	readYAML(t, "alertmanager.yml", &am)
+	central := map[string]string{"critical": "security-oncall", "warning": "ops", "info": "ops-daily"}
+	for _, team := range []string{"payments", "a-team-added-later"} {
+		for severity := range central {
+			labels := map[string]string{"alertname": "BreachCredentialsExposed", "job": "breach", "address": "alice@example.com", "severity": severity, "team": team}
+			if got := am.Route.receiver(t, labels, ""); got != "team" {
+				t.Errorf("team %s, severity %s: receiver %s, want team", team, severity, got)
+			}
+			if got := am.Route.groupBy(t, labels, nil); !slices.Contains(got, "team") || !slices.Contains(got, "address") {
+				t.Errorf("team %s, severity %s: grouped by %v, want team and address", team, severity, got)
+			}
+			delete(labels, "team")
+			if got := am.Route.receiver(t, labels, ""); got != central[severity] {
+				t.Errorf("no team, severity %s: receiver %s, want the fallback %s", severity, got, central[severity])
+			}
+		}
+	}
+	unowned := map[string]string{"alertname": "BreachAddressUnowned", "job": "breach", "severity": "info"}
+	if got := am.Route.receiver(t, unowned, ""); got != "ops-daily" {
+		t.Errorf("BreachAddressUnowned: receiver %s, want ops-daily", got)
+	}
 }
 
 // The example Alertmanager makes one notification of one fact with N

@@ -19,9 +19,9 @@ var (
 	descAddresses = prometheus.NewDesc("breach_exporter_address_file_addresses",
 		"Valid addresses in the last good content of an address file, those also in an earlier source included.", []string{"file"}, nil)
 	descInvalid = prometheus.NewDesc("breach_exporter_address_file_invalid_lines",
-		"Lines of the last good content of an address file that hold no valid address, skipped.", []string{"file"}, nil)
+		"Lines of the last good content of an address file that hold no valid address, skipped; in a file of addresses_sd_files, also a group, target or label that is not usable.", []string{"file"}, nil)
 	descDuplicates = prometheus.NewDesc("breach_exporter_address_file_duplicate_addresses",
-		"Addresses of an address file already watched from the config or an earlier file (case-insensitive), not watched twice.", []string{"file"}, nil)
+		"Addresses of an address file already watched from the config or an earlier file (case-insensitive), not watched twice: the first source and its owner labels stand.", []string{"file"}, nil)
 	descSuccess = prometheus.NewDesc("breach_exporter_address_file_last_read_success_timestamp_seconds",
 		"When an address file was last read and parsed successfully (Unix seconds); 0 if never since it was first matched.", []string{"file"}, nil)
 	descErrors = prometheus.NewDesc("breach_exporter_address_file_read_errors_total",

@@ -48,9 +48,10 @@ func IsYAML(path string) bool {
 	return strings.HasSuffix(path, ".yml") || strings.HasSuffix(path, ".yaml")
 }
 
-// limit is the size limit of path's kind (fileread).
-func limit(path string) int64 {
-	if IsYAML(path) {
+// limit is the size limit of path's kind (fileread): a file in file_sd
+// shape, JSON or YAML, is parsed into nodes as a YAML list is.
+func (s *Source) limit(path string) int64 {
+	if s.sd || IsYAML(path) {
 		return fileread.MaxAddressYAMLBytes
 	}
 	return fileread.MaxAddressListBytes

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,13 @@ type Source struct {
 	order     []string              // the paths of the last read, in its order
 	overLimit int
 	globs     bool // the last read had globs: only then are there metrics
+	// sd: the files are in file_sd shape (ParseSD), whose labels may be
+	// allowed, the config's owner_labels (Allow).
+	sd      bool
+	allowed []string
+	// labels are the owner labels of the addresses of the files each glob
+	// matches, by glob (SetLabels): addresses_files with labels.
+	labels map[string][]breach.Label
 }
 
 type fileState struct {
@@ -68,6 +76,7 @@ type fileState struct {
 	sum        [sha256.Size]byte
 	badSum     [sha256.Size]byte // the last content that failed to parse
 	addresses  []breach.Address
+	labels     []breach.Label // its glob's (SetLabels)
 	invalid    int
 	duplicates int // set by Merge
 	errors     float64
@@ -84,6 +93,43 @@ func NewSource(m *Metrics) *Source {
 	return s
 }
 
+// NewSDSource returns a Source of files in file_sd shape
+// (addresses_sd_files); m as NewSource's.
+func NewSDSource(m *Metrics) *Source {
+	s := NewSource(m)
+	s.sd = true
+	return s
+}
+
+// Allow sets the label names the files of an SD Source may carry, for
+// the next Read: a change parses every file again.
+func (s *Source) Allow(names []string) { s.allowed = slices.Clone(names) }
+
+// SetLabels sets the owner labels of the addresses of the files each glob
+// matches, by glob, for the next Read: an address of such a file without
+// labels of its own (a plain list has none) has its glob's.
+func (s *Source) SetLabels(byGlob map[string][]breach.Label) { s.labels = byGlob }
+
+// content is what a file's parse depends on: its bytes and, in file_sd
+// shape, the allowed label names.
+func (s *Source) content(data []byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(data)
+	if s.sd {
+		h.Write([]byte{0})
+		h.Write([]byte(strings.Join(s.allowed, ",")))
+	}
+	return [sha256.Size]byte(h.Sum(nil))
+}
+
+// parse is Parse or ParseSD, by the Source's kind.
+func (s *Source) parse(path string, data []byte, show bool) ([]breach.Address, []LineError, error) {
+	if s.sd {
+		return ParseSD(path, data, show, s.allowed)
+	}
+	return Parse(path, data, show)
+}
+
 // Read reads every file globs match, now. The globs' directories hold no
 // wildcards and each glob is valid (the config checks both), so no glob
 // fails; a directory a glob matches (Kubernetes's ..data, for one) is no
@@ -93,7 +139,7 @@ func NewSource(m *Metrics) *Source {
 // the metrics never wait for a slow file.
 func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 	var r Read
-	paths := s.match(globs, &r.OverLimit)
+	paths, matchedBy := s.match(globs, &r.OverLimit)
 
 	s.mu.Lock()
 	old := s.files
@@ -106,8 +152,11 @@ func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 		if prev := old[path]; prev != nil {
 			*st = *prev
 		}
-		data, err := fileread.Read(path, limit(path))
-		sum := sha256.Sum256(data)
+		if labels := s.labels[matchedBy[path]]; !slices.Equal(labels, st.labels) {
+			st.labels, r.Changed = labels, true
+		}
+		data, err := fileread.Read(path, s.limit(path))
+		sum := s.content(data)
 		var (
 			addrs   []breach.Address
 			invalid []LineError
@@ -116,7 +165,7 @@ func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 		case err == nil && sum == st.sum && !st.success.IsZero():
 			st.success = now // the last good content, unchanged
 		case err == nil:
-			addrs, invalid, err = Parse(path, data, show)
+			addrs, invalid, err = s.parse(path, data, show)
 			if err != nil {
 				err = &os.PathError{Op: "parse", Path: path, Err: err}
 			}
@@ -134,7 +183,7 @@ func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 		case addrs == nil: // unchanged
 		default:
 			st.sum = sum
-			if !slices.Equal(addrs, st.addresses) || len(invalid) != st.invalid {
+			if !slices.EqualFunc(addrs, st.addresses, breach.Address.Equal) || len(invalid) != st.invalid {
 				r.Changed = true
 				r.Invalid = append(r.Invalid, invalid[:min(len(invalid), MaxLoggedLines)]...)
 			}
@@ -151,11 +200,11 @@ func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 }
 
 // match returns the files the globs match, each once (the first glob that
-// matches it has it), at most MaxFilesPerGlob a glob; overLimit counts
-// those left out.
-func (s *Source) match(globs []string, overLimit *int) []string {
-	var paths []string
+// matches it has it: matchedBy), at most MaxFilesPerGlob a glob; overLimit
+// counts those left out.
+func (s *Source) match(globs []string, overLimit *int) (paths []string, matchedBy map[string]string) {
 	seen := map[string]bool{}
+	matchedBy = map[string]string{}
 	for _, glob := range globs {
 		matches, _ := filepath.Glob(glob) // sorted; ErrBadPattern is the config's to refuse
 		n := 0
@@ -173,9 +222,10 @@ func (s *Source) match(globs []string, overLimit *int) []string {
 			n++
 			seen[path] = true
 			paths = append(paths, path)
+			matchedBy[path] = glob
 		}
 	}
-	return paths
+	return paths, matchedBy
 }
 
 // Merge returns configured and then the addresses of the last Read's files
@@ -192,8 +242,9 @@ func (s *Source) Merge(configured []breach.Address) []breach.Address {
 	return out
 }
 
-// Elsewhere is how many addresses of a file were already another owner's
-// (an account's): they stay that owner's.
+// Elsewhere is how many addresses of a file were already an owner's (an
+// account's: another one, or the file's own from an earlier source): they
+// stay where they were first, with that source's owner labels.
 type Elsewhere struct {
 	File      string
 	Owner     string // the owner that has them
@@ -204,8 +255,8 @@ type Elsewhere struct {
 // key is not in seen yet, and adds their keys to it with owner: several
 // Sources (one per account) merge into one list in linear time, each
 // address going to the first source that has it. Each file's duplicates
-// are counted for its metrics; those another owner has are also returned,
-// one Elsewhere a file and owner, in file order.
+// are counted for its metrics and also returned, one Elsewhere a file
+// and owner, in file order.
 func (s *Source) MergeInto(seen map[string]string, owner string, out []breach.Address) ([]breach.Address, []Elsewhere) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -218,12 +269,13 @@ func (s *Source) MergeInto(seen map[string]string, owner string, out []breach.Ad
 			k := a.Key()
 			if first, dup := seen[k]; dup {
 				st.duplicates++
-				if first != owner {
-					others[first]++
-				}
+				others[first]++
 				continue
 			}
 			seen[k] = owner
+			if a.Labels == nil {
+				a.Labels = st.labels
+			}
 			out = append(out, a)
 		}
 		for _, o := range slices.Sorted(maps.Keys(others)) {

@@ -105,6 +105,9 @@ type Address struct {
 	// entry that lists it, or the one whose webhook secret verified the
 	// alert that discovered it. Empty means DefaultAccount.
 	Account string
+	// Labels are the owner labels (team, owner, ...) of the source that
+	// lists the address, in name order; none for a discovered address.
+	Labels []Label
 }
 
 // AccountName is the address's account, DefaultAccount when it names none.

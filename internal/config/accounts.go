@@ -23,7 +23,10 @@ type Account struct {
 	Addresses []Address      `yaml:"addresses"`
 	// AddressesFiles are globs of files listing more addresses of the
 	// account (read by the address files' code, not by Load).
-	AddressesFiles []string `yaml:"addresses_files"`
+	AddressesFiles []AddressFiles `yaml:"addresses_files"`
+	// AddressesSDFiles are globs of files in file_sd shape: more
+	// addresses of the account, with their owner labels.
+	AddressesSDFiles []string `yaml:"addresses_sd_files"`
 }
 
 // AccountAPI is an account's key and budget. The API's timeout, TLS and
@@ -50,7 +53,7 @@ var accountName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 
 // singleAccountKeys are the top-level keys that make the single-account
 // shape; with an accounts list they belong in each entry.
-var singleAccountKeys = []string{"api.base_url", "api.token_file", "api.requests_per_minute", "addresses", "addresses_files", "webhook.secret_files"}
+var singleAccountKeys = []string{"api.base_url", "api.token_file", "api.requests_per_minute", "addresses", "addresses_files", "addresses_sd_files", "webhook.secret_files"}
 
 // Single reports whether the file has the single-account shape: no
 // accounts list.
@@ -63,11 +66,12 @@ func (c *Config) AccountsInForce() []Account {
 		return c.Accounts
 	}
 	return []Account{{
-		Name:           breach.DefaultAccount,
-		API:            AccountAPI{BaseURL: c.API.BaseURL, TokenFile: c.API.TokenFile, RequestsPerMinute: c.API.RequestsPerMinute},
-		Webhook:        AccountWebhook{SecretFiles: c.Webhook.SecretFiles},
-		Addresses:      c.Addresses,
-		AddressesFiles: c.AddressesFiles,
+		Name:             breach.DefaultAccount,
+		API:              AccountAPI{BaseURL: c.API.BaseURL, TokenFile: c.API.TokenFile, RequestsPerMinute: c.API.RequestsPerMinute},
+		Webhook:          AccountWebhook{SecretFiles: c.Webhook.SecretFiles},
+		Addresses:        c.Addresses,
+		AddressesFiles:   c.AddressesFiles,
+		AddressesSDFiles: c.AddressesSDFiles,
 	}}
 }
 
@@ -133,7 +137,11 @@ func (c *Config) validateAccounts(fail func(string, ...any)) {
 	for i, a := range c.AccountsInForce() {
 		a.API.validate(c.accountPath(i), fail)
 		validateSecretFiles(c.accountPath(i), a.Webhook.SecretFiles, fail)
-		validateGlobs(c.accountPath(i), a.AddressesFiles, fail)
+		validateGlobs(c.accountPath(i)+"addresses_files", Globs(a.AddressesFiles), fail)
+		for j, g := range a.AddressesFiles {
+			c.validateAddressLabels(fmt.Sprintf("%saddresses_files[%d]", c.accountPath(i), j), g.Labels, fail)
+		}
+		validateGlobs(c.accountPath(i)+"addresses_sd_files", a.AddressesSDFiles, fail)
 	}
 	c.validateAddresses(fail)
 }
@@ -155,7 +163,6 @@ func (a *Account) setDirectory(dir string) {
 	for i, f := range a.Webhook.SecretFiles {
 		a.Webhook.SecretFiles[i] = config.JoinDir(dir, f)
 	}
-	for i, g := range a.AddressesFiles {
-		a.AddressesFiles[i] = config.JoinDir(dir, g)
-	}
+	joinGlobs(dir, a.AddressesFiles)
+	joinDir(dir, a.AddressesSDFiles)
 }

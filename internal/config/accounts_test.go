@@ -51,7 +51,7 @@ func TestSingleAccountShapeIsDefault(t *testing.T) {
 	c := mustParse(t, minimalYAML+"  requests_per_minute: 20\naddresses_files: [\"/a/*.txt\"]\naddresses: [a@x.org]\n")
 	got := c.AccountsInForce()
 	if len(got) != 1 || got[0].Name != breach.DefaultAccount || got[0].API.RequestsPerMinute != 20 ||
-		!reflect.DeepEqual(got[0].AddressesFiles, []string{"/a/*.txt"}) || len(got[0].Addresses) != 1 {
+		!reflect.DeepEqual(Globs(got[0].AddressesFiles), []string{"/a/*.txt"}) || len(got[0].Addresses) != 1 {
 		t.Errorf("AccountsInForce() = %+v, want one default account with the top-level settings", got)
 	}
 }

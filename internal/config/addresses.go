@@ -14,7 +14,7 @@ func (c *Config) Watched() []breach.Address {
 	var out []breach.Address
 	for _, acct := range c.AccountsInForce() {
 		for _, a := range acct.Addresses {
-			out = append(out, breach.Address{Email: a.Email, Alias: a.Alias, Account: acct.Name})
+			out = append(out, breach.Address{Email: a.Email, Alias: a.Alias, Account: acct.Name, Labels: breach.OwnerLabels(a.Labels)})
 		}
 	}
 	return out

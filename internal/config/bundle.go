@@ -237,20 +237,30 @@ func (l *bundleLoader) readSecrets(b *Bundle, ab *AccountBundle, path string, we
 // returns what it would count and log, each with the file and, for a line,
 // its line.
 func addressFileProblems(cfg *Config) Problems {
-	var globs []string
+	var globs, sdGlobs []string
 	for _, a := range cfg.AccountsInForce() {
-		globs = append(globs, a.AddressesFiles...)
+		globs = append(globs, Globs(a.AddressesFiles)...)
+		sdGlobs = append(sdGlobs, a.AddressesSDFiles...)
 	}
-	r := addrfile.NewSource(nil).Read(globs, time.Now(), cfg.Labels.ShowsAddresses())
+	sd := addrfile.NewSDSource(nil)
+	sd.Allow(cfg.OwnerLabels)
+	return append(readProblems("addresses_files", addrfile.NewSource(nil), globs, cfg),
+		readProblems("addresses_sd_files", sd, sdGlobs, cfg)...)
+}
+
+// readProblems reads globs with src and returns its problems, each
+// starting with key.
+func readProblems(key string, src *addrfile.Source, globs []string, cfg *Config) Problems {
+	r := src.Read(globs, time.Now(), cfg.Labels.ShowsAddresses())
 	var ps Problems
 	for _, err := range r.Failed {
-		ps = append(ps, Problem{Msg: "addresses_files: " + err.Error()})
+		ps = append(ps, Problem{Msg: key + ": " + err.Error()})
 	}
 	for _, e := range r.Invalid {
-		ps = append(ps, Problem{File: e.File, Line: e.Line, Msg: "addresses_files: " + e.Reason})
+		ps = append(ps, Problem{File: e.File, Line: e.Line, Msg: key + ": " + e.Reason})
 	}
 	if r.OverLimit > 0 {
-		ps = append(ps, Problem{Msg: fmt.Sprintf("addresses_files: %d files past the limit of %d a glob would not be read", r.OverLimit, addrfile.MaxFilesPerGlob)})
+		ps = append(ps, Problem{Msg: fmt.Sprintf("%s: %d files past the limit of %d a glob would not be read", key, r.OverLimit, addrfile.MaxFilesPerGlob)})
 	}
 	return ps
 }

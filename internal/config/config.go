@@ -10,6 +10,7 @@
 //
 // Relative file paths (api.token_file, labels.address_key_file,
 // webhook.secret_files, acknowledgements_file, addresses_files,
+// addresses_sd_files,
 // store.password_file and the files of api.tls_config) are relative to the directory of the configuration file,
 // as in Prometheus, so a config keeps working whatever the working directory
 // of the process is. Load resolves them; Parse, which has no file, leaves
@@ -46,10 +47,19 @@ type Config struct {
 	// files (internal/addrfile): more addresses, read at start, on a
 	// change and every refresh.files_interval. A glob's wildcards are in
 	// its last element.
-	AddressesFiles []string      `yaml:"addresses_files"`
-	Labels         LabelsConfig  `yaml:"labels"`
-	Webhook        WebhookConfig `yaml:"webhook"`
-	Metrics        MetricsConfig `yaml:"metrics"`
+	AddressesFiles []AddressFiles `yaml:"addresses_files"`
+	// AddressesSDFiles are the single-account shape's globs of files in
+	// Prometheus' file_sd shape: addresses with their owner labels,
+	// read as the address files are.
+	AddressesSDFiles []string `yaml:"addresses_sd_files"`
+	// OwnerLabels are the label names an address may carry (the config's
+	// addresses[].labels, the groups of addresses_sd_files): each one a
+	// label of breach_address_info, which the shipped rules join onto
+	// every per-address alert.
+	OwnerLabels []string      `yaml:"owner_labels"`
+	Labels      LabelsConfig  `yaml:"labels"`
+	Webhook     WebhookConfig `yaml:"webhook"`
+	Metrics     MetricsConfig `yaml:"metrics"`
 	// AcknowledgementsFile names the acknowledgements (internal/acknowledge):
 	// the exposures people have handled. Empty means none.
 	AcknowledgementsFile string `yaml:"acknowledgements_file"`
@@ -82,6 +92,8 @@ type RefreshConfig struct {
 type Address struct {
 	Email string `yaml:"email"`
 	Alias string `yaml:"alias"`
+	// Labels are its owner labels, names from owner_labels.
+	Labels map[string]string `yaml:"labels"`
 }
 
 // LabelsConfig says what goes into the address label.
@@ -142,6 +154,10 @@ func defaultRefresh() RefreshConfig {
 	}
 }
 
+// DefaultOwnerLabels are owner_labels when the file sets none: the team
+// that Alertmanager routes by, and the person in it.
+func DefaultOwnerLabels() []string { return []string{"team", "owner"} }
+
 func defaultLabels() LabelsConfig {
 	return LabelsConfig{Address: breach.LabelEmail}
 }
@@ -178,10 +194,11 @@ func load(path string) (*Config, lineIndex, Problems) {
 
 func parse(data []byte) (*Config, lineIndex, Problems) {
 	c := &Config{
-		API:     defaultAPI(),
-		Refresh: defaultRefresh(),
-		Labels:  defaultLabels(),
-		Webhook: defaultWebhook(),
+		API:         defaultAPI(),
+		Refresh:     defaultRefresh(),
+		OwnerLabels: DefaultOwnerLabels(),
+		Labels:      defaultLabels(),
+		Webhook:     defaultWebhook(),
 	}
 	lines, problems := decode(data, c)
 	if lines == nil {
@@ -200,9 +217,8 @@ func (c *Config) setDirectory(dir string) {
 	for i, f := range c.Webhook.SecretFiles {
 		c.Webhook.SecretFiles[i] = config.JoinDir(dir, f)
 	}
-	for i, g := range c.AddressesFiles {
-		c.AddressesFiles[i] = config.JoinDir(dir, g)
-	}
+	joinGlobs(dir, c.AddressesFiles)
+	joinDir(dir, c.AddressesSDFiles)
 	for i := range c.Accounts {
 		c.Accounts[i].setDirectory(dir)
 	}
@@ -220,4 +236,11 @@ func (a *Address) UnmarshalYAML(unmarshal func(any) error) error {
 	}
 	type address Address
 	return unmarshal((*address)(a))
+}
+
+// joinDir makes each of paths relative to dir.
+func joinDir(dir string, paths []string) {
+	for i, p := range paths {
+		paths[i] = config.JoinDir(dir, p)
+	}
 }

@@ -104,13 +104,16 @@ func TestLoadFullExample(t *testing.T) {
 		},
 		Refresh: RefreshConfig{Interval: minutes(30), MeInterval: minutes(10), FilesInterval: minutes(1)},
 		Addresses: []Address{
-			{Email: "alice@example.com"},
+			{Email: "alice@example.com", Labels: map[string]string{"team": "payments", "owner": "jdoe"}},
 			{Email: "ops@example.com", Alias: "ops"},
 			{Email: "Security.Team@Example.org", Alias: "security"},
 		},
 		// A relative glob is relative to the config's directory.
-		AddressesFiles: []string{"/etc/breach_exporter/addresses/*.txt", filepath.Join("testdata", "departments", "*.yaml")},
-		Labels:         LabelsConfig{Address: "email"},
+		AddressesFiles: []AddressFiles{{Glob: "/etc/breach_exporter/addresses/*.txt"},
+			{Glob: filepath.Join("testdata", "departments", "*.yaml"), Labels: map[string]string{"team": "it"}}},
+		AddressesSDFiles: []string{filepath.Join("testdata", "owners", "*.json")},
+		OwnerLabels:      []string{"team", "owner", "cost_center"},
+		Labels:           LabelsConfig{Address: "email"},
 		Webhook: WebhookConfig{
 			SecretFiles:            []string{"/run/secrets/breach_webhook_secret", "/run/secrets/breach_webhook_secret.next"},
 			MaxBodyBytes:           131072,

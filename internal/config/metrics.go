@@ -28,7 +28,13 @@ type MetricsConfig struct {
 	// DetailFamilies switches on per-address detail families by name
 	// (DetailFamilies); a reload applies a change.
 	DetailFamilies []string `yaml:"detail_families"`
+	// AddressInfo serves breach_address_info, one series per address
+	// with its owner labels; unset means yes.
+	AddressInfo *bool `yaml:"address_info"`
 }
+
+// Info reports whether breach_address_info is served.
+func (c *MetricsConfig) Info() bool { return c.AddressInfo == nil || *c.AddressInfo }
 
 // Detail reports whether the detail family name is switched on.
 func (c *MetricsConfig) Detail(name string) bool {

@@ -54,6 +54,7 @@ func (c *Config) Validate() error {
 		fail("labels.address: %q must be one of %s, %s, %s, %s", echo(c.Labels.Address), breach.LabelEmail, breach.LabelAlias, breach.LabelHash, breach.LabelHMAC)
 	}
 	c.Labels.validateKeyFile(fail)
+	c.validateOwnerLabels(fail)
 
 	c.Webhook.validate(fail)
 	c.Metrics.validate(fail)
@@ -134,6 +135,7 @@ func (c *Config) validateAddresses(fail func(string, ...any)) {
 					fail("%s: %sduplicates %s", path, c.quoteAddress(a.Email), p.path)
 				}
 			}
+			c.validateAddressLabels(path, a.Labels, fail)
 			if c.Labels.Address != breach.LabelAlias {
 				continue
 			}
@@ -178,25 +180,26 @@ func checkAliasUnique(seen map[string]string, path, alias string, fail func(stri
 	}
 }
 
-// validateGlobs checks an account's addresses_files (path is where they
-// are: "" at the top level, "accounts[i]." in the list): valid patterns,
+// validateGlobs checks an account's addresses_files or addresses_sd_files
+// (path is the key: "addresses_files" at the top level,
+// "accounts[i].addresses_files" in the list): valid patterns,
 // each once, with wildcards only in the last element, since the watcher
 // watches each glob's directory (as Prometheus's file_sd requires).
 func validateGlobs(path string, globs []string, fail func(string, ...any)) {
 	firstIndex := map[string]int{}
 	for i, g := range globs {
 		if j, seen := firstIndex[g]; seen {
-			fail("%saddresses_files[%d]: %q duplicates %saddresses_files[%d]", path, i, echo(g), path, j)
+			fail("%s[%d]: %q duplicates %s[%d]", path, i, echo(g), path, j)
 			continue
 		}
 		firstIndex[g] = i
 		switch _, err := filepath.Match(g, ""); {
 		case g == "":
-			fail("%saddresses_files[%d]: empty path", path, i)
+			fail("%s[%d]: empty path", path, i)
 		case err != nil:
-			fail("%saddresses_files[%d]: %q is not a valid glob: %w", path, i, echo(g), err)
+			fail("%s[%d]: %q is not a valid glob: %w", path, i, echo(g), err)
 		case strings.ContainsAny(filepath.Dir(g), `*?[\`):
-			fail("%saddresses_files[%d]: %q: wildcards only in the file name, not in the directory", path, i, echo(g))
+			fail("%s[%d]: %q: wildcards only in the file name, not in the directory", path, i, echo(g))
 		}
 	}
 }

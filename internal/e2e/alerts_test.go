@@ -56,10 +56,13 @@ func (s *stack) criticalAlertsDelivered(ctx context.Context, t *testing.T) {
 }
 
 // demoAddressAlerts are raised by design: the demo configuration watches an
-// address the simulator's account has unverified and one it does not have.
+// address the simulator's account has unverified and one it does not have,
+// and gives no address an owner (BreachAddressUnowned: one alert for all,
+// without an address label).
 var demoAddressAlerts = map[string]string{
 	"BreachAddressUnverified":   "newhire@example.com",
 	"BreachAddressNotMonitored": "departed@example.net",
+	"BreachAddressUnowned":      "",
 }
 
 // exposureGroup holds the alerts the simulator's data may raise at any time.

@@ -86,6 +86,7 @@ type Exporter struct {
 	// or shutdown takes it.
 	fileMetrics  *addrfile.Metrics
 	addresses    map[string]*addrfile.Source // by account
+	sdAddresses  map[string]*addrfile.Source // by account: addresses_sd_files
 	addressWatch *filewatch.Watcher
 	syncing      sync.Mutex
 	// page are the acknowledgements made on the page (pageacks.go), in
@@ -187,6 +188,7 @@ func newExporter(o Options, bundle *config.Bundle) (*Exporter, error) {
 		storeAtStart: storeSection(bundle),
 		fileMetrics:  fileMetrics,
 		addresses:    map[string]*addrfile.Source{},
+		sdAddresses:  map[string]*addrfile.Source{},
 		reloading:    make(chan struct{}, 1),
 		apiMetrics:   apiMetrics,
 		schedulers:   map[string]chan struct{}{},
@@ -484,9 +486,12 @@ func (e *Exporter) readAddresses(bundle *config.Bundle) bool {
 	claimed := map[string]string{} // file: the first account whose globs match it
 	for _, a := range cfg.AccountsInForce() {
 		inForce[a.Name] = true
-		r := e.readAccountFiles(e.source(a.Name), a.AddressesFiles, cfg)
-		changed = r.Changed || changed
-		for _, f := range r.Files {
+		src := e.source(a.Name)
+		src.SetLabels(config.GlobLabels(a.AddressesFiles))
+		r := e.readAccountFiles(src, config.Globs(a.AddressesFiles), cfg)
+		sd := e.readAccountFiles(e.sdSource(a.Name), a.AddressesSDFiles, cfg)
+		changed = r.Changed || sd.Changed || changed
+		for _, f := range append(r.Files, sd.Files...) {
 			if first, dup := claimed[f.Path]; dup {
 				// Its addresses belong to the first account (watched's
 				// merge), and its metrics show it once.
@@ -497,21 +502,34 @@ func (e *Exporter) readAddresses(bundle *config.Bundle) bool {
 		}
 	}
 	// A removed account's files are read as none: their series go.
-	for name, src := range e.addresses {
-		if !inForce[name] {
-			changed = e.readAccountFiles(src, nil, cfg).Changed || changed
+	for _, sources := range []map[string]*addrfile.Source{e.addresses, e.sdAddresses} {
+		for name, src := range sources {
+			if !inForce[name] {
+				changed = e.readAccountFiles(src, nil, cfg).Changed || changed
+			}
 		}
 	}
 	return changed
 }
 
+// sdSource is the Source of an account's addresses_sd_files.
+func (e *Exporter) sdSource(account string) *addrfile.Source {
+	return e.accountSource(e.sdAddresses, account, addrfile.NewSDSource)
+}
+
 // source is the address files' Source of an account: one each, so that a
 // file's addresses are the account's whose glob matched it.
 func (e *Exporter) source(account string) *addrfile.Source {
-	s := e.addresses[account]
+	return e.accountSource(e.addresses, account, addrfile.NewSource)
+}
+
+// accountSource is account's Source in sources, made by newSource the
+// first time.
+func (e *Exporter) accountSource(sources map[string]*addrfile.Source, account string, newSource func(*addrfile.Metrics) *addrfile.Source) *addrfile.Source {
+	s := sources[account]
 	if s == nil {
-		s = addrfile.NewSource(e.fileMetrics)
-		e.addresses[account] = s
+		s = newSource(e.fileMetrics)
+		sources[account] = s
 	}
 	return s
 }
@@ -519,6 +537,7 @@ func (e *Exporter) source(account string) *addrfile.Source {
 // readAccountFiles reads one account's globs into its Source and logs
 // what is wrong with them.
 func (e *Exporter) readAccountFiles(src *addrfile.Source, globs []string, cfg *config.Config) addrfile.Read {
+	src.Allow(cfg.OwnerLabels)
 	r := src.Read(globs, e.clock.Now(), cfg.Labels.ShowsAddresses())
 	for _, err := range r.Failed {
 		level.Warn(e.logger).Log("msg", "Address file not usable; its last good content stays", "err", err)
@@ -539,7 +558,8 @@ func (e *Exporter) readAccountFiles(src *addrfile.Source, globs []string, cfg *c
 func (e *Exporter) watchAddresses(bundle *config.Bundle) {
 	var globs []string
 	for _, a := range bundle.Config.AccountsInForce() {
-		globs = append(globs, a.AddressesFiles...)
+		globs = append(globs, config.Globs(a.AddressesFiles)...)
+		globs = append(globs, a.AddressesSDFiles...)
 	}
 	e.addressWatch.SetInterval(time.Duration(bundle.Config.Refresh.FilesInterval))
 	e.addressWatch.Watch(globs...)
@@ -603,10 +623,11 @@ func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 }
 
 // watched is what cfg configures, then, account by account, the addresses
-// of its files that no earlier source has (the first wins, counted in the
-// file's metrics): a file's addresses are its account's. Those that an
-// earlier account has stay its: one log line a file and account says so,
-// at every sync (a change of the files, a reload) while it lasts.
+// of its addresses_files and then of its addresses_sd_files that no
+// earlier source has (the first wins, with its owner labels, counted in
+// the file's metrics): a file's addresses are its account's. One log line
+// a file and owner says where its duplicates stay, at every sync (a change
+// of the files, a reload) while it lasts.
 func (e *Exporter) watched(cfg *config.Config) []breach.Address {
 	all := slices.Clone(cfg.Watched())        // appended to: never the config's own
 	seen := make(map[string]string, len(all)) // by key, the account
@@ -614,18 +635,30 @@ func (e *Exporter) watched(cfg *config.Config) []breach.Address {
 		seen[a.Key()] = a.AccountName()
 	}
 	for _, a := range cfg.AccountsInForce() {
-		n := len(all)
-		var elsewhere []addrfile.Elsewhere
-		all, elsewhere = e.source(a.Name).MergeInto(seen, a.Name, all)
-		for i := n; i < len(all); i++ {
-			all[i].Account = a.Name
-		}
-		for _, x := range elsewhere {
-			level.Warn(e.logger).Log("msg", "Addresses of an address file are another account's already; they stay that account's (an address belongs to one account)",
-				"file", x.File, "account", a.Name, "other_account", x.Owner, "addresses", x.Addresses)
+		for _, src := range []*addrfile.Source{e.source(a.Name), e.sdSource(a.Name)} {
+			n := len(all)
+			var elsewhere []addrfile.Elsewhere
+			all, elsewhere = src.MergeInto(seen, a.Name, all)
+			for i := n; i < len(all); i++ {
+				all[i].Account = a.Name
+			}
+			e.logElsewhere(a.Name, elsewhere)
 		}
 	}
 	return all
+}
+
+// logElsewhere says where the duplicates of account's files stay.
+func (e *Exporter) logElsewhere(account string, elsewhere []addrfile.Elsewhere) {
+	for _, x := range elsewhere {
+		if x.Owner != account {
+			level.Warn(e.logger).Log("msg", "Addresses of an address file are another account's already; they stay that account's (an address belongs to one account)",
+				"file", x.File, "account", account, "other_account", x.Owner, "addresses", x.Addresses)
+			continue
+		}
+		level.Warn(e.logger).Log("msg", "Addresses of an address file are already watched from an earlier source (the config, an earlier file); the first source and its owner labels stand",
+			"file", x.File, "account", account, "addresses", x.Addresses)
+	}
 }
 
 // warn logs what the bundle's config gets wrong that does not matter yet,

@@ -39,8 +39,12 @@ type Schedule struct {
 // them without locking. Sources holds each feed once, and each feed's
 // SourceDBs and FieldsExposed hold no repeats (bounds.go).
 type Entry struct {
-	Address     breach.Address
-	Label       string // the address label, per labels.address
+	Address breach.Address
+	Label   string // the address label, per labels.address
+	// Owner are the address's owner labels as exported (values that are
+	// addresses labelled per labels.address: breach.OwnerValue), in name
+	// order; never modified, replaced by a Sync that changes them.
+	Owner       []breach.Label
 	State       string // one of breach.States
 	Sources     []breach.SourceState
 	LastRefresh time.Time // last 200/403/404; zero before the first
@@ -284,8 +288,9 @@ func signal(a *account) {
 func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.Labeler, discoveryLimit int) {
 	keys := make([]string, len(configured))
 	labels := make([]string, len(configured))
+	owners := make([][]breach.Label, len(configured))
 	for i, a := range configured {
-		keys[i], labels[i] = a.Key(), mode.Label(a)
+		keys[i], labels[i], owners[i] = a.Key(), mode.Label(a), ownerLabels(mode, a.Labels)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -300,7 +305,7 @@ func (r *List) Sync(accounts []string, configured []breach.Address, mode breach.
 	if len(accounts) == 0 {
 		s.keep(breach.DefaultAccount) // no accounts: the one of the single-account shape
 	}
-	s.configured(configured, keys, labels)
+	s.configured(configured, keys, labels, owners)
 	s.discovered(mode, discoveryLimit)
 	r.entries = s.next
 	// A removed account's scheduler is woken too: it then finds its
@@ -342,9 +347,9 @@ func (s *syncing) add(k string, e *Entry) {
 	s.kept[e.Address.Account].entries[k] = e
 }
 
-// configured keeps the configured addresses (keys and labels computed
-// before the lock), new ones new.
-func (s *syncing) configured(configured []breach.Address, keys, labels []string) {
+// configured keeps the configured addresses (keys, labels and owner
+// labels computed before the lock), new ones new.
+func (s *syncing) configured(configured []breach.Address, keys, labels []string, owners [][]breach.Label) {
 	r := s.r
 	for i, a := range configured {
 		k := keys[i]
@@ -360,8 +365,8 @@ func (s *syncing) configured(configured []breach.Address, keys, labels []string)
 			r.touch(e) // breach_address_state carries the account
 		}
 		e.Address = a
-		if e.Label != labels[i] {
-			e.Label = labels[i]
+		if e.Label != labels[i] || !slices.Equal(e.Owner, owners[i]) {
+			e.Label, e.Owner = labels[i], owners[i]
 			r.touch(e)
 		}
 		s.keep(a.Account)
@@ -512,4 +517,16 @@ func (r *List) SetCycle(name string, d time.Duration) {
 	if a := r.known(name); a != nil {
 		a.cycle = d
 	}
+}
+
+// ownerLabels are labels as exported under mode (breach.OwnerValue).
+func ownerLabels(mode breach.Labeler, labels []breach.Label) []breach.Label {
+	if len(labels) == 0 {
+		return nil
+	}
+	out := make([]breach.Label, len(labels))
+	for i, l := range labels {
+		out[i] = breach.Label{Name: l.Name, Value: breach.OwnerValue(mode, l.Value)}
+	}
+	return out
 }
