@@ -56,8 +56,11 @@ func TestLoadBundleStoreFiles(t *testing.T) {
 			"{cert_file: " + cert + ", key_file: " + key + ", ca_file: not-pem}": "store.tls.ca_file",
 		} {
 			path := write(t, dir, "config.yml", base+"store:\n  servers: [s1:6379]\n  tls: "+tlsSection+"\n")
-			if _, err := config.LoadBundle(path, config.LoadOptions{}); err == nil || !strings.Contains(err.Error(), want) {
+			_, err := config.LoadBundle(path, config.LoadOptions{})
+			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("tls %s: error %v, want one with %q", tlsSection, err, want)
+			} else if strings.Contains(err.Error(), "BEGIN") || strings.Contains(err.Error(), "no certificate here") {
+				t.Errorf("tls %s: the error shows a file's content: %v", tlsSection, err)
 			}
 		}
 	})
