@@ -28,6 +28,9 @@ func TestRemovedAddressesLeaveTheStoresReadyTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
+	if err := store.Join(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
@@ -100,6 +103,9 @@ func TestFakeStoreAnswersAsTheRealOne(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
+		if err := c.Join(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		return c
 	}
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})
