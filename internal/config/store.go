@@ -225,7 +225,7 @@ func (b *Bundle) StoreDeployment() string {
 // in it never reaches a log.
 func checkStoreURL(raw string) error {
 	if raw == "" {
-		return errors.New("is required in the store section")
+		return errors.New("is required in the store section (or store.servers: a cluster, or the Sentinels)")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {

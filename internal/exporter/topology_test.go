@@ -92,6 +92,13 @@ func TestTopologyClusterReplicas(t *testing.T) {
 	// One alert delivered to both: counted once.
 	postAlerts(t, "a@example.com", 0, 1, two)
 	checkShared(t, api, "a@example.com", 10, one, two)
+	// The claims: each address read once between the two (a@example.com,
+	// which the alerts make read again, aside).
+	for _, a := range topologyAddresses[1:] {
+		if n := api.Reads(a); n != 1 {
+			t.Errorf("%s read %d times by the two replicas, want once", a, n)
+		}
+	}
 	for _, r := range []*replica{one, two} {
 		for series, v := range r.scrape(t) {
 			if strings.HasPrefix(series, "breach_exporter_store_errors_total") && v != 0 {
