@@ -213,6 +213,12 @@ func Open(o Options) (*Client, error) {
 		}
 	}
 	quietClient.Do(func() { redis.SetLogger(quiet{}) })
+	s.connect(ro)
+	return s, nil
+}
+
+// connect makes the client of ro's topology and the keys' prefix.
+func (s *Client) connect(ro *redis.UniversalOptions) {
 	// Every connection is known, so that Interrupt ends the commands in
 	// flight at once: go-redis watches a deadline, not a cancellation.
 	dial := redis.NewDialer(&redis.Options{DialTimeout: ro.DialTimeout, TLSConfig: ro.TLSConfig})
@@ -231,7 +237,6 @@ func Open(o Options) (*Client, error) {
 		// a script or a command may name several (docs/replicas.md).
 		s.prefix = "{" + s.name + "}"
 	}
-	return s, nil
 }
 
 // go-redis logs its connection failures to stderr on its own; here they
