@@ -18,7 +18,7 @@ LDFLAGS   := -X $(PKG).Version=$(VERSION) -X $(PKG).Revision=$(REVISION) \
              -X $(PKG).BuildDate=$(shell date -u +%Y%m%d-%H:%M:%S)
 
 .PHONY: all build test fmt-check tidy-check vet staticcheck lint unit cross-build rules-check promtool redis-server promtool3 prometheus3 demo e2e e2e-deps soak bench prometheusrule clean \
-        container container-deps container-test systemd-test kubernetes-test deploy-test replicas-test \
+        container container-deps container-test systemd-test kubernetes-test deploy-test replicas-test store-topologies-test \
         release generate chart-generate chart-tools chart-test dashboards-check
 
 all: build
@@ -220,6 +220,18 @@ e2e: e2e-deps prometheus3
 # the processes under test are built binaries.
 replicas-test: e2e-deps redis-server
 	BREACH_E2E_REPLICAS=1 $(GO) test -tags e2e -count=1 -v -timeout 15m -run '^TestReplicas' ./internal/e2e/
+
+# The store topologies platform teams run, on loopback from Debian's
+# packages: a 3-master Redis Cluster over TLS with an ACL user, and a
+# primary, a replica and three Sentinels with a failover by SIGKILL while
+# alerts arrive (internal/sharedstore and internal/exporter, Test
+# Topology*). Installs redis-server, redis-sentinel and redis-tools when
+# missing. About 1 minute.
+store-topologies-test:
+	@for p in redis-server redis-sentinel redis-cli; do command -v $$p >/dev/null 2>&1 || missing=1; done; \
+	  [ -z "$$missing" ] || { echo ">> installing Debian's redis-server, redis-sentinel and redis-tools (apt-get, needs root)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-sentinel redis-tools >/dev/null; }
+	BREACH_STORE_TOPOLOGIES=1 $(GO) test -race -count=1 -v -timeout 8m -run '^TestTopology' ./internal/sharedstore/ ./internal/exporter/
 
 # Benchmarks against baselines measured in the same run (about 5 minutes);
 # prints the table and writes bench/results.json. See bench/README.md. The

@@ -3,6 +3,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -45,6 +46,11 @@ type Bundle struct {
 	// StorePassword is the content of store.password_file; empty without
 	// one. Never logged, never in an error.
 	StorePassword string
+	// StoreSentinelPassword is the content of
+	// store.sentinel_password_file, as StorePassword.
+	StoreSentinelPassword string
+	// StoreTLS is store.tls with its files read; nil without it.
+	StoreTLS *tls.Config
 }
 
 // AccountBundle is what one load produced for one account.
@@ -171,8 +177,9 @@ func (l *bundleLoader) readFiles(b *Bundle) {
 			l.add(fmt.Errorf("acknowledgements_file: %w", p))
 		}
 	}
-	b.StorePassword, err = cfg.Store.readStorePassword()
-	l.add(err)
+	for _, err := range cfg.Store.readFiles(b) {
+		l.add(err)
+	}
 	if cfg.Store != nil && cfg.Store.hasPassword() {
 		b.Warnings = append(b.Warnings, l.placed(errors.New(StorePasswordWarning)).Error())
 	}

@@ -223,7 +223,7 @@ func (c *Config) setDirectory(dir string) {
 		c.Accounts[i].setDirectory(dir)
 	}
 	if c.Store != nil {
-		c.Store.PasswordFile = config.JoinDir(dir, c.Store.PasswordFile)
+		c.Store.setDirectory(dir)
 	}
 }
 

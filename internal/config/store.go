@@ -7,30 +7,58 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 
-	"github.com/breach-exporter/breach_exporter/internal/fileread"
+	"github.com/prometheus/common/config"
 )
 
 // StoreConfig is the optional store section: the Redis or Valkey that the
 // replicas of one deployment share (internal/sharedstore). Absent, the exporter
-// runs alone as it always did.
+// runs alone as it always did. One server (URL), a Redis or Valkey cluster
+// (Servers) or a primary found through Sentinels (Servers and MasterName).
 type StoreConfig struct {
 	// URL is redis:// or rediss:// (TLS), host, port and an optional
-	// database number.
+	// database number: one server. URL and Servers exclude each other.
 	URL string `yaml:"url"`
+	// Servers are host:port addresses: the nodes of a cluster, or with
+	// MasterName the Sentinels.
+	Servers []string `yaml:"servers"`
+	// MasterName is the name the Sentinels know the primary by.
+	MasterName string `yaml:"master_name"`
+	// SentinelPasswordFile holds the Sentinels' password.
+	SentinelPasswordFile string `yaml:"sentinel_password_file"`
+	// Username is the store's ACL user.
+	Username string `yaml:"username"`
 	// PasswordFile holds the store's password; it replaces one in URL.
 	PasswordFile string `yaml:"password_file"`
+	// TLS, when set, makes every connection TLS (with URL, a rediss:// one).
+	TLS *StoreTLS `yaml:"tls"`
 	// KeyPrefix starts every key, so that several deployments can share
 	// one store.
 	KeyPrefix string `yaml:"key_prefix"`
 	// Deployment names the deployment in the store; empty, the name is
 	// derived from the accounts (Bundle.StoreDeployment).
 	Deployment string `yaml:"deployment"`
+}
+
+// StoreTLS is store.tls: the names are those of Prometheus' tls_config,
+// and of the redis clients of Thanos and Cortex.
+type StoreTLS struct {
+	// CAFile holds the CAs the store's certificate is checked against;
+	// empty, the system's.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a client certificate, both or neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name the store's certificate must hold; empty,
+	// the host of each address.
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
 // DefaultKeyPrefix is store.key_prefix when the section leaves it out.
@@ -62,22 +90,107 @@ func (s *StoreConfig) validate(fail func(string, ...any)) {
 	if s == nil {
 		return
 	}
-	if err := checkStoreURL(s.URL); err != nil {
-		fail("store.url: %w", err)
-	}
+	s.validateServers(fail)
+	s.validateAuth(fail)
 	switch {
 	case s.KeyPrefix == "":
 		fail("store.key_prefix: must not be empty")
 	case len(s.KeyPrefix) > maxKeyPrefixBytes:
 		fail("store.key_prefix: %q has %d bytes, at most %d", echo(s.KeyPrefix), len(s.KeyPrefix), maxKeyPrefixBytes)
 	case strings.ContainsFunc(s.KeyPrefix, func(r rune) bool { return unicode.IsSpace(r) || r == '{' || r == '}' }):
-		// Braces would make a Redis Cluster hash tag of part of the prefix.
+		// On a cluster the client puts the prefix in braces, the keys'
+		// hash tag (sharedstore): braces of its own would change the tag.
 		fail("store.key_prefix: %q must not contain whitespace or braces", echo(s.KeyPrefix))
 	}
 	if len(s.Deployment) > maxDeploymentBytes {
 		fail("store.deployment: has %d bytes, at most %d", len(s.Deployment), maxDeploymentBytes)
 	} else if strings.ContainsFunc(s.Deployment, func(r rune) bool { return !isNameRune(r) }) {
 		fail("store.deployment: %q may hold letters, digits, '.', '_' and '-' only", s.Deployment)
+	}
+}
+
+// maxServers bounds store.servers: a cluster's seed nodes or the
+// Sentinels, a handful each.
+const maxServers = 32
+
+// maxStoreNameBytes bounds store.master_name and store.username.
+const maxStoreNameBytes = 128
+
+// validateServers checks that the section names one server (url) or
+// several (servers), and the Sentinels' settings.
+func (s *StoreConfig) validateServers(fail func(string, ...any)) {
+	switch {
+	case s.URL != "" && len(s.Servers) > 0:
+		fail("store.servers: and store.url exclude each other: url names one server, servers the nodes of a cluster or, with master_name, the Sentinels")
+	case len(s.Servers) > 0:
+		checkServers(s.Servers, fail)
+	default:
+		if err := checkStoreURL(s.URL); err != nil {
+			fail("store.url: %w", err)
+		}
+	}
+	if s.MasterName != "" && len(s.Servers) == 0 {
+		fail("store.master_name: needs store.servers, the Sentinels' addresses")
+	}
+	if s.SentinelPasswordFile != "" && s.MasterName == "" {
+		fail("store.sentinel_password_file: is for Sentinels: set store.master_name and store.servers")
+	}
+	if err := checkStoreName(s.MasterName); err != nil {
+		fail("store.master_name: %w", err)
+	}
+}
+
+// checkServers checks each of store.servers as host:port.
+func checkServers(servers []string, fail func(string, ...any)) {
+	if len(servers) > maxServers {
+		fail("store.servers: has %d addresses, at most %d", len(servers), maxServers)
+		return
+	}
+	seen := map[string]bool{}
+	for i, addr := range servers {
+		host, port, err := net.SplitHostPort(addr)
+		n, perr := strconv.Atoi(port)
+		switch {
+		case err != nil || host == "" || perr != nil || n < 1 || n > 65535:
+			fail("store.servers[%d]: %q must be host:port, like redis-0.redis:6379", i, echo(addr))
+		case seen[addr]:
+			fail("store.servers[%d]: %q is listed twice", i, echo(addr))
+		}
+		seen[addr] = true
+	}
+}
+
+// checkStoreName checks a name the store is told: a master name, a user.
+func checkStoreName(name string) error {
+	switch {
+	case len(name) > maxStoreNameBytes:
+		return fmt.Errorf("has %d bytes, at most %d", len(name), maxStoreNameBytes)
+	case strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		return fmt.Errorf("%q must not contain whitespace", echo(name))
+	}
+	return nil
+}
+
+// validateAuth checks the ACL user and the TLS settings.
+func (s *StoreConfig) validateAuth(fail func(string, ...any)) {
+	if err := checkStoreName(s.Username); err != nil {
+		fail("store.username: %w", err)
+	}
+	u, err := url.Parse(s.URL)
+	if err != nil || s.URL == "" {
+		u = nil // store.url's own error says it
+	}
+	if u != nil && u.User != nil && u.User.Username() != "" && s.Username != "" {
+		fail("store.username: and the user in store.url exclude each other")
+	}
+	if s.TLS == nil {
+		return
+	}
+	if u != nil && u.Scheme == "redis" {
+		fail("store.tls: the url is redis://, without TLS: make it rediss://")
+	}
+	if (s.TLS.CertFile == "") != (s.TLS.KeyFile == "") {
+		fail("store.tls: cert_file and key_file go together: a client certificate needs both")
 	}
 }
 
@@ -112,7 +225,7 @@ func (b *Bundle) StoreDeployment() string {
 // in it never reaches a log.
 func checkStoreURL(raw string) error {
 	if raw == "" {
-		return errors.New("is required in the store section")
+		return errors.New("is required in the store section (or store.servers: a cluster, or the Sentinels)")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -150,20 +263,13 @@ func (s *StoreConfig) hasPassword() bool {
 	return set
 }
 
-// readStorePassword reads store.password_file; "" when none is set.
-// Trailing whitespace (the newline an editor adds) is not part of it. Its
-// errors name the setting and the file, never the content.
-func (s *StoreConfig) readStorePassword() (string, error) {
-	if s == nil || s.PasswordFile == "" {
-		return "", nil
+// setDirectory makes the section's file paths relative to dir.
+func (s *StoreConfig) setDirectory(dir string) {
+	s.PasswordFile = config.JoinDir(dir, s.PasswordFile)
+	s.SentinelPasswordFile = config.JoinDir(dir, s.SentinelPasswordFile)
+	if t := s.TLS; t != nil {
+		t.CAFile = config.JoinDir(dir, t.CAFile)
+		t.CertFile = config.JoinDir(dir, t.CertFile)
+		t.KeyFile = config.JoinDir(dir, t.KeyFile)
 	}
-	data, err := fileread.Read(s.PasswordFile, fileread.MaxSecretBytes)
-	if err != nil {
-		return "", fmt.Errorf("store.password_file: %w", err)
-	}
-	password := string(trimTrailingSpace(data))
-	if password == "" {
-		return "", fmt.Errorf("store.password_file: %q is empty", echo(s.PasswordFile))
-	}
-	return password, nil
 }

@@ -4,6 +4,7 @@ package config
 
 import (
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -20,7 +21,7 @@ func TestStoreAbsentByDefault(t *testing.T) {
 func TestStoreParse(t *testing.T) {
 	c := mustParse(t, minimalYAML+"store:\n  url: rediss://valkey.example.com:6380/2\n  password_file: /secrets/redis\n")
 	want := StoreConfig{URL: "rediss://valkey.example.com:6380/2", PasswordFile: "/secrets/redis", KeyPrefix: DefaultKeyPrefix}
-	if c.Store == nil || *c.Store != want {
+	if c.Store == nil || !reflect.DeepEqual(*c.Store, want) {
 		t.Fatalf("store = %+v, want %+v", c.Store, want)
 	}
 	c = mustParse(t, minimalYAML+"store: {url: 'redis://127.0.0.1', key_prefix: 'team-a:breach'}\n")
@@ -51,6 +52,19 @@ func TestStoreValidationErrors(t *testing.T) {
 		{"deployment too long", store + "  url: redis://r\n  deployment: " + strings.Repeat("d", 65) + "\n", []string{"store.deployment", "65 bytes, at most 64"}},
 		{"deployment space", store + "  url: redis://r\n  deployment: 'a b'\n", []string{"store.deployment", `"a b"`, "letters, digits"}},
 		{"not a mapping", minimalYAML + "store: redis://r\n", []string{"store", "mapping"}},
+		{"url and servers", store + "  url: redis://r\n  servers: [r:6379]\n", []string{"store.servers", "exclude each other"}},
+		{"server without port", store + "  servers: [r:6379, r]\n", []string{"store.servers[1]", `"r"`, "host:port"}},
+		{"server port zero", store + "  servers: ['r:0']\n", []string{"store.servers[0]", "host:port"}},
+		{"server twice", store + "  servers: [r:6379, r:6379]\n", []string{"store.servers[1]", "twice"}},
+		{"too many servers", store + "  servers: [" + strings.Repeat("r:1, ", 32) + "r:2]\n", []string{"store.servers", "33 addresses, at most 32"}},
+		{"master_name without servers", store + "  url: redis://r\n  master_name: m\n", []string{"store.master_name", "store.servers"}},
+		{"master_name space", store + "  servers: [r:26379]\n  master_name: 'a b'\n", []string{"store.master_name", "whitespace"}},
+		{"sentinel password without master", store + "  servers: [r:6379]\n  sentinel_password_file: p\n", []string{"store.sentinel_password_file", "master_name"}},
+		{"username twice", store + "  url: redis://u@r\n  username: v\n", []string{"store.username", "exclude each other"}},
+		{"username too long", store + "  url: redis://r\n  username: " + strings.Repeat("u", 129) + "\n", []string{"store.username", "129 bytes, at most 128"}},
+		{"tls without rediss", store + "  url: redis://r\n  tls: {}\n", []string{"store.tls", "rediss://"}},
+		{"tls cert without key", store + "  servers: [r:6379]\n  tls: {cert_file: c}\n", []string{"store.tls", "cert_file and key_file"}},
+		{"tls unknown key", store + "  servers: [r:6379]\n  tls: {ca: x}\n", []string{`unknown key "ca"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assertParseFails(t, tc.yml, tc.wants...) })
 	}

@@ -948,10 +948,15 @@ func (e *Exporter) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
 func (e *Exporter) WebhookHandler() *webhook.Handler { return e.hook }
 
 // storeSection is what of the store section a reload cannot change: the
-// store and its keys (the password file is read at each start).
+// whole section: the client and the keys are made once, at the start.
 func storeSection(bundle *config.Bundle) string {
 	if sc := bundle.Config.Store; sc != nil {
-		return sc.URL + "\x00" + sc.KeyPrefix + "\x00" + sc.Deployment
+		section, tls := *sc, config.StoreTLS{}
+		if sc.TLS != nil {
+			tls = *sc.TLS
+		}
+		section.TLS = nil
+		return fmt.Sprintf("%#v %#v", section, tls)
 	}
 	return ""
 }

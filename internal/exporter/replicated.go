@@ -174,13 +174,18 @@ func newReplicas(bundle *config.Bundle, folder string, reg prometheus.Registerer
 	}
 	var err error
 	r.shared, err = sharedstore.Open(sharedstore.Options{
-		URL:        sc.URL,
-		Password:   bundle.StorePassword,
-		KeyPrefix:  sc.KeyPrefix,
-		Replica:    r.name,
-		Deployment: r.deployment,
-		Registerer: reg,
-		Logger:     logger,
+		URL:              sc.URL,
+		Servers:          sc.Servers,
+		MasterName:       sc.MasterName,
+		Username:         sc.Username,
+		Password:         bundle.StorePassword,
+		SentinelPassword: bundle.StoreSentinelPassword,
+		TLS:              bundle.StoreTLS,
+		KeyPrefix:        sc.KeyPrefix,
+		Replica:          r.name,
+		Deployment:       r.deployment,
+		Registerer:       reg,
+		Logger:           logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)

@@ -12,6 +12,7 @@ package sharedstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -32,8 +33,19 @@ import (
 
 // Options configure a Client.
 type Options struct {
-	URL       string // redis:// or rediss:// (TLS)
-	Password  string // from store.password_file; when set, it replaces the URL's
+	// URL is one server: redis:// or rediss:// (TLS). URL and Servers
+	// exclude each other.
+	URL string
+	// Servers are host:port addresses: a cluster's nodes, or with
+	// MasterName the Sentinels.
+	Servers    []string
+	MasterName string
+	Username   string // the ACL user; when set, it replaces the URL's
+	Password   string // from store.password_file; when set, it replaces the URL's
+	// SentinelPassword is the Sentinels' password.
+	SentinelPassword string
+	// TLS, when set, makes every connection TLS (the Sentinels' too).
+	TLS       *tls.Config
 	KeyPrefix string // every key starts with it and a colon
 	// Replica names this process in claims and in the events it publishes.
 	Replica string
@@ -80,8 +92,12 @@ const (
 // concurrent use and bounded in time: none blocks past its context or the
 // client's timeouts.
 type Client struct {
-	rdb     *redis.Client
+	rdb redis.UniversalClient
+	// prefix starts every key: Options.KeyPrefix, in braces on a cluster
+	// (key); name is Options.KeyPrefix as configured, for messages.
 	prefix  string
+	name    string
+	auth    bool // a user or a password is set
 	replica string
 	logger  log.Logger
 
@@ -150,7 +166,8 @@ func Open(o Options) (*Client, error) {
 		logger = log.NewNopLogger()
 	}
 	s := &Client{
-		prefix:      o.KeyPrefix,
+		name:        o.KeyPrefix,
+		auth:        ro.Username != "" || ro.Password != "",
 		replica:     o.Replica,
 		logger:      logger,
 		pingEvery:   pingEvery,
@@ -177,8 +194,8 @@ func Open(o Options) (*Client, error) {
 	for _, reason := range []string{resetAhead, resetRecreated} {
 		s.resets.WithLabelValues(reason)
 	}
-	if s.prefix == "" {
-		s.prefix = defaultPrefix
+	if s.name == "" {
+		s.name = defaultPrefix
 	}
 	for _, op := range operations {
 		s.errs.WithLabelValues(op)
@@ -196,9 +213,15 @@ func Open(o Options) (*Client, error) {
 		}
 	}
 	quietClient.Do(func() { redis.SetLogger(quiet{}) })
+	s.connect(ro)
+	return s, nil
+}
+
+// connect makes the client of ro's topology and the keys' prefix.
+func (s *Client) connect(ro *redis.UniversalOptions) {
 	// Every connection is known, so that Interrupt ends the commands in
 	// flight at once: go-redis watches a deadline, not a cancellation.
-	dial := redis.NewDialer(ro)
+	dial := redis.NewDialer(&redis.Options{DialTimeout: ro.DialTimeout, TLSConfig: ro.TLSConfig})
 	ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err != nil {
@@ -206,9 +229,14 @@ func Open(o Options) (*Client, error) {
 		}
 		return s.conns.add(c), nil
 	}
-	s.rdb = redis.NewClient(ro)
+	s.rdb = redis.NewUniversalClient(ro)
 	s.rdb.AddHook(gate{s})
-	return s, nil
+	s.prefix = s.name
+	if _, cluster := s.rdb.(*redis.ClusterClient); cluster {
+		// One hash tag for every key of the deployment: one slot, so that
+		// a script or a command may name several (docs/replicas.md).
+		s.prefix = "{" + s.name + "}"
+	}
 }
 
 // go-redis logs its connection failures to stderr on its own; here they
@@ -220,13 +248,45 @@ type quiet struct{}
 
 func (quiet) Printf(context.Context, string, ...any) {}
 
-// clientOptions turns the URL into the client's options without any
-// network I/O. Its errors never quote the URL: it may hold a password.
-func clientOptions(o Options) (*redis.Options, error) {
-	if o.URL == "" {
+// clientOptions turns the options into the client's without any network
+// I/O: one server (URL), a cluster (Servers) or Sentinels (Servers and
+// MasterName). Its errors never quote the URL: it may hold a password.
+func clientOptions(o Options) (*redis.UniversalOptions, error) {
+	var ro *redis.UniversalOptions
+	switch {
+	case o.URL != "" && len(o.Servers) > 0:
+		return nil, errors.New("store: url and servers exclude each other")
+	case len(o.Servers) > 0:
+		// Servers without a master name are a cluster, also when only one
+		// of its nodes is listed.
+		ro = &redis.UniversalOptions{Addrs: o.Servers, MasterName: o.MasterName, IsClusterMode: o.MasterName == ""}
+	default:
+		simple, err := parseURL(o.URL)
+		if err != nil {
+			return nil, err
+		}
+		ro = universal(simple)
+	}
+	if o.Username != "" {
+		ro.Username = o.Username
+	}
+	if o.Password != "" {
+		ro.Password = o.Password
+	}
+	ro.SentinelPassword = o.SentinelPassword
+	if o.TLS != nil {
+		ro.TLSConfig = o.TLS.Clone()
+	}
+	bound(ro)
+	return ro, nil
+}
+
+// parseURL reads the one server's URL.
+func parseURL(raw string) (*redis.Options, error) {
+	if raw == "" {
 		return nil, errors.New("store: the url is empty")
 	}
-	u, err := url.Parse(o.URL)
+	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, errors.New("store: the url does not parse as a URL (redis://host:port or rediss://host:port)")
 	}
@@ -236,15 +296,30 @@ func clientOptions(o Options) (*redis.Options, error) {
 	if u.Host == "" {
 		return nil, errors.New("store: the url names no host")
 	}
-	ro, err := redis.ParseURL(o.URL)
+	ro, err := redis.ParseURL(raw)
 	if err != nil {
 		return nil, fmt.Errorf("store: the url: %w", err)
 	}
-	if o.Password != "" {
-		ro.Password = o.Password
+	return ro, nil
+}
+
+// universal is the one server's options as the universal client's, with
+// what the URL's query may set (redis.ParseURL).
+func universal(o *redis.Options) *redis.UniversalOptions {
+	return &redis.UniversalOptions{
+		Addrs: []string{o.Addr}, DB: o.DB, ClientName: o.ClientName, Protocol: o.Protocol,
+		Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig,
+		MaxRetries: o.MaxRetries, MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff,
+		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+		PoolFIFO: o.PoolFIFO, PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout,
+		MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns, MaxActiveConns: o.MaxActiveConns,
+		ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
 	}
-	// The URL's query may set any of these; what it leaves unset gets the
-	// bounds every method's promise rests on.
+}
+
+// bound gives what the options leave unset the bounds every method's
+// promise rests on.
+func bound(ro *redis.UniversalOptions) {
 	if ro.DialTimeout == 0 {
 		ro.DialTimeout = dialTimeout
 	}
@@ -276,7 +351,20 @@ func clientOptions(o Options) (*redis.Options, error) {
 	// pooled connection.
 	ro.ContextTimeoutEnabled = true
 	ro.DisableIdentity = true
-	return ro, nil
+}
+
+// shard is the client of the one server that holds the deployment's keys:
+// the client itself on one server or through Sentinels (the primary), the
+// primary of the keys' hash slot on a cluster. WAIT and INFO go there: on
+// a cluster client they would go to any node.
+func (s *Client) shard(ctx context.Context) (*redis.Client, error) {
+	switch c := s.rdb.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, s.key("events"))
+	case *redis.Client:
+		return c, nil
+	}
+	return nil, fmt.Errorf("store: a client of type %T", s.rdb)
 }
 
 // Run keeps breach_exporter_store_up true while the store takes writes

@@ -4,6 +4,7 @@ package sharedstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -100,8 +101,8 @@ func TestOpenChecksTheURLWithoutConnecting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.rdb.Options().Password != "other" || s.rdb.Options().DB != 2 || s.rdb.Options().TLSConfig == nil {
-		t.Errorf("options: password %q, db %d, tls %v", s.rdb.Options().Password, s.rdb.Options().DB, s.rdb.Options().TLSConfig != nil)
+	if o := s.rdb.(*redis.Client).Options(); o.Password != "other" || o.DB != 2 || o.TLSConfig == nil {
+		t.Errorf("options: password %q, db %d, tls %v", o.Password, o.DB, o.TLSConfig != nil)
 	}
 	if testutil.ToFloat64(s.up) != 0 {
 		t.Error("up before any command")
@@ -121,6 +122,43 @@ func TestOpenChecksTheURLWithoutConnecting(t *testing.T) {
 	}
 	if _, err := Open(Options{URL: "redis://127.0.0.1:1", Replica: "b", Registerer: reg}); err == nil || !strings.Contains(err.Error(), "registering") {
 		t.Errorf("a second Open on one registry: %v", err)
+	}
+}
+
+// Each topology gets its client, and only a cluster's keys share a hash
+// tag: on one server and through Sentinels the keys keep the names of the
+// releases before, so that an upgrade reads the same keys.
+func TestOpenPicksTheTopology(t *testing.T) {
+	tlsConfig := &tls.Config{ServerName: "store.internal", MinVersion: tls.VersionTLS12}
+	for _, c := range []struct {
+		name    string
+		o       Options
+		cluster bool
+		key     string
+	}{
+		{"one server", Options{URL: "redis://127.0.0.1:1/0"}, false, "p:events"},
+		{"sentinels", Options{Servers: []string{"127.0.0.1:1", "127.0.0.1:2"}, MasterName: "m", SentinelPassword: "sp"}, false, "p:events"},
+		{"cluster", Options{Servers: []string{"127.0.0.1:1", "127.0.0.1:2"}}, true, "{p}:events"},
+		{"cluster of one seed", Options{Servers: []string{"127.0.0.1:1"}}, true, "{p}:events"},
+	} {
+		c.o.Replica, c.o.KeyPrefix, c.o.Username, c.o.Password, c.o.TLS = "a", "p", "u", "pw", tlsConfig
+		s, err := Open(c.o)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		_, cluster := s.rdb.(*redis.ClusterClient)
+		if cluster != c.cluster || s.key("events") != c.key || !s.auth {
+			t.Errorf("%s: cluster %v, key %q, auth %v; want %v, %q, true", c.name, cluster, s.key("events"), s.auth, c.cluster, c.key)
+		}
+		ro, _ := clientOptions(c.o)
+		if ro.Username != "u" || ro.Password != "pw" || ro.TLSConfig.ServerName != "store.internal" || ro.TLSConfig == tlsConfig ||
+			ro.SentinelPassword != c.o.SentinelPassword || ro.ReadTimeout != ioTimeout || ro.Protocol != 2 {
+			t.Errorf("%s: options %+v", c.name, ro)
+		}
+		s.Close()
+	}
+	if _, err := Open(Options{URL: "redis://127.0.0.1:1", Servers: []string{"127.0.0.1:2"}, Replica: "a"}); err == nil || !strings.Contains(err.Error(), "exclude") {
+		t.Errorf("url and servers: %v, want them refused", err)
 	}
 }
 

@@ -62,7 +62,7 @@ func (s *Client) check(ctx context.Context) error {
 		return err
 	}
 	if theirs != s.identity {
-		ferr := &ErrForeign{Prefix: s.prefix, Ours: s.identity, Theirs: theirs}
+		ferr := &ErrForeign{Prefix: s.name, Ours: s.identity, Theirs: theirs}
 		if s.joined.Swap(joinForeign) != joinForeign {
 			level.Error(s.logger).Log("msg", "The shared store holds another deployment under this key prefix; this replica does not use it", "err", ferr)
 		}
@@ -89,7 +89,7 @@ func (g gate) allowed(ctx context.Context) error {
 	case joinOK:
 		return nil
 	case joinForeign:
-		return &ErrForeign{Prefix: g.s.prefix, Ours: g.s.identity, Theirs: "another"}
+		return &ErrForeign{Prefix: g.s.name, Ours: g.s.identity, Theirs: "another"}
 	}
 	return errNotJoined
 }
@@ -121,7 +121,7 @@ func (g gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 // warnWithoutAuth logs, once, a store that takes commands from anyone:
 // whoever reaches it can read the stream and forge events.
 func (s *Client) warnWithoutAuth(ctx context.Context) {
-	if s.rdb.Options().Password != "" || s.rdb.Options().Username != "" {
+	if s.auth {
 		return
 	}
 	level.Warn(s.logger).Log("msg", "The shared store takes commands without authentication: anyone who reaches it can read and forge the replicas' state; set a password (store.password_file) or an ACL user (docs/replicas.md)")
@@ -132,7 +132,11 @@ func (s *Client) warnWithoutAuth(ctx context.Context) {
 // evicts keys (INFO memory). A store whose ACL refuses INFO is taken to
 // have no replicas, and said so once.
 func (s *Client) countReplicas(ctx context.Context) {
-	info, err := s.rdb.Info(ctx, "replication", "memory").Result()
+	shard, err := s.shard(ctx)
+	if err != nil {
+		return
+	}
+	info, err := shard.Info(ctx, "replication", "memory").Result()
 	if err != nil {
 		var reply redis.Error
 		if errors.As(err, &reply) && !s.waitRefused.Swap(true) {

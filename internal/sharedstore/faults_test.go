@@ -253,23 +253,10 @@ func TestPublishWaitsForAReplicaOfTheStore(t *testing.T) {
 // The least privilege docs/replicas.md gives is enough for every
 // operation of the client.
 func TestLeastPrivilegeACL(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/replicas.md")
-	must(t, err)
-	var acl []any
-	for line := range strings.Lines(string(doc)) {
-		if strings.HasPrefix(line, "ACL SETUSER ") {
-			for _, f := range strings.Fields(strings.ReplaceAll(line, ">PASSWORD", ">pw")) {
-				acl = append(acl, f)
-			}
-		}
-	}
-	if len(acl) == 0 {
-		t.Fatal("docs/replicas.md gives no ACL SETUSER line")
-	}
 	r := testkit.StartRedis(t)
 	ctx := context.Background()
 	c := raw(t, r)
-	must(t, c.Do(ctx, acl...).Err())
+	must(t, c.Do(ctx, aclLine(t, "pw", false)...).Err())
 	s, err := Open(Options{URL: "redis://breach_exporter@" + r.Addr(), Password: "pw", KeyPrefix: "breach_exporter", Replica: "a", Deployment: "d"})
 	must(t, err)
 	defer s.Close()
@@ -304,6 +291,29 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	must(t, s.repairAhead(ctx, "read"))
 	f := follower{last: "0-0", apply: func(Event) {}}
 	must(t, s.followOnce(ctx, &f))
+	must(t, s.Forget(ctx, "s", []string{"i"}))
+	must(t, s.Prune(ctx, "s", func(string) bool { return false }))
+}
+
+// aclLine is the ACL SETUSER command docs/replicas.md gives, with
+// password: the one for a cluster (its keys in the hash tag) or the one
+// for one server and Sentinels.
+func aclLine(t *testing.T, password string, cluster bool) []any {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/replicas.md")
+	must(t, err)
+	for line := range strings.Lines(string(doc)) {
+		if !strings.HasPrefix(line, "ACL SETUSER breach_exporter ") || strings.Contains(line, "~{") != cluster {
+			continue
+		}
+		var acl []any
+		for _, f := range strings.Fields(strings.ReplaceAll(line, ">PASSWORD", ">"+password)) {
+			acl = append(acl, f)
+		}
+		return acl
+	}
+	t.Fatalf("docs/replicas.md gives no ACL SETUSER line (cluster: %v)", cluster)
+	return nil
 }
 
 // A replica of another deployment under the same prefix is refused, by

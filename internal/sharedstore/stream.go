@@ -93,8 +93,16 @@ func (s *Client) PublishOnceBatch(ctx context.Context, ttl time.Duration, events
 		args = append(args, e.Kind, e.Data)
 	}
 	// One connection for the script and the WAIT after it: WAIT counts
-	// the writes of its own connection.
-	conn := s.rdb.Conn()
+	// the writes of its own connection. On a cluster it is one to the
+	// primary of the keys' slot, which has not the cluster client's gate.
+	if err := (gate{s}).allowed(ctx); err != nil {
+		return nil, fmt.Errorf("store: publish: %w", err)
+	}
+	shard, err := s.shard(ctx)
+	if err = s.outcome(ctx, "publish", err); err != nil {
+		return nil, fmt.Errorf("store: publish: %w", err)
+	}
+	conn := shard.Conn()
 	defer conn.Close()
 	// Run falls back from EVALSHA to EVAL when a restarted store has lost
 	// the script.
