@@ -234,9 +234,7 @@ func start(o *options, logger log.Logger, slogger *slog.Logger) (*program, error
 		return nil, err
 	}
 	p := &program{o: o, logger: logger, slogger: slogger, exp: exp,
-		// Check: the exporter's own readiness (a replica in sync with the
-		// shared store) plugs in here.
-		ready: &readiness{},
+		ready: &readiness{Check: exp.Ready},
 	}
 	p.runCtx, p.stopRun = context.WithCancel(context.Background())
 	ack, err := newAcknowledgements(o, exp, reg, logger)

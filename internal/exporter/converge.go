@@ -139,6 +139,24 @@ func (e *Exporter) StoreSynced() bool {
 	return e.replicas == nil || e.replicas.sync.synced.Load()
 }
 
+// errNotSynced is Ready's answer while a replica catches up.
+var errNotSynced = errors.New("not in sync with the shared store yet: loading its checkpoint and the events after it")
+
+// Ready is the exporter's condition of /-/ready: a replica that reaches
+// the store but has not proved it holds the cluster's history is not
+// ready, so that a load balancer sends it no scrape or webhook before it
+// serves the whole state. While the store does not answer, a replica is
+// ready whether synced or not: it takes webhooks into its journal (204
+// never depended on the store), and a rollout during a store outage must
+// not leave the webhook URL without a listener; breach_exporter_store_synced
+// says 0 meanwhile.
+func (e *Exporter) Ready() error {
+	if e.StoreSynced() || !e.replicas.shared.Up() {
+		return nil
+	}
+	return errNotSynced
+}
+
 // resyncWatchlist is the replicas' resynced: the watchlist, just replaced
 // by a checkpoint, watches what the config says again.
 func (e *Exporter) resyncWatchlist() {

@@ -4,6 +4,7 @@ package exporter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,11 +15,13 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -178,6 +181,9 @@ func TestReplicaStartedWhileTheStoreIsPausedCatchesUp(t *testing.T) {
 	two := s.replica(t, "two") // its start waits for the store, then gives up
 	if two.synced(t) {
 		t.Error("a replica that could not reach the store says it is synced")
+	}
+	if err := two.exp.Ready(); err != nil {
+		t.Errorf("a replica that cannot reach the store is not ready (%v): a rollout during a store outage would leave no listener", err)
 	}
 	s.store.Resume()
 	alert(t, one, "d@example.com")
@@ -459,4 +465,32 @@ func TestReplicaResyncsAfterAGap(t *testing.T) {
 	}
 	link.cut(false)
 	s.waitConverged(t, two, one)
+}
+
+// Ready: a replica that reaches the store but is not synced is not ready;
+// synced, or with the store down, it is.
+func TestReadyWaitsForSyncWhileTheStoreAnswers(t *testing.T) {
+	r := testkit.StartRedis(t)
+	c, err := sharedstore.Open(sharedstore.Options{URL: r.URL(), Replica: "r", Deployment: "test", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	e := &Exporter{replicas: &replicas{shared: c}}
+	if err := e.Ready(); err != nil {
+		t.Errorf("before the store answered: %v, want ready", err)
+	}
+	if err := c.Join(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Ready(); !errors.Is(err, errNotSynced) {
+		t.Errorf("store up, not synced: %v, want %v", err, errNotSynced)
+	}
+	e.replicas.sync.synced.Store(true)
+	if err := e.Ready(); err != nil {
+		t.Errorf("synced: %v, want ready", err)
+	}
+	if err := (&Exporter{}).Ready(); err != nil {
+		t.Errorf("without a store: %v, want ready", err)
+	}
 }

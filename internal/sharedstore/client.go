@@ -393,6 +393,14 @@ func (s *Client) Run(ctx context.Context) {
 	}
 }
 
+// Up reports whether reads and writes on the store worked last, as
+// breach_exporter_store_up says: false before the first answer.
+func (s *Client) Up() bool {
+	s.stateMu.Lock()
+	defer s.stateMu.Unlock()
+	return s.state == stateUp
+}
+
 // Interrupt ends every command in flight now: at shutdown, a store that
 // hangs holds nothing up. Later commands work as ever.
 func (s *Client) Interrupt() { s.conns.interrupt() }
