@@ -102,11 +102,19 @@ func TestReplicasConverge(t *testing.T) {
 // of bin, without Prometheus and Alertmanager, and waits for the first
 // round.
 func newSmallReplicaSet(ctx context.Context, t *testing.T, dir, bin string) *replicaSet {
+	rs := startSmallReplicaSet(ctx, t, &replicaSet{stack: &stack{dir: dir}, t: t, bin: bin})
+	rs.eventually(ctx, t, "the first round: every address read, each by one replica", maxReadGap, rs.firstRound)
+	return rs
+}
+
+// startSmallReplicaSet starts rs's store, the stand-in API and three
+// replicas of rs.bin (with rs.extraArgs), without Prometheus and
+// Alertmanager, and waits until every replica reports the store up.
+func startSmallReplicaSet(ctx context.Context, t *testing.T, rs *replicaSet) *replicaSet {
 	ports := freeAddrs(t, 2*replicaCount)
-	rs := &replicaSet{stack: &stack{dir: dir}, t: t, bin: bin}
 	for i := range replicaCount {
 		rs.replicas = append(rs.replicas, &replica{index: i, webAddr: ports[2*i], hookAddr: ports[2*i+1],
-			dir: filepath.Join(dir, fmt.Sprintf("replica-%d-data", i))})
+			dir: filepath.Join(rs.stack.dir, fmt.Sprintf("replica-%d-data", i))})
 	}
 	rs.store = testkit.StartRedis(t)
 	rs.api = testkit.NewStandIn(t, nil)
@@ -117,7 +125,6 @@ func newSmallReplicaSet(ctx context.Context, t *testing.T, dir, bin string) *rep
 		}
 	}
 	rs.eventually(ctx, t, "every replica reports the store up", startupTimeout, rs.storeUp(1))
-	rs.eventually(ctx, t, "the first round: every address read, each by one replica", maxReadGap, rs.firstRound)
 	return rs
 }
 

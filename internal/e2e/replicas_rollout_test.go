@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
 const (
@@ -131,19 +130,7 @@ func TestReplicasRollout(t *testing.T) {
 		extraArgs: []string{"--web.shutdown-delay=" + rolloutDelay.String()}}
 	goBuild(testContext(t, buildTimeout), t, repoRoot(t), rs.bin, ".")
 	ctx := testContext(t, replicasRunTimeout)
-	ports := freeAddrs(t, 2*replicaCount)
-	for i := range replicaCount {
-		rs.replicas = append(rs.replicas, &replica{index: i, webAddr: ports[2*i], hookAddr: ports[2*i+1], dir: filepath.Join(dir, fmt.Sprintf("replica-%d-data", i))})
-	}
-	rs.store = testkit.StartRedis(t)
-	rs.api = testkit.NewStandIn(t, nil)
-	rs.writeConfig(t)
-	for _, r := range rs.replicas {
-		if err := rs.startReplica(ctx, r, "start"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rs.eventually(ctx, t, "every replica reports the store up", startupTimeout, rs.storeUp(1))
+	startSmallReplicaSet(ctx, t, rs)
 
 	bodies := rs.bodies(t, 0, rolloutBodies, -1)
 	var next atomic.Int64
