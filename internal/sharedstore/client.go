@@ -71,7 +71,11 @@ type Event struct {
 
 // The operations breach_exporter_store_errors_total counts, each
 // pre-created at 0 so that a rate over them exists from the start.
-var operations = []string{"reserve", "pause", "claim", "release", "publish", "read", "follow", "checkpoint", "ping"}
+var operations = []string{"reserve", "pause", "claim", "release", "publish", "read", "follow", "checkpoint", opHealth}
+
+// opHealth is the health check's operation: its write of the alive key is
+// the one proof that writes work.
+const opHealth = "ping"
 
 const (
 	defaultPrefix = "breach_exporter"
@@ -115,8 +119,11 @@ type Client struct {
 	// The store is up when both do: one that answers reads and refuses
 	// writes does none of the work.
 	reads, writes bool
-	logs          *ratelog.Limiter
-	downLogged    bool // the last change to down was logged: its end is too
+	// refused: a write was refused (out of memory, read-only) since the
+	// last health check that worked.
+	refused    bool
+	logs       *ratelog.Limiter
+	downLogged bool // the last change to down was logged: its end is too
 
 	// conns are the open connections, closed at once by Interrupt.
 	conns connSet
@@ -430,23 +437,23 @@ func (s *Client) readOutcome(ctx context.Context, op string, err error) error {
 
 func (s *Client) record(ctx context.Context, op string, err error, write bool) error {
 	if err == nil || errors.Is(err, redis.Nil) {
-		s.setUp(true, write, nil)
+		s.setUp(true, write, nil, op == opHealth)
 		return err
 	}
 	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, errNotJoined) {
 		return err
 	}
 	s.errs.WithLabelValues(op).Inc()
-	s.setUp(false, write, err)
+	s.setUp(false, write, err, op == opHealth)
 	return err
 }
 
 // setUp records one command's outcome, sets the gauge and logs each
 // change of state, at most a pair of lines per logEvery.
-func (s *Client) setUp(ok, write bool, err error) {
+func (s *Client) setUp(ok, write bool, err error, health bool) {
 	s.stateMu.Lock()
 	defer s.stateMu.Unlock()
-	s.note(ok, write, err)
+	s.note(ok, write, err, health)
 	up := s.reads && s.writes
 	next := stateDown
 	if up {
@@ -473,15 +480,25 @@ func (s *Client) setUp(ok, write bool, err error) {
 }
 
 // note records whether reads and writes work after one command.
-func (s *Client) note(ok, write bool, err error) {
+//
+// Once the store refused a write, only the health check proves that
+// writes work again: it always writes, while a script may answer without
+// writing (a claim not due, a slot not taken, a duplicate), also on a
+// store that refuses writes, and store_up would flicker to 1 until the
+// next refused write. After a store that did not answer at all, any
+// write that succeeds proves it.
+func (s *Client) note(ok, write bool, err error, health bool) {
 	var reply redis.Error
 	switch {
 	case ok:
 		s.reads = true
-		s.writes = s.writes || write
+		if write && (health || !s.refused) {
+			s.writes, s.refused = true, false
+		}
 	case errors.As(err, &reply):
 		// It answered, refusing this kind of command.
 		s.writes = s.writes && !write
+		s.refused = s.refused || write
 		s.reads = s.reads && write
 	default:
 		s.reads, s.writes = false, false

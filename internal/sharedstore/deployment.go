@@ -58,7 +58,7 @@ func (s *Client) check(ctx context.Context) error {
 	theirs, err := healthScript.Run(ctx, s.rdb,
 		[]string{s.key("alive", s.replica), s.key("deployment")},
 		millis(3*s.pingEvery), s.identity).Text()
-	if err = s.outcome(ctx, "ping", err); err != nil {
+	if err = s.outcome(ctx, opHealth, err); err != nil {
 		return err
 	}
 	if theirs != s.identity {
@@ -66,7 +66,7 @@ func (s *Client) check(ctx context.Context) error {
 		if s.joined.Swap(joinForeign) != joinForeign {
 			level.Error(s.logger).Log("msg", "The shared store holds another deployment under this key prefix; this replica does not use it", "err", ferr)
 		}
-		s.setUp(false, true, ferr)
+		s.setUp(false, true, ferr, true)
 		return ferr
 	}
 	if s.joined.Swap(joinOK) == joinUnknown {

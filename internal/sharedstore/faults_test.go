@@ -179,6 +179,11 @@ func TestStoreUpStaysDownWhileWritesAreRefused(t *testing.T) {
 			a.pingEvery = 50 * time.Millisecond
 			run(t, a)
 			waitFor(t, 10*time.Second, "the store to be up", func() bool { return testutil.ToFloat64(a.up) == 1 })
+			// An item not ready for an hour: claiming it is a script that
+			// succeeds without writing, also on a store that refuses writes.
+			if err := a.Release(context.Background(), "s", "later", time.Hour); err != nil {
+				t.Fatal(err)
+			}
 			undo := refuseWrites(t, raw(t, r), how)
 			undone := false
 			t.Cleanup(func() {
@@ -198,8 +203,14 @@ func TestStoreUpStaysDownWhileWritesAreRefused(t *testing.T) {
 				if _, err := a.Head(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if got := testutil.ToFloat64(a.up); got != 0 || testutil.ToFloat64(a.up) == 1 {
+				if got := testutil.ToFloat64(a.up); got != 0 {
 					t.Fatalf("read %d on a store that refuses writes: store_up %v", i, got)
+				}
+				if claimed, err := a.Claim(ctx, "s", "later", time.Minute, false); err != nil || claimed {
+					t.Fatalf("claim of an item not ready: %v, %v", claimed, err)
+				}
+				if got := testutil.ToFloat64(a.up); got != 0 {
+					t.Fatalf("a claim that wrote nothing, %d, on a store that refuses writes: store_up %v", i, got)
 				}
 			}
 			if n := a.log.Count("level=warn", "does not"); n != 1 {
