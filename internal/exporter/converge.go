@@ -565,12 +565,16 @@ func (r *replicas) take(f func()) string {
 // shared state from it and keeps its own per-replica parts (the
 // receiver's counts, the journal's point).
 func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error {
-	if id == "" || !r.held.complete {
-		return nil // not synced, or a state that lacks the alerts held
+	if id == "" {
+		return nil // not synced
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
 	defer cancel()
 	r.applying.Lock()
+	if !r.held.complete {
+		r.applying.Unlock()
+		return nil // a state that lacks the alerts held (unwatched.go)
+	}
 	c := sharedstore.Checkpoint{ID: id, Lineage: r.sync.lineage, Data: data, Extra: r.sync.extra}
 	replace := r.sync.replace
 	r.applying.Unlock()
