@@ -21,8 +21,8 @@ import (
 // arrive.
 const convergeBodies = 600
 
-// convergeOutage is how long the store stays paused in scenario a: longer
-// than a start waits for it (10 s).
+// convergeOutage is how long the store stays paused (scenario a) or
+// stopped (b): longer than a start waits for it (10 s).
 const convergeOutage = 20 * time.Second
 
 // TestReplicasConverge proves, on three built replicas and a real
@@ -66,27 +66,9 @@ func TestReplicasConverge(t *testing.T) {
 			return err
 		}
 		// Paused longer than a start waits for the store: the
-		// replica starts without it. The store resumes on its own
-		// time, whether or not readiness waits for it.
-		rs.store.Pause()
-		resumed := make(chan struct{})
-		go func() {
-			defer close(resumed)
-			outage := time.NewTimer(convergeOutage) // the outage's length, not a wait for anything
-			defer outage.Stop()
-			select {
-			case <-outage.C:
-			case <-ctx.Done():
-			}
-			rs.store.Resume()
-		}()
-		err := rs.replaceEmpty(ctx, victim, "empty-while-paused")
-		<-resumed
-		if err != nil {
+		// replica starts without it.
+		if err := rs.replaceDuringOutage(ctx, victim, "empty-while-paused", rs.store.Pause, rs.store.Resume); err != nil {
 			return err
-		}
-		if err := rs.poll(ctx, convergeTimeout, rs.synced); err != nil {
-			return fmt.Errorf("after the store resumed: %v", err)
 		}
 		if err := waitFor(ctx, faults[surgeAt]); err != nil {
 			return err
@@ -97,7 +79,8 @@ func TestReplicasConverge(t *testing.T) {
 		if err := waitFor(ctx, faults[emptyAt]); err != nil {
 			return err
 		}
-		return rs.emptyStoreRestart(ctx, rs.replicas[0])
+		// Scenario b: the store's data gone when it comes back.
+		return rs.replaceDuringOutage(ctx, rs.replicas[0], "empty-while-store-restarted", rs.store.Stop, rs.store.Start)
 	})
 	rs.checkRun(ctx, t, sent, convergeBodies)
 	if err := rs.synced(ctx); err != nil {
@@ -106,30 +89,31 @@ func TestReplicasConverge(t *testing.T) {
 	apiUp.check(t)
 }
 
-// emptyStoreRestart is scenario b: the store stopped, victim replaced by a
-// replica on an empty folder meanwhile (it starts without the store), and
-// the store started again empty, convergeOutage after it stopped; it
-// returns once every replica is synced again.
-func (rs *replicaSet) emptyStoreRestart(ctx context.Context, victim *replica) error {
-	rs.store.Stop()
-	restarted := make(chan struct{})
+// replaceDuringOutage takes the store away (down), replaces victim by a
+// replica on an empty folder meanwhile (it starts without the store),
+// brings the store back (up) convergeOutage after it went away, whether or
+// not readiness waits for it, and returns once every replica is synced
+// again.
+func (rs *replicaSet) replaceDuringOutage(ctx context.Context, victim *replica, why string, down, up func()) error {
+	down()
+	back := make(chan struct{})
 	go func() {
-		defer close(restarted)
+		defer close(back)
 		outage := time.NewTimer(convergeOutage) // the outage's length, not a wait for anything
 		defer outage.Stop()
 		select {
 		case <-outage.C:
 		case <-ctx.Done():
 		}
-		rs.store.Start()
+		up()
 	}()
-	err := rs.replaceEmpty(ctx, victim, "empty-while-store-restarted")
-	<-restarted
+	err := rs.replaceEmpty(ctx, victim, why)
+	<-back
 	if err != nil {
 		return err
 	}
 	if err := rs.poll(ctx, convergeTimeout, rs.synced); err != nil {
-		return fmt.Errorf("after the store restarted empty: %v", err)
+		return fmt.Errorf("after the store came back (%s): %v", why, err)
 	}
 	return nil
 }
