@@ -214,10 +214,14 @@ e2e: e2e-deps prometheus3
 # built exporter, a stand-in API enforcing its fixed 60-second window, and
 # Debian's Prometheus and Alertmanager from the shipped examples and rules;
 # a rolling restart, a SIGKILL and 60 s without the store while 2,000
-# signed alerts are sent (internal/e2e/replicas_test.go); then a rolling
-# restart with --web.shutdown-delay while a sender posts to each replica
-# every 50 ms (replicas_rollout_test.go). About 7 minutes, without -race:
-# the processes under test are built binaries.
+# signed alerts are sent, and Alertmanager sends exactly the one page
+# (internal/e2e/replicas_test.go); replicas started on empty folders while
+# the store is paused, then restarted empty, and a maxSurge-style
+# replacement (replicas_converge_test.go); an upgrade from the previous
+# release and a rollback; a rolling restart with --web.shutdown-delay while
+# a sender posts to each replica every 50 ms (replicas_rollout_test.go);
+# breach_api_up sampled every second on every replica. About 8.5 minutes on
+# 2 cores, without -race: the processes under test are built binaries.
 replicas-test: e2e-deps redis-server
 	BREACH_E2E_REPLICAS=1 $(GO) test -tags e2e -count=1 -v -timeout 15m -run '^TestReplicas' ./internal/e2e/
 

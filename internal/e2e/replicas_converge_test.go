@@ -21,29 +21,29 @@ import (
 // arrive.
 const convergeBodies = 600
 
-// convergeOutage is how long the store stays paused in scenario a: longer
-// than a start waits for it (10 s).
+// convergeOutage is how long the store stays paused (scenario a) or
+// stopped (b): longer than a start waits for it (10 s).
 const convergeOutage = 20 * time.Second
 
 // TestReplicasConverge proves, on three built replicas and a real
 // redis-server with signed alerts arriving the whole time (issue 31's
-// scenarios a and c):
+// scenarios a, b and c):
 //
 //   - a: a replica replaced by one on an empty folder (a new pod with an
 //     emptyDir) while the store is paused, then the store resumed: it
 //     catches up fully;
 //   - c: right after, that replica replaced again by one on an empty folder
-//     (the order of a maxSurge: 1 rollout): it starts from the whole state.
+//     (the order of a maxSurge: 1 rollout): it starts from the whole state;
+//   - b: another replica replaced by one on an empty folder while the store
+//     is stopped, then started again empty (its data gone): the replicas
+//     that hold the history give it back, and the new one catches up.
 //
 // Afterwards every replica says it is synced, serves the same per-address
-// series, and counts every alert answered 204 once. Scenario b (the store
-// restarted empty) is TestReplicaStartedAfterTheStoreRestartedEmptyCatchesUp
-// in internal/exporter: with alerts arriving, a store that loses its keys
-// lets a body reach it twice (issue 32, item 1), which is the publish
-// protocol's to fix.
+// series, and counts every alert answered 204 once; breach_api_up, sampled
+// every second on every replica that serves, never reads other than 1.
 //
 // It runs with BREACH_E2E_REPLICAS=1 (make replicas-test), in about two
-// minutes.
+// and a half minutes.
 func TestReplicasConverge(t *testing.T) {
 	if os.Getenv("BREACH_E2E_REPLICAS") != "1" {
 		t.Skip("set BREACH_E2E_REPLICAS=1 to run the three-replica tests (make replicas-test)")
@@ -56,46 +56,66 @@ func TestReplicasConverge(t *testing.T) {
 	rs := newSmallReplicaSet(ctx, t, dir, exporterBin)
 	rs.eventually(ctx, t, "every replica synced", startupTimeout, rs.synced)
 
+	apiUp := rs.sampleAPIUp(ctx)
 	bodies := rs.bodies(t, 0, convergeBodies, -1)
-	pauseAt, surgeAt, holdAt := 100, 350, 550
-	faults := map[int]chan struct{}{pauseAt: make(chan struct{}), surgeAt: make(chan struct{})}
+	pauseAt, surgeAt, emptyAt, holdAt := 100, 300, 400, 550
+	faults := map[int]chan struct{}{pauseAt: make(chan struct{}), surgeAt: make(chan struct{}), emptyAt: make(chan struct{})}
 	sent := rs.sendDuring(ctx, t, bodies, faults, holdAt, func() error {
 		victim := rs.replicas[2]
 		if err := waitFor(ctx, faults[pauseAt]); err != nil {
 			return err
 		}
 		// Paused longer than a start waits for the store: the
-		// replica starts without it. The store resumes on its own
-		// time, whether or not readiness waits for it.
-		rs.store.Pause()
-		resumed := make(chan struct{})
-		go func() {
-			defer close(resumed)
-			outage := time.NewTimer(convergeOutage) // the outage's length, not a wait for anything
-			defer outage.Stop()
-			select {
-			case <-outage.C:
-			case <-ctx.Done():
-			}
-			rs.store.Resume()
-		}()
-		err := rs.replaceEmpty(ctx, victim, "empty-while-paused")
-		<-resumed
-		if err != nil {
+		// replica starts without it.
+		if err := rs.replaceDuringOutage(ctx, victim, "empty-while-paused", rs.store.Pause, rs.store.Resume); err != nil {
 			return err
-		}
-		if err := rs.poll(ctx, convergeTimeout, rs.synced); err != nil {
-			return fmt.Errorf("after the store resumed: %v", err)
 		}
 		if err := waitFor(ctx, faults[surgeAt]); err != nil {
 			return err
 		}
-		return rs.replaceEmpty(ctx, victim, "surge")
+		if err := rs.replaceEmpty(ctx, victim, "surge"); err != nil {
+			return err
+		}
+		if err := waitFor(ctx, faults[emptyAt]); err != nil {
+			return err
+		}
+		// Scenario b: the store's data gone when it comes back.
+		return rs.replaceDuringOutage(ctx, rs.replicas[0], "empty-while-store-restarted", rs.store.Stop, rs.store.Start)
 	})
 	rs.checkRun(ctx, t, sent, convergeBodies)
 	if err := rs.synced(ctx); err != nil {
 		t.Error(err)
 	}
+	apiUp.check(t)
+}
+
+// replaceDuringOutage takes the store away (down), replaces victim by a
+// replica on an empty folder meanwhile (it starts without the store),
+// brings the store back (up) convergeOutage after it went away, whether or
+// not readiness waits for it, and returns once every replica is synced
+// again.
+func (rs *replicaSet) replaceDuringOutage(ctx context.Context, victim *replica, why string, down, up func()) error {
+	down()
+	back := make(chan struct{})
+	go func() {
+		defer close(back)
+		outage := time.NewTimer(convergeOutage) // the outage's length, not a wait for anything
+		defer outage.Stop()
+		select {
+		case <-outage.C:
+		case <-ctx.Done():
+		}
+		up()
+	}()
+	err := rs.replaceEmpty(ctx, victim, why)
+	<-back
+	if err != nil {
+		return err
+	}
+	if err := rs.poll(ctx, convergeTimeout, rs.synced); err != nil {
+		return fmt.Errorf("after the store came back (%s): %v", why, err)
+	}
+	return nil
 }
 
 // newSmallReplicaSet starts a store, the stand-in API and three replicas

@@ -130,6 +130,7 @@ func TestReplicasRollout(t *testing.T) {
 	goBuild(testContext(t, buildTimeout), t, repoRoot(t), rs.bin, ".")
 	ctx := testContext(t, replicasRunTimeout)
 	startSmallReplicaSet(ctx, t, rs)
+	apiUp := rs.sampleAPIUp(ctx)
 
 	bodies := rs.bodies(t, 0, rolloutBodies, -1)
 	var next atomic.Int64
@@ -189,4 +190,5 @@ func TestReplicasRollout(t *testing.T) {
 	if err := rs.poll(ctx, convergeTimeout, rs.converged(accepted)); err != nil {
 		t.Errorf("every alert answered 204 counted once, the same on every replica: %v", err)
 	}
+	apiUp.check(t)
 }

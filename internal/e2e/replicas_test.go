@@ -132,7 +132,9 @@ type replicaSet struct {
 //     every replica keeps answering 204 and reports the store down; one
 //     replica holding alerts the store does not have yet is killed
 //     (SIGKILL) and started again meanwhile; once the store is back the
-//     counts are exact again, and the budget held.
+//     counts are exact again, and the budget held;
+//   - throughout, Alertmanager sent the critical page once and no other
+//     notification.
 //
 // It takes about 6 minutes and runs only with BREACH_E2E_REPLICAS=1 (make
 // replicas-test), so that make e2e, which runs the package on two
@@ -279,6 +281,33 @@ func TestReplicas(t *testing.T) {
 			}
 		}
 	})
+
+	// One fact is one page however many replicas see it, and restarts, a
+	// SIGKILL and a store outage shorter than the rules' for: are no news:
+	// Alertmanager sent the critical page once and nothing else.
+	t.Run("Alertmanager sent exactly the listed notifications", func(t *testing.T) {
+		want := map[string]int{fmt.Sprintf("%s: BreachCredentialsExposed firing for %s", criticalReceiver, page): 1}
+		got, malformed := rs.receiver.notifications()
+		if len(malformed) > 0 {
+			t.Errorf("undecodable notifications: %v", malformed)
+		}
+		if n := notified(got); !maps.Equal(n, want) {
+			t.Errorf("Alertmanager's notifications (alerts in them, by receiver, name, status, address/feed): got %v, want %v and no other", n, want)
+		}
+	})
+}
+
+// notified counts the alerts in notifications by receiver, name, status,
+// and the address and feed they concern.
+func notified(got []notification) map[string]int {
+	out := map[string]int{}
+	for _, n := range got {
+		for _, a := range n.Alerts {
+			what := demoPair{a.Labels["address"], a.Labels["source"]}
+			out[fmt.Sprintf("%s: %s %s for %s", n.Receiver, a.Labels["alertname"], a.Status, what)]++
+		}
+	}
+	return out
 }
 
 // writeConfig writes the replicas' one config: the stand-in's API with its
