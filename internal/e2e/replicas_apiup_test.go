@@ -22,7 +22,7 @@ const apiUpPace = time.Second
 // apiUpSampler scrapes every replica's /metrics every apiUpPace while a
 // test runs and keeps each sample of breach_api_up that was not 1: the
 // API answers 200 throughout, so a rollout or a replacement must never
-// show it down (issue 31: a restarted replica takes it from the store's
+// show it down (a restarted replica takes it from the store's
 // checkpoint). A replica that is stopped or not serving yet answers
 // nothing and is skipped. A replica that says it is not synced
 // (breach_exporter_store_synced 0: it started on an empty folder while the

@@ -26,8 +26,8 @@ const convergeBodies = 600
 const convergeOutage = 20 * time.Second
 
 // TestReplicasConverge proves, on three built replicas and a real
-// redis-server with signed alerts arriving the whole time (issue 31's
-// scenarios a, b and c):
+// redis-server with signed alerts arriving the whole time, the starts a
+// platform team's rollouts and outages produce:
 //
 //   - a: a replica replaced by one on an empty folder (a new pod with an
 //     emptyDir) while the store is paused, then the store resumed: it
@@ -152,8 +152,8 @@ func startSmallReplicaSet(ctx context.Context, t *testing.T, rs *replicaSet) *re
 // upgrade test runs it side by side with this one.
 const previousRelease = "28b5cca"
 
-// TestReplicasUpgradeAndRollback runs two builds as replicas of one store
-// (issue 31, item 4): three replicas of the previous release, upgraded one
+// TestReplicasUpgradeAndRollback runs two builds as replicas of one store,
+// as a rolling upgrade and a rollback do: three replicas of the previous release, upgraded one
 // at a time to this one, then one rolled back, with signed alerts arriving
 // the whole time. Every alert answered 204 is counted once, the same on
 // every replica, whichever build serves it. It needs the repository's

@@ -102,8 +102,8 @@ var needsStore = map[string]bool{
 // noScenarioYet are the alerts this stack raises (the demo check sees
 // BreachAddressUnowned fire: the demo has no owners) but no scenario
 // resolves yet: resolving it gives every address a team, which routes the
-// other scenarios' pages to the team receiver. The owners end-to-end test
-// (issue 35) adds that scenario; the promtool tests cover it meanwhile.
+// other scenarios' pages to the team receiver. The owners end-to-end test,
+// still to come, adds that scenario; the promtool tests cover it meanwhile.
 var noScenarioYet = map[string]bool{
 	"BreachAddressUnowned": true,
 }

@@ -26,7 +26,7 @@ import (
 )
 
 // These tests run replicas in this process against a real redis-server.
-// Each failed on 28b5cca (docs/replicas.md's failure table says how).
+// docs/replicas.md's failure table names each.
 
 const (
 	eventsKey     = "breach_exporter:events"
@@ -162,8 +162,9 @@ func (s *storeSetup) waitConverged(t *testing.T, r, want *replica) {
 // is not synced, catches up fully once the store resumes (the checkpoint
 // and the events after it), and writes no checkpoint of its partial
 // state; a replica that replaces it right after (maxSurge: 1) starts from
-// the whole state. On 28b5cca the replica read the trimmed stream from its
-// start and served (and checkpointed) three of six addresses verified.
+// the whole state. Without the lineage the replica read the trimmed stream
+// from its start and served (and checkpointed) three of six addresses
+// verified.
 func TestReplicaStartedWhileTheStoreIsPausedCatchesUp(t *testing.T) {
 	s := newStoreSetup(t)
 	one := s.replica(t, "one")
@@ -197,7 +198,7 @@ func TestReplicaStartedWhileTheStoreIsPausedCatchesUp(t *testing.T) {
 
 // The same with the store restarted empty just before the replica starts:
 // it waits for the replica that holds the history to checkpoint it again,
-// then loads it. On 28b5cca it started empty and stayed so.
+// then loads it, instead of starting empty and staying so.
 func TestReplicaStartedAfterTheStoreRestartedEmptyCatchesUp(t *testing.T) {
 	s := newStoreSetup(t)
 	one := s.replica(t, "one")
@@ -213,8 +214,8 @@ func TestReplicaStartedAfterTheStoreRestartedEmptyCatchesUp(t *testing.T) {
 	}
 }
 
-// Forged events (issue 32, items 8 and 9) are skipped and counted, the
-// state stays, and an answer from a clock ahead is clamped. On 28b5cca a
+// Forged events are skipped and counted, the
+// state stays, and an answer from a clock ahead is clamped. Unchecked, a
 // breach_count of -7, a scan in 2100 and a zero refresh time were served,
 // the answer 10 minutes ahead too, and nothing was counted.
 func TestForgedEventsAreSkippedAndCounted(t *testing.T) {
@@ -259,7 +260,7 @@ func TestForgedEventsAreSkippedAndCounted(t *testing.T) {
 
 // A forged checkpoint with the largest ID does not hold back later
 // checkpoints: a replica writes over it, and one that starts then serves
-// the state. On 28b5cca the forged one stayed, and a start ignored every
+// the state. Unchecked, the forged one stayed, and a start ignored every
 // later state.
 func TestForgedCheckpointIDDoesNotBlockCheckpoints(t *testing.T) {
 	s := newStoreSetup(t)
@@ -282,8 +283,9 @@ func TestForgedCheckpointIDDoesNotBlockCheckpoints(t *testing.T) {
 }
 
 // A restarted replica serves what the last /me said and each address's
-// news from the store's checkpoint, as the others do (issue 31, item 3).
-// On 28b5cca breach_api_up read 0 until the next /me, and the news
+// news from the store's checkpoint, as the others do: a rollout changes
+// no value a rule reads.
+// Without it breach_api_up read 0 until the next /me, and the news
 // counters started again from 0.
 func TestRestartedReplicaContinuesAPIUpAndNews(t *testing.T) {
 	s := newStoreSetup(t)
@@ -314,8 +316,8 @@ func TestRestartedReplicaContinuesAPIUpAndNews(t *testing.T) {
 // the store finds those alerts duplicates. It counts accepted again only
 // those its folder's earlier process added, not those another replica
 // added, so that accepted summed over the replicas counts each body once
-// (issue 31, item 3). On 28b5cca it counted every replayed alert accepted
-// again: 3 for the 2 bodies here.
+// as docs/replicas.md says. Counting by the store's answer alone counted
+// every replayed alert accepted again: 3 for the 2 bodies here.
 func TestCrashedReplicaCountsEachBodyAcceptedOnce(t *testing.T) {
 	s := newStoreSetup(t)
 	// one reaches the store through a link the test cuts.
@@ -415,7 +417,7 @@ func (l *link) cut(down bool) {
 // A single exporter without a store (0.2.0's mode) that becomes the first
 // replica of a store carries its state over: its snapshot starts the
 // store's lineage, and a replica that starts on an empty folder then
-// serves the same (issue 31, item 4).
+// serves the same: the upgrade from one exporter to replicas loses nothing.
 func TestSingleExporterBecomesTheFirstReplica(t *testing.T) {
 	s := newStoreSetup(t)
 	alone := t.TempDir()
@@ -440,7 +442,7 @@ func TestSingleExporterBecomesTheFirstReplica(t *testing.T) {
 
 // A replica cut off while the stream is trimmed past its position is no
 // longer synced once it reaches the store again, and loads the checkpoint
-// past the gap: a resync, not just a counter. On 28b5cca it counted the
+// past the gap: a resync, not just a counter. Counting alone, it counted the
 // gap (breach_exporter_store_events_missed_total) and served the alerts it
 // missed as never sent.
 func TestReplicaResyncsAfterAGap(t *testing.T) {

@@ -22,8 +22,8 @@ import (
 const maxID = "18446744073709551615-18446744073709551615"
 
 // A publish whose XADD fails at run time leaves no seen key behind: once
-// the store is repaired, the alert is added, not taken for a duplicate
-// (issue 32, finding 3).
+// the store is repaired, the alert is added, not taken for a duplicate:
+// Redis does not roll back a script's writes when a later one fails.
 func TestPublishThatFailsLeavesNothingBehind(t *testing.T) {
 	r := testkit.StartRedis(t)
 	a := open(t, r, "a", "failed")
@@ -55,8 +55,8 @@ func farAhead() string {
 
 // Stream IDs that would stall every reader: the largest one, one far ahead
 // of the store's clock, a reader's position past a stream that was
-// deleted. Each is detected, counted, logged and recovered from (issue
-// 32, finding 4).
+// deleted. Each is detected, counted, logged and recovered from: XADD
+// gives every later entry an ID after such an entry, or none at all.
 func TestStreamIDsThatWouldStallAreRecovered(t *testing.T) {
 	r := testkit.StartRedis(t)
 	a, b := open(t, r, "a", "stall"), open(t, r, "b", "stall")
@@ -181,7 +181,8 @@ func must(t *testing.T, err error) {
 
 // store_up means that reads and writes work: a store that answers reads
 // but refuses writes is down however many reads succeed, and the log has
-// one line of it (issue 32, finding 5).
+// one line of it, so that BreachExporterStoreDown's for: is not reset
+// by a read that worked.
 func TestStoreUpStaysDownWhileWritesAreRefused(t *testing.T) {
 	r := testkit.StartRedis(t)
 	for _, how := range []string{"maxmemory", "read-only"} {
