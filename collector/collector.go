@@ -277,7 +277,9 @@ func (c *Renderer) render() rendering {
 func (r *rendering) addAccounts(accounts []watchlist.AccountView, configured []config.Account) {
 	for _, a := range accounts {
 		acct := label{"account", a.Name}
-		r.add(apiUp, boolValue(a.Account.Up), acct)
+		if a.Account.Known {
+			r.add(apiUp, boolValue(a.Account.Up), acct)
+		}
 		if a.Account.Plan != "" {
 			r.add(accountInfo, 1, acct, label{"plan", a.Account.Plan})
 		}

@@ -186,11 +186,21 @@ func TestReplicaStartedWhileTheStoreIsPausedCatchesUp(t *testing.T) {
 	if err := two.exp.Ready(); err != nil {
 		t.Errorf("a replica that cannot reach the store is not ready (%v): a rollout during a store outage would leave no listener", err)
 	}
+	// It has no /me to tell (empty folder, no checkpoint, no budget to ask):
+	// unknown is not down, or a rollout during an outage pages
+	// BreachAPIUnreachable while the API answers.
+	up := testkit.Series("breach_api_up", "account", "default")
+	if v, ok := two.scrape(t)[up]; ok {
+		t.Errorf("a replica that knows nothing of /me serves %s %v, want it absent until it knows", up, v)
+	}
 	s.store.Resume()
 	alert(t, one, "d@example.com")
 	d := testkit.Series("breach_alerts_total", "address", "d@example.com", "severity", "critical", "source", "combolist")
 	testkit.Eventually(t, "the alert counted", func() bool { return one.scrape(t)[d] == 1 })
 	s.waitConverged(t, two, one)
+	if v, ok := two.scrape(t)[up]; !ok || v != 1 {
+		t.Errorf("caught up, it serves %s %v (served %v), want the checkpoint's 1", up, v, ok)
+	}
 
 	two.stop()
 	servesAlike(t, s.replica(t, "three"), one, "a replica started after it")

@@ -13,7 +13,7 @@ import (
 // address's news (what its answers added). A replica alone does not keep
 // them: its restart asks /me again and counts news afresh.
 type Continuity struct {
-	Up   map[string]bool // by account
+	Up   map[string]bool // by account; only the accounts whose Known is set
 	News map[string]News // by key; addresses without news are left out
 }
 
@@ -23,7 +23,9 @@ func (r *List) SaveContinuity() Continuity {
 	defer r.mu.RUnlock()
 	c := Continuity{Up: make(map[string]bool, len(r.accounts)), News: map[string]News{}}
 	for name, a := range r.accounts {
-		c.Up[name] = a.info.Up
+		if a.info.Known {
+			c.Up[name] = a.info.Up
+		}
 	}
 	for k, e := range r.entries {
 		if e.News != (News{}) {
@@ -40,7 +42,7 @@ func (r *List) RestoreContinuity(c Continuity) {
 	defer r.mu.Unlock()
 	for name, up := range c.Up {
 		if a := r.known(name); a != nil {
-			a.info.Up = up
+			a.info.Up, a.info.Known = up, true
 		}
 	}
 	for k, n := range c.News {
@@ -63,9 +65,9 @@ func validNews(v float64) bool { return v >= 0 && !math.IsInf(v, 0) && !math.IsN
 func (r *List) Replace(s Saved, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	up := make(map[string]bool, len(r.accounts))
+	was := make(map[string]Account, len(r.accounts))
 	for name, a := range r.accounts {
-		up[name] = a.info.Up
+		was[name] = a.info
 	}
 	for k, e := range r.entries {
 		r.remove(k, e)
@@ -73,6 +75,6 @@ func (r *List) Replace(s Saved, now time.Time) {
 	r.discovered = 0
 	r.restore(s, now)
 	for name, a := range r.accounts {
-		a.info.Up = up[name]
+		a.info.Up, a.info.Known = was[name].Up, was[name].Known
 	}
 }

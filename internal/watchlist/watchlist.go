@@ -170,6 +170,12 @@ func minTime(a, b time.Time) time.Time {
 type Account struct {
 	Plan string // empty until /me has answered once
 	Up   bool   // the last /me answered 200 and no 401 came since
+	// Known is whether Up says anything: a /me answered or failed since
+	// the start, or a replica's checkpoint said what its last one did.
+	// Until then breach_api_up is not served: an exporter that has not
+	// asked yet (a replica on an empty folder while the store is away
+	// cannot, it has no budget) does not know the key is down.
+	Known bool
 }
 
 // AccountView is what one account's scheduler last recorded.
@@ -496,7 +502,7 @@ func (r *List) SetAccount(name, plan string, up bool) {
 		a.info.Plan = plan
 		r.generation++
 	}
-	a.info.Up = up
+	a.info.Up, a.info.Known = up, true
 }
 
 // SetRateLimit records the rate-limit headers of the named account's
