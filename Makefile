@@ -196,14 +196,19 @@ soak:
 	$(GO) test -race -count=1 -v -run TestSoak ./internal/integration/ -soak=60s
 
 # The end-to-end test runs Debian's prometheus and prometheus-alertmanager
-# (Alertmanager is prometheus-alertmanager there, alertmanager upstream);
-# installs both with apt-get (as root) when either is missing.
+# (Alertmanager is prometheus-alertmanager there, alertmanager upstream),
+# and its browser test (TestAcknowledgeFromThePage) Debian's chromium,
+# headless; installs the missing ones with apt-get (as root) and says so.
 e2e-deps:
 	@{ command -v prometheus && { command -v prometheus-alertmanager || command -v alertmanager; }; } >/dev/null 2>&1 || { \
 	  echo ">> prometheus or alertmanager not found: installing Debian's prometheus and prometheus-alertmanager packages (apt-get, needs root)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo ">> chromium not found: installing Debian's chromium package (apt-get, needs root)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 	@prometheus --version 2>&1 | head -1
 	@{ prometheus-alertmanager --version 2>&1 || alertmanager --version 2>&1; } | head -1
+	@chromium --version 2>/dev/null | head -1
 
 # Twice: with Debian's Prometheus (2.x) and with Prometheus 3 (prometheus3).
 e2e: e2e-deps prometheus3

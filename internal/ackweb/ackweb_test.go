@@ -88,6 +88,18 @@ func (f *fixture) do(method, target, contentType, body, user string, cookies ...
 	return rec
 }
 
+// proxied serves a POST to target whose X-Forwarded-User header names
+// user, from the address remote.
+func (f *fixture) proxied(target, contentType, body, user, remote string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, target, strings.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("X-Forwarded-User", user)
+	req.RemoteAddr = remote
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, req)
+	return rec
+}
+
 func (f *fixture) postJSON(body, user string) *httptest.ResponseRecorder {
 	return f.do(http.MethodPost, ackweb.APIPath, "application/json", body, user)
 }
@@ -275,13 +287,7 @@ func TestRefusals(t *testing.T) {
 		{"no auth configured", ackweb.Options{Write: true}, func(f *fixture) *httptest.ResponseRecorder { return f.postJSON(good, "oncall") }, 401, "unauthenticated"},
 		{"no user", basic(), func(f *fixture) *httptest.ResponseRecorder { return f.postJSON(good, "") }, 401, "unauthenticated"},
 		{"header from an address that is no proxy", proxied, func(f *fixture) *httptest.ResponseRecorder {
-			req := httptest.NewRequest(http.MethodPost, ackweb.APIPath, strings.NewReader(good))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-Forwarded-User", "mallory")
-			req.RemoteAddr = "127.0.0.1:40000"
-			rec := httptest.NewRecorder()
-			f.h.ServeHTTP(rec, req)
-			return rec
+			return f.proxied(ackweb.APIPath, "application/json", good, "mallory", "127.0.0.1:40000")
 		}, 403, "untrusted_proxy"},
 		{"cross-site", basic(), func(f *fixture) *httptest.ResponseRecorder {
 			req := httptest.NewRequest(http.MethodPost, ackweb.APIPath, strings.NewReader(good))
@@ -311,6 +317,12 @@ func TestRefusals(t *testing.T) {
 			token, _ := f.form("oncall")
 			return f.do(http.MethodPost, ackweb.PagePath, formType, formBody(map[string]string{"action": "acknowledge", "address": alice, "by": "Ada", "csrf_token": token}), "oncall")
 		}, 403, "csrf"},
+		{"form without a login", basic(), func(f *fixture) *httptest.ResponseRecorder {
+			return f.do(http.MethodPost, ackweb.PagePath, formType, formBody(map[string]string{"action": "acknowledge", "address": alice, "by": "Ada", "csrf_token": "x"}), "")
+		}, 401, "unauthenticated"},
+		{"form with a header from an address that is no proxy", proxied, func(f *fixture) *httptest.ResponseRecorder {
+			return f.proxied(ackweb.PagePath, formType, formBody(map[string]string{"action": "acknowledge", "address": alice, "by": "Ada"}), "mallory", "10.0.0.2:40000")
+		}, 403, "untrusted_proxy"},
 		{"over-long comment", basic(), func(f *fixture) *httptest.ResponseRecorder {
 			return f.postJSON(`{"address":"`+alice+`","by":"Ada","comment":"`+strings.Repeat("x", 257)+`"}`, "oncall")
 		}, 400, "invalid"},
@@ -358,12 +370,7 @@ func mustProxies(t *testing.T, v string) []netip.Prefix {
 // A proxy's header names the user, who fills by.
 func TestTrustedProxyHeader(t *testing.T) {
 	f := newFixture(t, "", ackweb.Options{Write: true, Auth: ackweb.Auth{UserHeader: "X-Forwarded-User", Proxies: mustProxies(t, "127.0.0.0/8")}})
-	req := httptest.NewRequest(http.MethodPost, ackweb.APIPath, strings.NewReader(`{"address":"`+alice+`","source":"combolist"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Forwarded-User", "ada")
-	req.RemoteAddr = "127.0.0.1:40000"
-	rec := httptest.NewRecorder()
-	f.h.ServeHTTP(rec, req)
+	rec := f.proxied(ackweb.APIPath, "application/json", `{"address":"`+alice+`","source":"combolist"}`, "ada", "127.0.0.1:40000")
 	if rec.Code != http.StatusCreated || !strings.Contains(rec.Body.String(), `"by":"ada"`) {
 		t.Errorf("POST through the proxy = %d %s, want 201 by ada", rec.Code, rec.Body)
 	}
@@ -392,6 +399,9 @@ func TestHostileValuesEscaped(t *testing.T) {
 	body, _ := json.Marshal(map[string]string{"address": alice, "source": "combolist", "by": attr, "comment": script})
 	if rec := f.postJSON(string(body), "oncall"); rec.Code != http.StatusCreated {
 		t.Fatalf("POST = %d: %s", rec.Code, rec.Body)
+	}
+	if api := f.do(http.MethodGet, ackweb.APIPath, "", "", "").Body.String(); strings.Contains(api, "<script>") || strings.Contains(api, "<img") {
+		t.Errorf("the API's JSON carries the hostile values unescaped:\n%s", api)
 	}
 	for _, target := range []string{ackweb.ListPath, ackweb.PagePath + "?address=" + url.QueryEscape(alice)} {
 		rec := f.do(http.MethodGet, target, "", "", "oncall")

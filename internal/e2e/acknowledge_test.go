@@ -145,7 +145,7 @@ func (s *stack) notifiedSince(mark int, w wantAlert, status string) func(context
 // servesSeries fails unless the exporter's /metrics has a line starting
 // with series.
 func (s *stack) servesSeries(ctx context.Context, series string) error {
-	body, err := getBody(ctx, "http://"+s.webAddr+"/metrics")
+	body, err := getBody(ctx, s.webURL("/metrics"))
 	if err != nil {
 		return err
 	}

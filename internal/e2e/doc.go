@@ -9,7 +9,10 @@
 //	go test -tags e2e -count=1 -v ./internal/e2e/
 //
 // It needs the prometheus and prometheus-alertmanager (or alertmanager)
-// programs on PATH: Debian's packages of the same names provide them.
+// programs on PATH: Debian's packages of the same names provide them; the
+// browser test (TestAcknowledgeFromThePage) needs Debian's chromium, which
+// it drives headless over the DevTools protocol (chromedp). With -update it
+// writes its screenshots to docs/img.
 //
 // That every counter the rules and dashboards take increase() or rate() of
 // exists on a fresh exporter's first scrape needs no Prometheus: it is

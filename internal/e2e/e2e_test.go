@@ -7,6 +7,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -58,6 +59,10 @@ type stack struct {
 	exporterBin, exporterFile string
 	prometheusFile            string
 	exporterName              string // the running exporter's process name; guarded by mu
+	// exporterArgs are more flags of the exporter; login is what its web
+	// listener asks for, nil for nothing (startStack).
+	exporterArgs []string
+	login        *url.Userinfo
 }
 
 // TestEndToEnd runs the simulator, the exporter, Prometheus and Alertmanager
@@ -65,18 +70,40 @@ type stack struct {
 // target is scraped, every rule and dashboard query works, the core panels
 // show data, and critical alerts reach the receiver with their labels.
 func TestEndToEnd(t *testing.T) {
+	ctx, s := startStack(t, nil)
+	root := repoRoot(t)
+	if !t.Run("prometheus scrapes the exporter", func(t *testing.T) { s.targetUp(ctx, t) }) {
+		return
+	}
+	t.Run("every rule loads and evaluates", func(t *testing.T) { s.rulesHealthy(ctx, t) })
+	t.Run("critical alerts reach the receiver", func(t *testing.T) { s.criticalAlertsDelivered(ctx, t) })
+	t.Run("core panels show data", func(t *testing.T) { s.corePanelsHaveData(ctx, t) })
+	t.Run("the demo raises only its expected alerts", func(t *testing.T) { s.onlyExpectedAlerts(ctx, t) })
+	t.Run("every dashboard query evaluates", func(t *testing.T) { s.dashboardQueriesEvaluate(ctx, t) })
+	t.Run("every dashboard variable lists values", func(t *testing.T) { s.dashboardVariablesList(ctx, t, root) })
+	t.Run("every rule expression evaluates", func(t *testing.T) { s.ruleExpressionsEvaluate(ctx, t) })
+	t.Run("every alert fires and resolves", func(t *testing.T) { s.everyAlertFiresAndResolves(ctx, t) })
+}
+
+// startStack starts the simulator, the exporter, Prometheus and
+// Alertmanager from the shipped examples, on loopback, and waits until
+// each is ready. With login, the exporter's web listener asks for it
+// (basic auth in --web.config.file), Prometheus scrapes with it and the
+// page takes acknowledgements (--web.enable-acknowledgements).
+func startStack(t *testing.T, login *url.Userinfo) (ctx context.Context, s *stack) {
+	t.Helper()
 	root := repoRoot(t)
 	examples := filepath.Join(root, "examples")
 	dir := t.TempDir()
 
 	prometheusBin, alertmanagerBin, exporterBin, simulatorBin := programs(t, root, dir)
 
-	ctx := testContext(t, runTimeout)
+	ctx = testContext(t, runTimeout)
 
 	addrs := freeAddrs(t, 7)
 	simAddr, webAddr, hookAddr, promAddr, amAddr, smtpAddr, adminAddr := addrs[0], addrs[1], addrs[2], addrs[3], addrs[4], addrs[5], addrs[6]
 
-	s := &stack{
+	s = &stack{
 		dir: dir, prom: promAPI{base: "http://" + promAddr}, am: amAPI{base: "http://" + amAddr},
 		receiver: newReceiver(t), webAddr: webAddr, hookAddr: hookAddr, admin: "http://" + adminAddr,
 		exporterBin: exporterBin,
@@ -91,6 +118,9 @@ func TestEndToEnd(t *testing.T) {
 	ruleFiles := prometheusConfig(t, examples, prometheusFile, []string{webAddr}, amAddr, ruleCopy)
 	if want := filepath.Join(root, "alerts", "breach_exporter.rules.yml"); !slices.Equal(ruleFiles, []string{want}) {
 		t.Fatalf("examples/prometheus.yml loads rule files %v, want only %s", ruleFiles, want)
+	}
+	if login != nil {
+		s.requireLogin(t, login, prometheusFile)
 	}
 	alertmanagerFile := filepath.Join(dir, "alertmanager.yml")
 	alertmanagerConfig(t, examples, alertmanagerFile, s.receiver.server.Listener.Addr().String(), smtpAddr)
@@ -120,17 +150,7 @@ func TestEndToEnd(t *testing.T) {
 	s.waitReady(ctx, t, "alertmanager", "http://"+amAddr+"/-/ready")
 	s.waitReady(ctx, t, "prometheus", s.prom.base+"/-/ready")
 
-	if !t.Run("prometheus scrapes the exporter", func(t *testing.T) { s.targetUp(ctx, t) }) {
-		return
-	}
-	t.Run("every rule loads and evaluates", func(t *testing.T) { s.rulesHealthy(ctx, t) })
-	t.Run("critical alerts reach the receiver", func(t *testing.T) { s.criticalAlertsDelivered(ctx, t) })
-	t.Run("core panels show data", func(t *testing.T) { s.corePanelsHaveData(ctx, t) })
-	t.Run("the demo raises only its expected alerts", func(t *testing.T) { s.onlyExpectedAlerts(ctx, t) })
-	t.Run("every dashboard query evaluates", func(t *testing.T) { s.dashboardQueriesEvaluate(ctx, t) })
-	t.Run("every dashboard variable lists values", func(t *testing.T) { s.dashboardVariablesList(ctx, t, root) })
-	t.Run("every rule expression evaluates", func(t *testing.T) { s.ruleExpressionsEvaluate(ctx, t) })
-	t.Run("every alert fires and resolves", func(t *testing.T) { s.everyAlertFiresAndResolves(ctx, t) })
+	return ctx, s
 }
 
 // snapshotInterval is the exporter's --storage.snapshot-interval: short,
@@ -150,17 +170,19 @@ func (s *stack) startExporter(ctx context.Context, t *testing.T, name string) {
 // instead of failing the test.
 func (s *stack) tryStartExporter(ctx context.Context, t *testing.T, name string) error {
 	t.Helper()
-	s.start(t, s.dir, name, s.exporterBin,
-		"--config.file="+s.exporterFile,
-		"--web.listen-address="+s.webAddr,
-		"--webhook.listen-address="+s.hookAddr,
-		"--web.external-url=http://"+s.webAddr+"/",
-		"--storage.path="+s.storageDir(),
-		"--storage.snapshot-interval="+snapshotInterval)
+	args := []string{
+		"--config.file=" + s.exporterFile,
+		"--web.listen-address=" + s.webAddr,
+		"--webhook.listen-address=" + s.hookAddr,
+		"--web.external-url=http://" + s.webAddr + "/",
+		"--storage.path=" + s.storageDir(),
+		"--storage.snapshot-interval=" + snapshotInterval,
+	}
+	s.start(t, s.dir, name, s.exporterBin, append(args, s.exporterArgs...)...)
 	s.mu.Lock()
 	s.exporterName = name
 	s.mu.Unlock()
-	for _, url := range []string{"http://" + s.webAddr + "/-/ready", "http://" + s.hookAddr + "/-/healthy"} {
+	for _, url := range []string{s.webURL("/-/ready"), "http://" + s.hookAddr + "/-/healthy"} {
 		if err := s.poll(ctx, startupTimeout, func(ctx context.Context) error { return getOK(ctx, url) }); err != nil {
 			return fmt.Errorf("%s ready: %v", name, err)
 		}

@@ -422,9 +422,14 @@ func (s *stack) matches(w wantAlert, labels map[string]string) bool {
 // timeout passes, check fails permanently, or a process has died. Unlike
 // eventually it does not fail the test, so goroutines may use it.
 func (s *stack) poll(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+	return s.pollEvery(ctx, pollInterval, timeout, check)
+}
+
+// pollEvery is poll looking every interval.
+func (s *stack) pollEvery(ctx context.Context, interval, timeout time.Duration, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ticker := time.NewTicker(pollInterval)
+	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	var last error
 	for {

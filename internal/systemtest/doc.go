@@ -5,7 +5,8 @@
 // (run_test.go), restarts and the state folder (restart_test.go,
 // journal_test.go), the log's shape and privacy (log_test.go,
 // privacy_test.go), a connection flood, slow clients and the worst case's
-// memory (flood_test.go, slowclients_test.go, memory_test.go), two accounts'
+// memory (flood_test.go, slowclients_test.go, memory_test.go), a flood of
+// writes to the acknowledgement page's API (ackflood_test.go), two accounts'
 // keys, budgets and webhooks against a stand-in that enforces each key's
 // window, and --config.check on their problems (accounts_test.go). Their shared
 // helpers are in helpers_test.go; the binary is built once per run.
