@@ -44,7 +44,7 @@ func newFixture(t *testing.T, configTail string, o ackweb.Options) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	testkit.WriteFile(t, filepath.Join(dir, "token"), testkit.APIToken)
-	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), "api:\n  base_url: http://127.0.0.1:9/\n  token_file: token\naddresses: ["+alice+"]\n"+configTail)
+	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), "api:\n  base_url: http://127.0.0.1:9/\n  token_file: token\naddresses:\n  - email: "+alice+"\n    labels: {team: payments, owner: jdoe}\n"+configTail)
 	f := &fixture{t: t, reg: prometheus.NewRegistry(), logs: &testkit.SyncBuffer{}, dir: dir}
 	exp, err := exporter.New(exporter.Options{ConfigFile: filepath.Join(dir, "config.yml"), Registerer: f.reg,
 		StoragePath: filepath.Join(dir, "data"), SnapshotInterval: time.Minute, Logger: log.NewLogfmtLogger(f.logs)})
@@ -256,6 +256,13 @@ func TestAPI(t *testing.T) {
 	}
 	if a := row["acknowledgement"].(map[string]any); a["origin"] != "page" || a["by"] != "bot" {
 		t.Errorf("POST answered %v, want the page's entry in force (the latest handled_at)", row)
+	}
+	if owner, _ := json.Marshal(row["owner"]); string(owner) != `[{"name":"owner","value":"jdoe"},{"name":"team","value":"payments"}]` {
+		t.Errorf("POST answered the owner labels %s, want the address's (whom the page concerns)", owner)
+	}
+	page := f.do(http.MethodGet, ackweb.PagePath+"?address="+url.QueryEscape(alice), "", "", "chatops").Body.String()
+	if !strings.Contains(page, "<dt>team</dt><dd>payments</dd>") {
+		t.Errorf("the page does not show the owner labels:\n%s", page)
 	}
 	del := ackweb.APIPath + "?address=" + url.QueryEscape(alice) + "&source=combolist"
 	if rec := f.do(http.MethodDelete, del, "", "", "chatops"); rec.Code != http.StatusNoContent {

@@ -41,7 +41,7 @@ const layout = `{{define "head"}}<!DOCTYPE html>
 {{if .Notice}}<p class="note" role="status">{{.Notice}}</p>{{end}}{{end}}
 {{define "foot"}}</main></body></html>{{end}}
 {{define "row"}}<dl>
-<dt>Address</dt><dd>{{.Address}}</dd><dt>Account</dt><dd>{{.Account}}</dd><dt>Feed</dt><dd>{{.Source}}</dd>
+<dt>Address</dt><dd>{{.Address}}</dd><dt>Account</dt><dd>{{.Account}}</dd>{{range .Owner}}<dt>{{.Name}}</dt><dd>{{.Value}}</dd>{{end}}<dt>Feed</dt><dd>{{.Source}}</dd>
 <dt>Exposure</dt><dd>{{.Breaches}} breach{{if ne .Breaches 1}}es{{end}}{{if .PlaintextPassword}}, a plaintext password{{end}}{{if .FieldsExposed}}; exposed: {{join .FieldsExposed}}{{end}}</dd>
 <dt>Since</dt><dd>{{when .Since}}</dd>
 <dt>Last seen</dt><dd>read from the API {{when .LastRefresh}}{{if not .CriticalAt.IsZero}}; critical alert {{when .CriticalAt}}{{end}}</dd>

@@ -16,9 +16,12 @@ import (
 // it: by its label, never its clear address (outside labels.address:
 // email, where the label is the address).
 type Row struct {
-	Address  string `json:"address"` // the address label
-	Account  string `json:"account"`
-	Source   string `json:"source"`
+	Address string `json:"address"` // the address label
+	Account string `json:"account"`
+	// Owner are the address's owner labels (owner_labels), as
+	// breach_address_info serves them: whom the page concerns.
+	Owner    []OwnerLabel `json:"owner,omitempty"`
+	Source   string       `json:"source"`
 	Exposure `json:"exposure"`
 	// LastRefresh is when the exporter last read the address from the
 	// API: what it saw last is as of then.
@@ -27,6 +30,12 @@ type Row struct {
 	// webhook.
 	CriticalAt      time.Time `json:"critical_at,omitzero"`
 	Acknowledgement *Ack      `json:"acknowledgement,omitempty"`
+}
+
+// OwnerLabel is one owner label of an address.
+type OwnerLabel struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // Exposure is what the API last said of a feed for an address.
@@ -67,10 +76,14 @@ func rowsOf(e *watchlist.Entry, acks *acknowledge.Set) []Row {
 		}
 	}
 	slices.Sort(names)
+	var owner []OwnerLabel
+	for _, l := range e.Owner {
+		owner = append(owner, OwnerLabel{Name: l.Name, Value: l.Value})
+	}
 	out := make([]Row, 0, len(names))
 	for _, name := range names {
 		s := byName[name]
-		r := Row{Address: e.Label, Account: e.Address.AccountName(), Source: name, LastRefresh: e.LastRefresh,
+		r := Row{Address: e.Label, Account: e.Address.AccountName(), Owner: owner, Source: name, LastRefresh: e.LastRefresh,
 			CriticalAt: e.Feeds[name].Critical,
 			Exposure:   Exposure{Breaches: s.BreachCount, PlaintextPassword: s.HasPlaintextPassword, FieldsExposed: s.FieldsExposed, Since: s.LastChangedAt}}
 		if r.Exposure.FieldsExposed == nil {
