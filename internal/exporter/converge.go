@@ -238,9 +238,13 @@ func (r *replicas) loadCheckpoint(ctx context.Context, head sharedstore.Head) (p
 }
 
 // validHead reports whether the checkpoint the head shows could be
-// loaded: within its size bound and with an ID the store's clock reached.
+// loaded: this deployment's, within its size bound and with an ID the
+// store's clock reached. Another deployment's (counted by the store's
+// client) is as none: a synced replica writes over it.
 func (r *replicas) validHead(head sharedstore.Head) bool {
 	switch {
+	case head.Foreign:
+		return false
 	case head.Size > maxCheckpointBytes:
 		r.invalidCheckpoint(head.ID, sharedstore.ErrCheckpointTooLarge)
 		return false

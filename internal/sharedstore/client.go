@@ -113,6 +113,7 @@ type Client struct {
 	errs    *prometheus.CounterVec
 	missed  prometheus.Counter
 	resets  *prometheus.CounterVec
+	foreign *prometheus.CounterVec
 	stateMu sync.Mutex
 	state   int // stateUnknown until the first outcome, then stateUp or stateDown
 	// reads and writes: whether the last command of each kind worked.
@@ -131,6 +132,10 @@ type Client struct {
 	// holds it (joinUnknown until the first check).
 	identity string
 	joined   atomic.Int32
+	// foreignAt is the ID of the last checkpoint of another deployment
+	// counted, so that one is counted once (foreignCheckpoint).
+	foreignMu sync.Mutex
+	foreignAt string
 	// storeReplicas is how many replicas the store has, from the last
 	// health check: with any, a publish waits for one to have it.
 	storeReplicas  atomic.Int32
@@ -197,9 +202,16 @@ func Open(o Options) (*Client, error) {
 			Name: "breach_exporter_store_stream_resets_total",
 			Help: "Times this replica found stream IDs that would stall reading, by reason: ahead (entries or a checkpoint far ahead of the store's clock, removed or ignored), recreated (the stream ends before this replica's place in it: deleted, emptied or rolled back; reading goes on from its end).",
 		}, []string{"reason"}),
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breach_exporter_store_foreign_total",
+			Help: "What this replica refused as another deployment's under its key prefix, by what: write (a write the store refused because it holds another deployment's identity; the replica then uses the store no more), event (a stream entry of another deployment, not applied), checkpoint (a checkpoint of another deployment, not loaded).",
+		}, []string{"what"}),
 	}
 	for _, reason := range []string{resetAhead, resetRecreated} {
 		s.resets.WithLabelValues(reason)
+	}
+	for _, what := range []string{foreignWrite, foreignEvent, foreignCheckpoint} {
+		s.foreign.WithLabelValues(what)
 	}
 	if s.name == "" {
 		s.name = defaultPrefix
@@ -208,7 +220,7 @@ func Open(o Options) (*Client, error) {
 		s.errs.WithLabelValues(op)
 	}
 	if o.Registerer != nil {
-		collectors := []prometheus.Collector{s.up, s.errs, s.missed, s.resets}
+		collectors := []prometheus.Collector{s.up, s.errs, s.missed, s.resets, s.foreign}
 		for i, c := range collectors {
 			if err := o.Registerer.Register(c); err != nil {
 				// All or none: a second Open on the registry may then work.
@@ -440,6 +452,7 @@ func (s *Client) record(ctx context.Context, op string, err error, write bool) e
 		s.setUp(true, write, nil, op == opHealth)
 		return err
 	}
+	err = s.lockOut(err)
 	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, errNotJoined) {
 		return err
 	}
@@ -543,7 +556,7 @@ func millis(d time.Duration) int64 {
 func (s *Client) Reserve(ctx context.Context, key string, spacing, horizon time.Duration) (wait time.Duration, ok bool, err error) {
 	lost, _ := s.budgetUsed(key)
 	restart := horizon + spacing
-	got, err := reserveScript.Run(ctx, s.rdb, []string{s.key("budget", key)},
+	got, err := s.run(ctx, reserveScript, s.rdb, []string{s.key("budget", key)},
 		micros(spacing), micros(horizon), lost, micros(restart)).Int64Slice()
 	if err == nil && len(got) != 2 {
 		err = fmt.Errorf("the script replied %d numbers, not 2", len(got))
@@ -559,7 +572,7 @@ func (s *Client) Reserve(ctx context.Context, key string, spacing, horizon time.
 // store's clock (a 429's reset); a shorter pause never shortens a longer one.
 func (s *Client) Pause(ctx context.Context, key string, d time.Duration) error {
 	lost, restart := s.budgetUsed(key)
-	err := pauseScript.Run(ctx, s.rdb, []string{s.key("budget", key)}, micros(d), lost, micros(restart)).Err()
+	err := s.run(ctx, pauseScript, s.rdb, []string{s.key("budget", key)}, micros(d), lost, micros(restart)).Err()
 	if err = s.outcome(ctx, "pause", err); err != nil {
 		return fmt.Errorf("store: pause: %w", err)
 	}
@@ -622,7 +635,7 @@ func (s *Client) Claim(ctx context.Context, scope, item string, lease time.Durat
 	if urgent {
 		u = "1"
 	}
-	got, err := claimScript.Run(ctx, s.rdb,
+	got, err := s.run(ctx, claimScript, s.rdb,
 		[]string{s.key("ready", scope), s.key("claim", scope, item)},
 		item, s.replica, millis(lease), u).Int64()
 	if err = s.outcome(ctx, "claim", err); err != nil {
@@ -634,7 +647,7 @@ func (s *Client) Claim(ctx context.Context, scope, item string, lease time.Durat
 // Release gives a claim of this replica's back and makes item ready again
 // in readyIn on the store's clock.
 func (s *Client) Release(ctx context.Context, scope, item string, readyIn time.Duration) error {
-	err := releaseScript.Run(ctx, s.rdb,
+	err := s.run(ctx, releaseScript, s.rdb,
 		[]string{s.key("ready", scope), s.key("claim", scope, item)},
 		item, s.replica, micros(readyIn)).Err()
 	if err = s.outcome(ctx, "release", err); err != nil {
@@ -652,7 +665,11 @@ const forgetBatch = 1000
 func (s *Client) Forget(ctx context.Context, scope string, items []string) error {
 	for len(items) > 0 {
 		n := min(len(items), forgetBatch)
-		err := s.rdb.HDel(ctx, s.key("ready", scope), items[:n]...).Err()
+		args := make([]any, n)
+		for i, item := range items[:n] {
+			args[i] = item
+		}
+		err := s.run(ctx, forgetScript, s.rdb, []string{s.key("ready", scope)}, args...).Err()
 		if err = s.outcome(ctx, "release", err); err != nil {
 			return fmt.Errorf("store: forget: %w", err)
 		}

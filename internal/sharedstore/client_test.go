@@ -117,6 +117,9 @@ func TestOpenChecksTheURLWithoutConnecting(t *testing.T) {
 	for _, op := range operations {
 		want[testkit.Series("breach_exporter_store_errors_total", "operation", op)] = 0
 	}
+	for _, what := range []string{"write", "event", "checkpoint"} {
+		want[testkit.Series("breach_exporter_store_foreign_total", "what", what)] = 0
+	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("metrics after Open:\n got %v\nwant %v", got, want)
 	}

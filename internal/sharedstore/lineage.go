@@ -14,8 +14,10 @@ import (
 
 // The checkpoint is one hash: id (the last event it holds), data (the
 // state), and from the release with lineages on, lineage (which history
-// it belongs to) and extra (state the previous release's data has no room
-// for). A previous release writes id and data only; it reads those two.
+// it belongs to), extra (state the previous release's data has no room
+// for) and deployment (the identity of the deployment that wrote it). A
+// previous release writes id and data only; it reads those two. A
+// checkpoint without a deployment is taken as this deployment's.
 
 // Checkpoint is a checkpoint as stored.
 type Checkpoint struct {
@@ -32,6 +34,9 @@ type Head struct {
 	HasCheckpoint bool
 	ID, Lineage   string
 	Size          int64 // of data and extra together
+	// Foreign: the checkpoint is another deployment's (counted and
+	// logged once): it is not to be loaded, and may be written over.
+	Foreign bool
 
 	// The stream: whether it exists, its first and last entries, the
 	// newest ID it ever gave, the newest entry deleted, how many entries
@@ -51,10 +56,10 @@ type Head struct {
 // no entry's data: XINFO STREAM's first and last entries are reduced to
 // their IDs, so a forged huge entry costs nothing here.
 var headScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'id', 'lineage')
+local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
 local size = redis.call('HSTRLEN', KEYS[1], 'data') + redis.call('HSTRLEN', KEYS[1], 'extra')
 local t = redis.call('TIME')
-local out = {h[1] or '', h[2] or '', size, t[1], t[2], 0, '', '', '', '', 0, 0, redis.call('EXISTS', KEYS[3])}
+local out = {h[1] or '', h[2] or '', size, t[1], t[2], 0, '', '', '', '', 0, 0, redis.call('EXISTS', KEYS[3]), h[3] or ''}
 if redis.call('TYPE', KEYS[2]).ok == 'stream' then
   out[6] = 1
   local info = redis.call('XINFO', 'STREAM', KEYS[2])
@@ -78,8 +83,8 @@ func (s *Client) Head(ctx context.Context) (Head, error) {
 	if err = s.readOutcome(ctx, "checkpoint", err); err != nil {
 		return Head{}, fmt.Errorf("store: checkpoint: %w", err)
 	}
-	if len(vals) != 13 {
-		return Head{}, fmt.Errorf("store: checkpoint: %d values in the head, want 13", len(vals))
+	if len(vals) != 14 {
+		return Head{}, fmt.Errorf("store: checkpoint: %d values in the head, want 14", len(vals))
 	}
 	str := func(i int) string { v, _ := vals[i].(string); return v }
 	num := func(i int) int64 {
@@ -98,6 +103,10 @@ func (s *Client) Head(ctx context.Context) (Head, error) {
 		Stream: num(5) == 1, First: str(6), Last: str(7), LastGiven: str(8), MaxDeleted: str(9),
 		Added: num(10), Length: num(11), SyncedAlive: num(12) == 1,
 	}
+	if theirs := str(13); h.HasCheckpoint && !s.of(theirs) {
+		h.Foreign = true
+		s.foreignCheckpoint(h.ID, theirs)
+	}
 	return h, nil
 }
 
@@ -105,7 +114,7 @@ func (s *Client) Head(ctx context.Context) (Head, error) {
 // cluster's history: one that does not waits for its checkpoint rather
 // than start a history of its own.
 func (s *Client) MarkSynced(ctx context.Context, ttl time.Duration) error {
-	err := s.rdb.Set(ctx, s.key("synced"), s.replica, ttl).Err()
+	err := s.run(ctx, markSyncedScript, s.rdb, []string{s.key("synced")}, s.replica, millis(ttl)).Err()
 	if err = s.outcome(ctx, "checkpoint", err); err != nil {
 		return fmt.Errorf("store: synced: %w", err)
 	}
@@ -116,22 +125,31 @@ func (s *Client) MarkSynced(ctx context.Context, ttl time.Duration) error {
 // its bound: its data was not fetched.
 var ErrCheckpointTooLarge = errors.New("store: the checkpoint is larger than its bound")
 
-// loadCheckpointScript: KEYS checkpoint hash; ARGV the bound in bytes. The
-// data is sent only within the bound.
+// ErrForeignCheckpoint is LoadCheckpoint's answer for a checkpoint of
+// another deployment: its data was not fetched.
+var ErrForeignCheckpoint = errors.New("store: the checkpoint is another deployment's")
+
+// loadCheckpointScript: KEYS checkpoint hash; ARGV the bound in bytes,
+// this deployment's identity. The data is sent only within the bound, and
+// only of a checkpoint of this deployment (or of none: the previous
+// release's).
 var loadCheckpointScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'id', 'lineage')
+local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
 if not h[1] then return {} end
+local dep = h[3] or ''
+if dep ~= '' and dep ~= ARGV[2] then return {h[1], h[2] or '', dep} end
 local size = redis.call('HSTRLEN', KEYS[1], 'data') + redis.call('HSTRLEN', KEYS[1], 'extra')
-if size > tonumber(ARGV[1]) then return {h[1], h[2] or '', size} end
+if size > tonumber(ARGV[1]) then return {h[1], h[2] or '', dep, size} end
 local d = redis.call('HMGET', KEYS[1], 'data', 'extra')
-return {h[1], h[2] or '', size, d[1] or '', d[2] or ''}
+return {h[1], h[2] or '', dep, size, d[1] or '', d[2] or ''}
 `)
 
-// LoadCheckpoint returns the checkpoint when its data and extra together
-// are at most maxBytes (ErrCheckpointTooLarge otherwise, without them); ok
-// is false when there is none.
+// LoadCheckpoint returns the checkpoint when it is this deployment's
+// (ErrForeignCheckpoint otherwise) and its data and extra together are at
+// most maxBytes (ErrCheckpointTooLarge otherwise), without the data when
+// it is not; ok is false when there is none.
 func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoint, ok bool, err error) {
-	vals, err := loadCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint")}, maxBytes).Slice()
+	vals, err := loadCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint")}, maxBytes, s.identity).Slice()
 	if err = s.readOutcome(ctx, "checkpoint", err); err != nil {
 		return Checkpoint{}, false, fmt.Errorf("store: checkpoint: %w", err)
 	}
@@ -146,24 +164,30 @@ func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoi
 		return v
 	}
 	c = Checkpoint{ID: str(0), Lineage: str(1)}
-	if len(vals) < 5 {
+	switch theirs := str(2); {
+	case !s.of(theirs):
+		s.foreignCheckpoint(c.ID, theirs)
+		return c, true, ErrForeignCheckpoint
+	case len(vals) < 6:
 		return c, true, ErrCheckpointTooLarge
 	}
-	c.Data, c.Extra = []byte(str(3)), []byte(str(4))
+	c.Data, c.Extra = []byte(str(4)), []byte(str(5))
 	return c, true, nil
 }
 
 // writeCheckpointScript: KEYS checkpoint hash; ARGV id, lineage, data,
 // extra, replace. It writes when there is no checkpoint, when the one
-// there is replace's (an ID the caller found invalid), or when it is of
-// the same lineage and holds no later event. Stream IDs compare as
-// (milliseconds, sequence) pairs of numbers: as strings "9-0" would sort
-// after "10-0".
-var writeCheckpointScript = redis.NewScript(`
+// there is replace's (an ID the caller found invalid) or another
+// deployment's (left behind by a store that lost its identity, which this
+// deployment then claimed), or when it is of the same lineage and holds no
+// later event. Stream IDs compare as (milliseconds, sequence) pairs of
+// numbers: as strings "9-0" would sort after "10-0".
+var writeCheckpointScript = newGuarded(`
 local nm, ns = string.match(ARGV[1], '^(%d+)%-(%d+)$')
 if not nm then return redis.error_reply('not a stream ID') end
-local cur = redis.call('HMGET', KEYS[1], 'id', 'lineage')
-if cur[1] and not (ARGV[5] ~= '' and cur[1] == ARGV[5]) then
+local cur = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
+local theirs = cur[3] and cur[3] ~= '' and cur[3] ~= identity
+if cur[1] and not theirs and not (ARGV[5] ~= '' and cur[1] == ARGV[5]) then
   if (cur[2] or '') ~= ARGV[2] then return 0 end
   local cm, cs = string.match(cur[1], '^(%d+)%-(%d+)$')
   if cm then
@@ -171,18 +195,19 @@ if cur[1] and not (ARGV[5] ~= '' and cur[1] == ARGV[5]) then
     if nm < cm or (nm == cm and ns < cs) then return 0 end
   end
 end
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[3], 'extra', ARGV[4])
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[3], 'extra', ARGV[4], 'deployment', identity)
 return 1
 `)
 
-// WriteCheckpoint stores c unless the store holds a checkpoint of another
-// lineage, or a later one of c's, other than the one whose ID is replace
-// (empty: none); it reports whether it stored it.
+// WriteCheckpoint stores c, as this deployment's, unless the store holds
+// a checkpoint of this deployment of another lineage, or a later one of
+// c's, other than the one whose ID is replace (empty: none); it reports
+// whether it stored it.
 func (s *Client) WriteCheckpoint(ctx context.Context, c Checkpoint, replace string) (bool, error) {
 	if _, _, ok := parseID(c.ID); !ok {
 		return false, fmt.Errorf("store: checkpoint: %q is not a stream ID", c.ID)
 	}
-	saved, err := writeCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace).Int64()
+	saved, err := s.run(ctx, writeCheckpointScript, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace).Int64()
 	if err = s.outcome(ctx, "checkpoint", err); err != nil {
 		return false, fmt.Errorf("store: checkpoint: %w", err)
 	}

@@ -13,6 +13,11 @@ import (
 // disagree. Times are microseconds since the epoch, below 2^53, so Lua's
 // numbers hold them exactly; they are written with %.0f because Lua's
 // tostring would round them to 14 digits.
+//
+// Every script that writes is guarded (deployment.go): its last key and
+// last argument are the deployment's key and identity, which the lists of
+// KEYS and ARGV below leave out, and it writes only while the store holds
+// this deployment's identity. The entries it adds carry the identity.
 
 // luaNow is the store's time in microseconds.
 const luaNow = `
@@ -46,7 +51,7 @@ end
 // until its slot. A slot more than the horizon (ARGV[2], µs) away is not
 // taken. ARGV[3] is lost and ARGV[4] restart (luaGetTAT). The reply is
 // {1 when taken, the wait in µs}.
-var reserveScript = redis.NewScript(luaNow + `
+var reserveScript = newGuarded(luaNow + `
 local lost, restart = ARGV[3], ARGV[4]
 ` + luaGetTAT + `
 local wait = tat - now
@@ -63,7 +68,7 @@ return {1, wait}
 
 // pauseScript moves the key's next slot to ARGV[1] µs from now, unless it
 // is already later. ARGV[2] is lost and ARGV[3] restart (luaGetTAT).
-var pauseScript = redis.NewScript(luaNow + `
+var pauseScript = newGuarded(luaNow + `
 local lost, restart = ARGV[2], ARGV[3]
 ` + luaGetTAT + `
 local paused = now + tonumber(ARGV[1])
@@ -74,7 +79,7 @@ return 1
 
 // claimScript: KEYS ready hash, claim key; ARGV item, replica, lease (ms),
 // urgent ('1' skips the ready time).
-var claimScript = redis.NewScript(`
+var claimScript = newGuarded(`
 if ARGV[4] ~= '1' then
   local ready = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '')
   if ready then
@@ -89,7 +94,7 @@ return 0
 // releaseScript: KEYS ready hash, claim key; ARGV item, replica, ready in
 // (µs). The claim goes only when it is still this replica's: after its
 // lease ran out another replica may hold it.
-var releaseScript = redis.NewScript(luaNow + `
+var releaseScript = newGuarded(luaNow + `
 redis.call('HSET', KEYS[1], ARGV[1], string.format('%.0f', now + tonumber(ARGV[3])))
 if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
 return 1
@@ -151,8 +156,8 @@ end
 
 // publishScript: KEYS the stream; ARGV ahead (ms), max length, kind,
 // origin, data. Replies the new ID and how many entries a repair removed.
-var publishScript = redis.NewScript(luaStream + `
-local id, n = xadd(KEYS[1], aheadLimit(tonumber(ARGV[1])), ARGV[2], 'kind', ARGV[3], 'origin', ARGV[4], 'data', ARGV[5])
+var publishScript = newGuarded(luaStream + `
+local id, n = xadd(KEYS[1], aheadLimit(tonumber(ARGV[1])), ARGV[2], 'kind', ARGV[3], 'origin', ARGV[4], 'deployment', identity, 'data', ARGV[5])
 return {id, tostring(n)}
 `)
 
@@ -169,29 +174,30 @@ return {id, tostring(n)}
 // roll back) leaves no seen key that would make the event a duplicate,
 // and once a script has written, Redis no longer refuses its writes for
 // memory, so the seen key follows its entry.
-var publishOnceScript = redis.NewScript(luaStream + `
+var publishOnceScript = newGuarded(luaStream + `
 local limit = aheadLimit(tonumber(ARGV[4]))
 local out, fixed, now = {}, 0, {}
-for i = 1, #KEYS - 1 do
+local events = #KEYS - 2
+for i = 1, events do
   local seen = redis.call('GET', KEYS[i + 1])
   if seen then
     local origin, id = string.match(seen, '^(%S+) (%S+)$')
     if origin == ARGV[3] and not now[KEYS[i + 1]] then out[i] = '=' .. id else out[i] = '' end
   else
     now[KEYS[i + 1]] = true
-    local id, n = xadd(KEYS[1], limit, ARGV[2], 'kind', ARGV[3 + 2 * i], 'origin', ARGV[3], 'data', ARGV[4 + 2 * i])
+    local id, n = xadd(KEYS[1], limit, ARGV[2], 'kind', ARGV[3 + 2 * i], 'origin', ARGV[3], 'deployment', identity, 'data', ARGV[4 + 2 * i])
     fixed = fixed + n
     redis.call('SET', KEYS[i + 1], ARGV[3] .. ' ' .. id, 'PX', ARGV[1])
     out[i] = id
   end
 end
-out[#KEYS] = tostring(fixed)
+out[events + 1] = tostring(fixed)
 return out
 `)
 
 // repairScript: KEYS the stream; ARGV ahead (ms). Replies how many
 // entries it removed (and 1 more when it moved the last ID back).
-var repairScript = redis.NewScript(luaStream + `
+var repairScript = newGuarded(luaStream + `
 return repair(KEYS[1], aheadLimit(tonumber(ARGV[1])))
 `)
 
@@ -208,14 +214,21 @@ if type(first) == 'table' and first[1] then firstID = first[1] end
 return {'1', field(info, 'last-generated-id'), firstID, field(info, 'max-deleted-entry-id') or '', now}
 `)
 
-// healthScript: KEYS this replica's alive key, the deployment's identity;
-// ARGV the alive key's expiry (ms), this deployment's identity. Writes
-// the identity where none is and the alive key, unless the store holds
-// another identity; replies the identity the store holds.
-var healthScript = redis.NewScript(`
-local cur = redis.call('GET', KEYS[2])
-if cur and cur ~= ARGV[2] then return cur end
-if not cur then redis.call('SET', KEYS[2], ARGV[2]) end
+// healthScript: KEYS this replica's alive key; ARGV its expiry (ms).
+// Guarded: it writes the deployment's identity where none is, and nothing
+// where the store holds another's.
+var healthScript = newGuarded(`
 redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
-return ARGV[2]
+return 1
+`)
+
+// markSyncedScript: KEYS the synced key; ARGV the replica, the expiry (ms).
+var markSyncedScript = newGuarded(`
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// forgetScript: KEYS a ready hash; ARGV the items to remove from it.
+var forgetScript = newGuarded(`
+return redis.call('HDEL', KEYS[1], unpack(ARGV, 1, #ARGV - 1))
 `)

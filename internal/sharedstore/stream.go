@@ -55,7 +55,7 @@ var ErrNotReplicated = errors.New("store: none of the store's replicas acknowled
 
 // Publish appends an event to the stream and returns its ID.
 func (s *Client) Publish(ctx context.Context, kind string, data []byte) (string, error) {
-	reply, err := publishScript.Run(ctx, s.rdb, []string{s.key("events")},
+	reply, err := s.run(ctx, publishScript, s.rdb, []string{s.key("events")},
 		aheadLimit.Milliseconds(), streamMax, kind, s.replica, data).StringSlice()
 	if err == nil && len(reply) != 2 {
 		err = fmt.Errorf("%d replies, want 2", len(reply))
@@ -106,7 +106,7 @@ func (s *Client) PublishOnceBatch(ctx context.Context, ttl time.Duration, events
 	defer conn.Close()
 	// Run falls back from EVALSHA to EVAL when a restarted store has lost
 	// the script.
-	reply, err := publishOnceScript.Run(ctx, conn, keys, args...).StringSlice()
+	reply, err := s.run(ctx, publishOnceScript, conn, keys, args...).StringSlice()
 	if err == nil && len(reply) != len(events)+1 {
 		err = fmt.Errorf("%d replies for %d events", len(reply), len(events))
 	}
@@ -175,8 +175,9 @@ func (s *Client) Last(ctx context.Context) (string, error) {
 	return msgs[0].ID, nil
 }
 
-// Read calls apply with every event after after up to and including
-// until, in order, and returns the last ID applied (after when none).
+// Read calls apply with every event of this deployment (ours) after
+// after up to and including until, in order, and returns the last ID
+// applied (after when none).
 // When the stream ends before after (deleted, emptied, rolled back), it
 // reads from its end, and the first event it applies says so (Rewound).
 func (s *Client) Read(ctx context.Context, after, until string, apply func(Event)) (string, error) {
@@ -199,6 +200,9 @@ func (s *Client) Read(ctx context.Context, after, until string, apply func(Event
 				ahead = true // not applied: the repair below removes it
 				continue
 			}
+			if !s.ours(m) {
+				continue
+			}
 			ev := event(m)
 			ev.Rewound, rewound = rewound, false
 			apply(ev)
@@ -216,7 +220,8 @@ func (s *Client) Read(ctx context.Context, after, until string, apply func(Event
 	return last, nil
 }
 
-// Follow calls apply with every event after after, in order and never
+// Follow calls apply with every event of this deployment (ours) after
+// after, in order and never
 // concurrently, until ctx ends; it reconnects with backoff when the store
 // is down and goes on from the last event applied (or from the stream's
 // end, when the stream ends before it: see Read).
@@ -289,9 +294,11 @@ func (s *Client) followOnce(ctx context.Context, f *follower) error {
 				ahead = true
 				break
 			}
-			ev := event(m)
-			ev.Rewound, f.rewound = f.rewound, false
-			f.apply(ev)
+			if s.ours(m) {
+				ev := event(m)
+				ev.Rewound, f.rewound = f.rewound, false
+				f.apply(ev)
+			}
 			f.last = m.ID
 		}
 	}
@@ -359,7 +366,7 @@ func idAhead(id string, now time.Time) bool {
 // repairAhead has the store remove the entries far ahead of its clock
 // (repairScript), counted and logged.
 func (s *Client) repairAhead(ctx context.Context, op string) error {
-	n, err := repairScript.Run(ctx, s.rdb, []string{s.key("events")}, aheadLimit.Milliseconds()).Int64()
+	n, err := s.run(ctx, repairScript, s.rdb, []string{s.key("events")}, aheadLimit.Milliseconds()).Int64()
 	if err = s.outcome(ctx, op, err); err != nil {
 		return err
 	}
