@@ -206,7 +206,11 @@ func (r *replicas) openPage(folder *persist.Folder, local []acknowledge.Entry, n
 	if err == nil {
 		err = json.Unmarshal(data, &wires)
 	}
-	for _, w := range wires[:min(len(wires), maxPending)] {
+	if len(wires) > maxPending {
+		err = errors.Join(err, fmt.Errorf("%d changes, more than the %d kept: the first are published", len(wires), maxPending))
+		wires = wires[:maxPending]
+	}
+	for _, w := range wires {
 		c, cerr := changeOf(w, now)
 		if cerr != nil || c.ID == "" {
 			err = errors.Join(err, cerr)
