@@ -134,7 +134,9 @@ type replicaSet struct {
 //     (SIGKILL) and started again meanwhile; once the store is back the
 //     counts are exact again, and the budget held;
 //   - throughout, Alertmanager sent the critical page once and no other
-//     notification.
+//     notification;
+//   - an acknowledgement made on one replica's page is served by every
+//     replica, in /metrics and in the list API.
 //
 // It takes about 6 minutes and runs only with BREACH_E2E_REPLICAS=1 (make
 // replicas-test), so that make e2e, which runs the package on two
@@ -159,6 +161,8 @@ func TestReplicas(t *testing.T) {
 		stack: &stack{dir: dir, prom: promAPI{base: "http://" + promAddr}, am: amAPI{base: "http://" + amAddr}, receiver: newReceiver(t)},
 		t:     t,
 		bin:   exporterBin,
+		// Writes on the acknowledgement page, from a proxy on loopback.
+		extraArgs: []string{"--web.enable-acknowledgements", "--web.acknowledgements.user-header=" + ackUserHeader, "--web.acknowledgements.proxy=127.0.0.1"},
 	}
 	for i := range replicaCount {
 		r := &replica{index: i, webAddr: ports[3+2*i], hookAddr: ports[4+2*i], dir: filepath.Join(dir, fmt.Sprintf("replica-%d-data", i))}
@@ -295,6 +299,86 @@ func TestReplicas(t *testing.T) {
 			t.Errorf("Alertmanager's notifications (alerts in them, by receiver, name, status, address/feed): got %v, want %v and no other", n, want)
 		}
 	})
+
+	// Of a quiet address, whose feed pages nobody: the notifications stay
+	// as listed.
+	t.Run("a page acknowledgement is served by every replica", func(t *testing.T) {
+		i := len(rs.addresses) - 1
+		ack := demoPair{rs.addresses[i], feeds[i%len(feeds)]}
+		if err := rs.acknowledge(ctx, rs.replicas[0], ack); err != nil {
+			t.Fatal(err)
+		}
+		rs.eventually(ctx, t, "every replica serves the acknowledgement of "+ack.String(), pageAckTimeout, rs.servesAcknowledgement(ack))
+	})
+}
+
+const (
+	// ackUserHeader is the header the test's proxy names the user in.
+	ackUserHeader = "X-Forwarded-User"
+	// pageAckTimeout bounds how long every replica may take to serve an
+	// acknowledgement made on one: within a second, with room for load.
+	pageAckTimeout = 20 * time.Second
+)
+
+// acknowledge acknowledges p on r's acknowledgement API, as the proxy's
+// user ada.
+func (rs *replicaSet) acknowledge(ctx context.Context, r *replica, p demoPair) error {
+	body, _ := json.Marshal(map[string]string{"address": p.address, "source": p.source, "by": "ada", "comment": "replicas test"})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+r.webAddr+"/api/v1/acknowledgements", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(ackUserHeader, "ada")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("POST /api/v1/acknowledgements: %s: %s", resp.Status, answer)
+	}
+	return nil
+}
+
+// listedRow is what the test reads of a row of the list API.
+type listedRow struct {
+	Address, Source string
+	Acknowledgement *struct{ By, Origin string }
+}
+
+// servesAcknowledgement checks that every replica serves ada's
+// acknowledgement of p: its series in /metrics, and its row, from the
+// page, in GET /api/v1/acknowledgements.
+func (rs *replicaSet) servesAcknowledgement(p demoPair) func(context.Context) error {
+	series := testkit.Series("breach_source_acknowledged_timestamp_seconds", "address", p.address, "by", "ada", "comment", "replicas test", "source", p.source)
+	return func(ctx context.Context) error {
+		for _, r := range rs.replicas {
+			samples, err := scrape(ctx, r)
+			if err != nil {
+				return err
+			}
+			if samples[series] <= 0 {
+				return fmt.Errorf("replica %d: %s = %v, want the moment it took effect", r.index, series, samples[series])
+			}
+			data, err := getBody(ctx, "http://"+r.webAddr+"/api/v1/acknowledgements")
+			if err != nil {
+				return err
+			}
+			var list struct{ Acknowledgements []listedRow }
+			if err := json.Unmarshal(data, &list); err != nil {
+				return fmt.Errorf("replica %d: the list: %v", r.index, err)
+			}
+			if !slices.ContainsFunc(list.Acknowledgements, func(row listedRow) bool {
+				return row.Address == p.address && row.Source == p.source && row.Acknowledgement != nil &&
+					row.Acknowledgement.By == "ada" && row.Acknowledgement.Origin == "page"
+			}) {
+				return fmt.Errorf("replica %d does not list it", r.index)
+			}
+		}
+		return nil
+	}
 }
 
 // notified counts the alerts in notifications by receiver, name, status,

@@ -17,6 +17,7 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
@@ -162,6 +163,7 @@ func (e *Exporter) Ready() error {
 func (e *Exporter) resyncWatchlist() {
 	e.syncing.Lock()
 	defer e.syncing.Unlock()
+	e.refreshPage() // first: the checkpoint's moments of its acknowledgements stay
 	e.syncWatchlist(e.config.Load())
 }
 
@@ -278,6 +280,7 @@ func (r *replicas) catchUp(after string) {
 	r.last = after
 	if x := r.sync.start; x != nil {
 		r.watchlist.RestoreContinuity(x.continuity())
+		r.restorePage(x, time.Now())
 		r.sync.start = nil
 	}
 	descends := r.sync.descends
@@ -530,6 +533,7 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 	r.watchlist.Replace(st.Watchlist, time.Now())
 	if x != nil {
 		r.watchlist.RestoreContinuity(x.continuity())
+		r.restorePage(x, time.Now())
 	}
 	r.last = st.Stream
 	r.sync.lineage, r.sync.descends = lineage, true
@@ -559,7 +563,7 @@ func (r *replicas) take(f func()) string {
 	if !r.sync.synced.Load() {
 		return ""
 	}
-	r.sync.extra = encodeContinuity(r.watchlist.SaveContinuity(), r.last)
+	r.sync.extra = encodeContinuity(r.watchlist.SaveContinuity(), r.last, r.page.entries)
 	return r.last
 }
 
@@ -614,10 +618,10 @@ func (x *checkpointExtra) continuity() watchlist.Continuity {
 	return c
 }
 
-// encodeContinuity is the checkpoint's extra for c after event id, in a
-// stable order.
-func encodeContinuity(c watchlist.Continuity, id string) []byte {
-	x := checkpointExtra{V: eventFormat, ID: id}
+// encodeContinuity is the checkpoint's extra for c and the page's
+// acknowledgements after event id, in a stable order.
+func encodeContinuity(c watchlist.Continuity, id string, page []acknowledge.Entry) []byte {
+	x := checkpointExtra{V: eventFormat, ID: id, Page: pageWires(page)}
 	for name, up := range c.Up {
 		x.Accounts = append(x.Accounts, accountExtra{Name: name, Up: up})
 	}

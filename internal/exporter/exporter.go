@@ -248,6 +248,9 @@ func (e *Exporter) restore(bundle *config.Bundle, saved *persist.State) error {
 		bundle = e.withPage(bundle)
 		e.config.Store(bundle)
 	}
+	if e.replicas != nil {
+		e.replicas.openPage(e.folder, e.page, e.clock.Now())
+	}
 	if saved != nil {
 		e.watchlist.Restore(saved.Watchlist, e.clock.Now())
 	}
@@ -300,6 +303,9 @@ func (e *Exporter) resume(saved *persist.State) error {
 			after = saved.Stream
 		}
 		e.replicas.catchUp(after)
+		e.syncing.Lock()
+		e.refreshPage()
+		e.syncing.Unlock()
 	}
 	e.savedGeneration, e.savedSeen = e.changes()
 	if replayed > 0 {
@@ -690,6 +696,7 @@ func (e *Exporter) Run(ctx context.Context) {
 	}()
 	if e.replicas != nil {
 		e.replicas.run(ctx, &e.running)
+		e.runPage(ctx)
 	}
 	var tick <-chan time.Time
 	if e.folder != nil || e.replicas != nil {

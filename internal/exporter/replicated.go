@@ -101,6 +101,7 @@ type replicas struct {
 
 	sync convergence // converge.go
 	dups dupAccount  // replayed.go
+	page pageShare   // pageshare.go
 }
 
 type forwarded struct {
@@ -165,6 +166,7 @@ func newReplicas(bundle *config.Bundle, folder string, reg prometheus.Registerer
 		}),
 	}
 	r.confirmed = newConfirmed()
+	r.page = newPageShare()
 	r.deployment = bundle.StoreDeployment()
 	r.sync.init()
 	for _, c := range append([]prometheus.Collector{r.waiting, r.dropped, r.published, r.held.dropped, r.confirmed.dropped}, r.sync.collectors()...) {
@@ -226,6 +228,10 @@ func (r *replicas) apply(ev sharedstore.Event) {
 		if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, len(ev.Data)) {
 			r.hook.ApplyShared(a, ev.Origin == r.name)
 		}
+		return
+	}
+	if ev.Kind == eventPage {
+		r.applyPage(ev, now)
 		return
 	}
 	if !knownOutcome(ev.Kind) {

@@ -34,7 +34,8 @@ import (
 // unchanged since 28b5cca, read the same way (unknown members ignored).
 // The checkpoint's data is the state snapshot's versioned form, which
 // 28b5cca reads too; what it has no room for goes in the hash's extra
-// member (checkpointExtra).
+// member (checkpointExtra). The page's acknowledgements are events of a
+// kind of their own (eventPage, pageshare.go), with their own "v".
 
 // eventFormat is the version of the outcome events this release writes.
 const eventFormat = 1
@@ -233,6 +234,9 @@ type checkpointExtra struct {
 	ID       string         `json:"id"`
 	Accounts []accountExtra `json:"accounts,omitempty"`
 	News     []addressExtra `json:"news,omitempty"`
+	// Page is the stream's list of the page's acknowledgements
+	// (pageshare.go); nil in a checkpoint of a release before them.
+	Page *[]pageWire `json:"page,omitempty"`
 }
 
 type accountExtra struct {
