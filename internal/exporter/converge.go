@@ -368,13 +368,16 @@ func (r *replicas) stopFollow() {
 // file). It reports whether the state was replaced or a lineage started
 // from a new position: the stream is then followed from it.
 func (r *replicas) round(ctx context.Context) (moved bool) {
+	// The position first, then the store's: an event the follower applies
+	// in between would otherwise be past the head read before it, and
+	// look like events the store lost (a new lineage for nothing).
+	r.applying.Lock()
+	last, lineage, descends := r.last, r.sync.lineage, r.sync.descends
+	r.applying.Unlock()
 	head, err := r.shared.Head(ctx)
 	if err != nil {
 		return false // the store's outage changes nothing a replica holds
 	}
-	r.applying.Lock()
-	last, lineage, descends := r.last, r.sync.lineage, r.sync.descends
-	r.applying.Unlock()
 	switch {
 	case !head.HasCheckpoint || !r.validHead(head):
 		moved = r.withoutCheckpoint(head)
