@@ -43,6 +43,10 @@ type AddressFilesResult struct {
 	// (DeployedResult, whose alerts add to it).
 	RSSBytes     int64 `json:"rss_bytes"`
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// HeapInuseBytes is the exporter's go_memstats_heap_inuse_bytes in
+	// that scrape: closer to what the addresses hold than RSS, which
+	// keeps what the collector freed until the runtime returns it.
+	HeapInuseBytes float64 `json:"heap_inuse_bytes"`
 	// Series is the lines of that scrape; SeriesPerAddress those with an
 	// address label, per address.
 	Series           int     `json:"series"`
@@ -103,6 +107,7 @@ func MeasureAddressFiles(exporter string, o AddressFilesOptions) (AddressFilesRe
 		return fail(err)
 	}
 	res.RSSBytes, res.PeakRSSBytes = processRSS(p.cmd.Process.Pid)
+	res.HeapInuseBytes = sumSamples(s.body, "go_memstats_heap_inuse_bytes", "")
 	series, withAddress := countSeries(s.body)
 	res.Series, res.SeriesPerAddress = series, float64(withAddress)/float64(n)
 	if err := checkInfo(s.body, rs.emails[0], o); err != nil {

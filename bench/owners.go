@@ -70,6 +70,7 @@ func ownersFigures(o *OwnersResult) []Figure {
 		newFigure("owner labels: series per address", "series", ours.SeriesPerAddress, base.SeriesPerAddress, "no owner labels, no info").
 			withGoal(fmt.Sprintf("<= +%d", goalOwnerSeries), ours.SeriesPerAddress-base.SeriesPerAddress <= goalOwnerSeries),
 		newFigure("owner labels: RSS at "+n+" addresses", "MiB", mib(ours.RSSBytes), mib(base.RSSBytes), "no owner labels, no info"),
+		newFigure("owner labels: heap in use at "+n+" addresses", "MiB", ours.HeapInuseBytes/(1<<20), base.HeapInuseBytes/(1<<20), "no owner labels, no info"),
 		newFigure("owner labels: a moved address served, at "+n, "s", ours.ChangeSeconds, base.ChangeSeconds, "a plain file's change").
 			withGoal(fmt.Sprintf("< %.0f s", goalOwnerChangeSeconds), ours.ChangeSeconds < goalOwnerChangeSeconds),
 	}
