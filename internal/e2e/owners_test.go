@@ -398,8 +398,7 @@ func (s *stack) pagedOnce(ctx context.Context, wants []wantAlert, mark int) erro
 	if err != nil {
 		return err
 	}
-	until := time.Now().Add(onePageHold)
-	for {
+	return holds(ctx, onePageHold, func(context.Context) error {
 		for _, w := range wants {
 			got := pages(w)
 			if len(got) != 1 {
@@ -409,15 +408,8 @@ func (s *stack) pagedOnce(ctx context.Context, wants []wantAlert, mark int) erro
 				return fmt.Errorf("%s: %v", w, err)
 			}
 		}
-		if time.Now().After(until) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pollInterval):
-		}
-	}
+		return nil
+	})
 }
 
 // routedTo checks that d reached the owning team's receiver, grouped under
