@@ -108,9 +108,9 @@ func ownedBy(src ownerSource) owned {
 	return owned{src: src, payments: at("payments"), platform: at("platform"), unowned: at("unowned")}
 }
 
-// groups is what the source lists: payments in team team (payments, or
-// platform after the move), platform in platform, unowned without labels
-// unless unownedTeam is set.
+// groups is what the source lists: payments in team paymentsTeam
+// (payments, or platform after the move), platform in platform, unowned
+// without labels unless unownedTeam is set.
 func (o owned) groups(paymentsTeam, unownedTeam string) []ownerGroup {
 	g := []ownerGroup{
 		{Targets: []string{o.payments}, Labels: map[string]string{"team": paymentsTeam, "owner": "jdoe"}},
@@ -213,8 +213,9 @@ func (s *stack) ownersScenarios(t *testing.T) []scenario {
 					return fmt.Errorf("acknowledged: %v", err)
 				}
 			}
-			// The address moves to platform in its source; its next
-			// exposure pages platform.
+			// The address moves to platform in its source (the reload
+			// above came before: the exporter sees the move by itself);
+			// its next exposure pages platform.
 			if err := s.publishOwners(ctx, t, all, "platform"); err != nil {
 				return err
 			}
