@@ -159,7 +159,7 @@ func MeasureDeployed(o DeployedOptions) (DeployedResult, error) {
 	if n < 1 || o.Scrapes < 2 {
 		return res, errors.New("deployed: at least 1 address and 2 scrapes")
 	}
-	rs, err := newRestoredSetup("breach-bench-deployed-", n, 0, "")
+	rs, err := newRestoredSetup("breach-bench-deployed-", n, 0, false, "")
 	if err != nil {
 		return res, err
 	}
@@ -278,7 +278,7 @@ type restoredSetup struct {
 // newRestoredSetup writes it for n addresses (in the config, or in
 // addressFiles address files when that is not 0), with more appended to
 // the config file; the caller removes dir.
-func newRestoredSetup(prefix string, n, addressFiles int, more string) (*restoredSetup, error) {
+func newRestoredSetup(prefix string, n, addressFiles int, ownerLabels bool, more string) (*restoredSetup, error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, err
@@ -295,7 +295,7 @@ func newRestoredSetup(prefix string, n, addressFiles int, more string) (*restore
 	if err != nil {
 		return fail(err)
 	}
-	setup := exporterSetup{baseURL: "http://" + closed + "/api/v1", emails: rs.emails, requestsPerMinute: 55, addressFiles: addressFiles}
+	setup := exporterSetup{baseURL: "http://" + closed + "/api/v1", emails: rs.emails, requestsPerMinute: 55, addressFiles: addressFiles, ownerLabels: ownerLabels}
 	if err := writeExporterFiles(dir, setup, rs.creds); err != nil {
 		return fail(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -54,6 +55,9 @@ type exporterSetup struct {
 	// addressFiles, when not 0, puts the emails in that many address files
 	// (addresses/NN.txt, addresses_files) rather than in the config.
 	addressFiles int
+	// ownerLabels makes those files file_sd-shaped (addresses/NN.json,
+	// addresses_sd_files), every address with owner labels: ownerGroup's.
+	ownerLabels bool
 	// otherAccounts are the webhook secrets of more accounts, listed
 	// before the one that holds emails, creds.token and creds.secret:
 	// with any, the config has the accounts shape, each other account with
@@ -126,14 +130,9 @@ func writeExporterFiles(dir string, s exporterSetup, creds credentials) error {
 			if err := os.Mkdir(filepath.Join(dir, "addresses"), 0o700); err != nil {
 				return err
 			}
-			lists := make([]strings.Builder, s.addressFiles)
-			for i, e := range s.emails {
-				fmt.Fprintln(&lists[i%s.addressFiles], e)
+			if err := addAddressFiles(files, &cfg, s); err != nil {
+				return err
 			}
-			for i := range lists {
-				files[AddressFileName(i)] = []byte(lists[i].String())
-			}
-			cfg.WriteString("addresses_files: [addresses/*.txt]\n")
 		} else {
 			cfg.WriteString("addresses:\n")
 			for _, e := range s.emails {
@@ -166,9 +165,58 @@ func writeExporterFiles(dir string, s exporterSetup, creds credentials) error {
 	return nil
 }
 
+// addAddressFiles spreads s.emails over s.addressFiles files, plain or
+// file_sd-shaped (s.ownerLabels), and points the config at them.
+func addAddressFiles(files map[string][]byte, cfg *strings.Builder, s exporterSetup) error {
+	if !s.ownerLabels {
+		lists := make([]strings.Builder, s.addressFiles)
+		for i, e := range s.emails {
+			fmt.Fprintln(&lists[i%s.addressFiles], e)
+		}
+		for i := range lists {
+			files[AddressFileName(i)] = []byte(lists[i].String())
+		}
+		cfg.WriteString("addresses_files: [addresses/*.txt]\n")
+		return nil
+	}
+	groups := make([][]sdGroup, s.addressFiles)
+	for i, e := range s.emails {
+		groups[i%s.addressFiles] = append(groups[i%s.addressFiles], ownerGroup(i, e, ""))
+	}
+	for i, g := range groups {
+		data, err := json.Marshal(g)
+		if err != nil {
+			return err
+		}
+		files[sdFileName(i)] = data
+	}
+	cfg.WriteString("addresses_sd_files: [addresses/*.json]\n")
+	return nil
+}
+
 // AddressFileName is the i-th address file of an exporterSetup, relative
 // to its directory.
 func AddressFileName(i int) string { return filepath.Join("addresses", fmt.Sprintf("%02d.txt", i)) }
+
+// sdFileName is the i-th file_sd-shaped address file of an exporterSetup
+// with ownerLabels, relative to its directory.
+func sdFileName(i int) string { return filepath.Join("addresses", fmt.Sprintf("%02d.json", i)) }
+
+// sdGroup is one group of a file_sd-shaped address file.
+type sdGroup struct {
+	Targets []string          `json:"targets"`
+	Labels  map[string]string `json:"labels"`
+}
+
+// ownerGroup is the i-th address's group in the owner-labelled files: a
+// group of its own (the most a file can hold, every address a label set),
+// the default owner_labels, one of 100 teams (team, when not empty) and an
+// owner of its own.
+func ownerGroup(i int, email, team string) sdGroup {
+	return sdGroup{Targets: []string{email}, Labels: map[string]string{
+		"team": cmp.Or(team, fmt.Sprintf("team%02d", i%100)), "owner": fmt.Sprintf("owner%06d", i),
+	}}
+}
 
 func (r *runningExporter) close() {
 	r.exp.Close()

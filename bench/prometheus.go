@@ -143,7 +143,7 @@ func measureVariant(o UserCostOptions, promBin string, detail bool, replicas int
 	if detail {
 		more = "metrics:\n  detail_families: [" + strings.Join(config.DetailFamilies, ", ") + "]\n"
 	}
-	rs, err := newRestoredSetup("breach-bench-usercost-", n, 0, more)
+	rs, err := newRestoredSetup("breach-bench-usercost-", n, 0, false, more)
 	if err != nil {
 		return v, err
 	}

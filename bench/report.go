@@ -127,6 +127,8 @@ type Report struct {
 	// UserCost is a real Prometheus scraping the binary, default against
 	// every detail family.
 	UserCost *UserCostResult `json:"user_cost,omitempty"`
+	// Owners is the cost of owner labels.
+	Owners *OwnersResult `json:"owners,omitempty"`
 }
 
 // Missed lists the figures whose goal does not hold.

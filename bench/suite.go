@@ -41,8 +41,10 @@ type SuiteOptions struct {
 	// Planning is the scheduler's cost per request at a small and a large
 	// number of addresses; no sizes: not measured.
 	Planning PlanningOptions
+	// Owners is the cost of owner labels; no Addresses: not measured.
+	Owners OwnersOptions
 	// Only names the one part to run (OnlyWebhookAccounts, OnlyReplicas,
-	// OnlyWebhookStore, OnlyPlanning); empty: all.
+	// OnlyWebhookStore, OnlyPlanning, OnlyOwners); empty: all.
 	Only string
 	// BudgetRun is the fake time each budget run lasts.
 	BudgetRun time.Duration
@@ -109,6 +111,8 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 			err = measureReplicas(r, o.Replicas, progress)
 		case OnlyPlanning:
 			err = measurePlanning(r, o.Planning, progress)
+		case OnlyOwners:
+			err = measureOwners(r, o.Owners, progress)
 		default:
 			return r, fmt.Errorf("suite: no part %q to run alone (only %s)", o.Only, OnlyParts)
 		}
@@ -206,6 +210,9 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 	if err := measurePlanning(r, o.Planning, progress); err != nil {
 		return r, err
 	}
+	if err := measureOwners(r, o.Owners, progress); err != nil {
+		return r, err
+	}
 
 	fmt.Fprintf(progress, "alert latency: %d samples\n", o.LatencySamples)
 	lat, err := MeasureAlertLatency(o.LatencyAddresses, o.LatencySamples)
@@ -229,10 +236,12 @@ const (
 	OnlyReplicas = "replicas"
 	// OnlyPlanning is the scheduler's cost per request (seconds).
 	OnlyPlanning = "planning"
+	// OnlyOwners is the cost of owner labels (about a minute).
+	OnlyOwners = "owners"
 )
 
 // OnlyParts lists them for messages and flags.
-const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning
+const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning + ", " + OnlyOwners
 
 func measureWebhookStore(r *Report, o WebhookOptions, progress io.Writer) error {
 	if o.Rounds == 0 {
@@ -353,6 +362,7 @@ func figures(r *Report) []Figure {
 		)
 	}
 	fs = append(fs, planningFigures(r.Planning)...)
+	fs = append(fs, ownersFigures(r.Owners)...)
 	if l := r.Latency; l != nil {
 		fs = append(fs,
 			newFigure("alert to gauge, median", "s", l.MedianSeconds, l.FloorSeconds, "one GET /breaches").

@@ -3,6 +3,7 @@
 package dashboards
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -21,9 +22,13 @@ var wantUIDs = map[string]string{
 }
 
 var wantVariables = map[string][]string{
-	"breach-overview.json": {"datasource", "job", "instance", "account", "address", "source"},
-	"exporter-health.json": {"datasource", "job", "instance", "account", "address"},
+	"breach-overview.json": {"datasource", "job", "instance", "account", "team", "address", "source"},
+	"exporter-health.json": {"datasource", "job", "instance", "account", "team", "address"},
 }
+
+// allValues are the variables whose All is not ".+": an address without a
+// team has team="" in the filter's join, and All must keep it.
+var allValues = map[string]string{"team": ".*"}
 
 // Grafana's own variables the queries may use.
 var builtins = map[string]bool{"__rate_interval": true, "__range": true, "__range_s": true}
@@ -153,9 +158,10 @@ func TestVariables(t *testing.T) {
 			}
 			// Every query variable offers several values and All, which
 			// the queries use with =~ (so All must be a regular expression).
-			if !v.Multi || !v.IncludeAll || v.AllValue != ".+" {
-				t.Errorf("%s: variable %s: multi %v, includeAll %v, allValue %q; want a multi-value variable with All = \".+\"",
-					f.name, name, v.Multi, v.IncludeAll, v.AllValue)
+			all := cmp.Or(allValues[name], ".+")
+			if !v.Multi || !v.IncludeAll || v.AllValue != all {
+				t.Errorf("%s: variable %s: multi %v, includeAll %v, allValue %q; want a multi-value variable with All = %q",
+					f.name, name, v.Multi, v.IncludeAll, v.AllValue, all)
 			}
 			if name != "job" && !strings.Contains(v.Definition, `job=~"$job"`) {
 				t.Errorf("%s: variable %s: %q does not follow job=~\"$job\"", f.name, name, v.Definition)
@@ -257,35 +263,46 @@ func exprProblems(expr string, defined map[string]bool) []string {
 	return problems
 }
 
-// accountFilter is how a panel keeps the per-address series of the chosen
-// accounts: they carry no account, breach_address_state does. and never
-// adds a series, so nothing is counted twice.
-const accountFilter = `and on (job, instance, address) breach_address_state{job=~"$job", instance=~"$instance", account=~"$account"}`
+// addressFilter is how a panel keeps the per-address series of the chosen
+// accounts and teams: they carry neither, breach_address_info carries both
+// (team="" for an address without one, which the team variable's All, .*,
+// keeps). Where an exporter serves no breach_address_info
+// (metrics.address_info: false), breach_address_state stands in, for the
+// account alone. and never adds a series, so nothing is counted twice.
+const addressFilter = `and on (job, instance, address) (breach_address_info{job=~"$job", instance=~"$instance", account=~"$account", team=~"$team"}` +
+	` or on (job, instance, address) (breach_address_state{job=~"$job", instance=~"$instance", account=~"$account"}` +
+	` unless on (job, instance) breach_address_info{job=~"$job", instance=~"$instance", account=~"$account"}))`
 
-// accountProblems lists the selectors of expr that ignore the $account
-// variable: a series that carries account must select it, a per-address
-// one must be filtered through breach_address_state.
-func accountProblems(expr string) []string {
+// filterProblems lists the selectors of expr that ignore the $account or
+// $team variable: a series that carries account must select it, and every
+// per-address one (breach_address_state too) must be filtered through
+// addressFilter.
+func filterProblems(expr string) []string {
 	var problems []string
 	for _, m := range metricRef.FindAllStringSubmatch(expr, -1) {
-		switch {
-		case golden.CarriesLabel(m[1], "account"):
-			if !strings.Contains(m[2], `account=~"$account"`) {
-				problems = append(problems, fmt.Sprintf("%s does not select account=~\"$account\"", m[0]))
-			}
-		case golden.CarriesLabel(m[1], "address"):
-			if !strings.Contains(expr, m[0]+" "+accountFilter) && !strings.Contains(expr, m[0]+" offset $__range "+accountFilter) &&
-				!strings.Contains(expr, m[0]+"[$__rate_interval]) "+accountFilter) && !strings.Contains(expr, m[0]+"[$__range]) "+accountFilter) {
-				problems = append(problems, fmt.Sprintf("%s is not filtered by the account (%s)", m[0], accountFilter))
-			}
+		if golden.CarriesLabel(m[1], "account") && !strings.Contains(m[2], `account=~"$account"`) {
+			problems = append(problems, fmt.Sprintf("%s does not select account=~\"$account\"", m[0]))
+		}
+	}
+	// The filter's own selectors are what the others are filtered by.
+	const filtered = "\x00"
+	outside := strings.ReplaceAll(expr, addressFilter, filtered)
+	for _, m := range metricRef.FindAllStringSubmatch(outside, -1) {
+		if !golden.CarriesLabel(m[1], "address") {
+			continue
+		}
+		if !slices.ContainsFunc([]string{" ", " offset $__range ", "[$__rate_interval]) ", "[$__range]) "}, func(between string) bool {
+			return strings.Contains(outside, m[0]+between+filtered)
+		}) {
+			problems = append(problems, fmt.Sprintf("%s is not filtered by the account and team (%s)", m[0], addressFilter))
 		}
 	}
 	return problems
 }
 
-// Every panel follows the account variable; the fleet aggregates, which
-// carry no account, say so in their description.
-func TestPanelsFollowTheAccount(t *testing.T) {
+// Every panel follows the account and team variables; the fleet
+// aggregates, which carry neither, say so in their description.
+func TestPanelsFollowTheAccountAndTeam(t *testing.T) {
 	if !golden.CarriesLabel("breach_api_up", "account") || !golden.CarriesLabel("breach_source_breaches", "address") || golden.CarriesLabel("breach_source_breaches", "account") {
 		t.Fatal("golden.CarriesLabel does not see the labels of the golden expositions")
 	}
@@ -294,24 +311,31 @@ func TestPanelsFollowTheAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range queries {
-		for _, problem := range accountProblems(q.Expr) {
+		for _, problem := range filterProblems(q.Expr) {
 			t.Errorf("%s %q %s: %s", q.Dashboard, q.Panel, q.RefID, problem)
 		}
-		if strings.Contains(q.Expr, "breach_addresses") && !strings.Contains(q.Description, "account filters do not apply") {
-			t.Errorf("%s %q: reads a fleet aggregate without saying the account filter does not apply", q.Dashboard, q.Panel)
+		if strings.Contains(q.Expr, "breach_addresses") && !strings.Contains(q.Description, "team and account filters do not apply") {
+			t.Errorf("%s %q: reads a fleet aggregate without saying the team and account filters do not apply", q.Dashboard, q.Panel)
 		}
 	}
 }
 
-func TestAccountProblemsCatchesUnfilteredSeries(t *testing.T) {
+func TestFilterProblemsCatchesUnfilteredSeries(t *testing.T) {
 	for _, expr := range []string{
 		`sum(breach_api_up{job=~"$job", instance=~"$instance"})`,
 		`max by (address) (breach_source_breaches{job=~"$job", instance=~"$instance", address=~"$address"})`,
 		`max by (address) (breach_address_state{job=~"$job", instance=~"$instance", address=~"$address"})`,
+		// The account alone: the team is not followed.
+		`max by (address) (breach_address_state{job=~"$job", instance=~"$instance", address=~"$address", account=~"$account"})`,
+		`max by (address) (breach_source_breaches{job=~"$job", instance=~"$instance", address=~"$address"} and on (job, instance, address) breach_address_state{job=~"$job", instance=~"$instance", account=~"$account"})`,
 	} {
-		if len(accountProblems(expr)) == 0 {
-			t.Errorf("accountProblems(%s) found nothing", expr)
+		if len(filterProblems(expr)) == 0 {
+			t.Errorf("filterProblems(%s) found nothing", expr)
 		}
+	}
+	good := `max by (address) (breach_source_breaches{job=~"$job", instance=~"$instance", address=~"$address"} ` + addressFilter + `)`
+	if p := filterProblems(good); len(p) > 0 {
+		t.Errorf("problems in a good query: %v", p)
 	}
 }
 
@@ -502,9 +526,9 @@ func blankPanelProblems(p detailPanel) []string {
 	for _, tg := range p.Targets {
 		var detail []string
 		defaults := 0
-		// The account filter only keeps series: it gives no row of its
+		// The address filter only keeps series: it gives no row of its
 		// own, so it is not a default family's data.
-		for _, m := range metricRef.FindAllStringSubmatch(strings.ReplaceAll(tg.Expr, accountFilter, ""), -1) {
+		for _, m := range metricRef.FindAllStringSubmatch(strings.ReplaceAll(tg.Expr, addressFilter, ""), -1) {
 			if golden.IsDetailFamily(m[1]) {
 				if !slices.Contains(detail, m[1]) {
 					detail = append(detail, m[1])

@@ -15,7 +15,7 @@ import (
 // intervals of a one-hour range.
 var allSelected = strings.NewReplacer(
 	"$__rate_interval", "1m", "$__range_s", "3600", "$__range", "1h",
-	"$job", ".+", "$instance", ".+", "$account", ".+", "$address", ".+", "$source", ".+",
+	"$job", ".+", "$instance", ".+", "$account", ".+", "$team", ".*", "$address", ".+", "$source", ".+",
 )
 
 // twoReplicasDisagreeing are the series of two replicas of one job for a
@@ -74,31 +74,10 @@ const twoReplicasDisagreeing = `
 // the maximum of each part (what the panels read before) alice counts as
 // verified and pending, and her exposure as open and handled.
 func TestPanelsCountEachAddressOnceWhileReplicasDisagree(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("BREACH_REQUIRE_PROMTOOL") != "" {
-			t.Fatal("promtool is required (make test installs Debian's prometheus package)")
-		}
-		t.Skip("promtool not installed")
-	}
-	queries, err := Expressions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	expr := func(dashboard, panel, refID string) string {
-		for _, q := range queries {
-			if q.Dashboard == dashboard && q.Panel == panel && q.RefID == refID {
-				return allSelected.Replace(q.Expr)
-			}
-		}
-		t.Fatalf("no target %s of %q in %s", refID, panel, dashboard)
-		return ""
-	}
-	type sample struct{ labels, value string }
-	cases := []struct {
-		dashboard, panel, refID string
-		want                    []sample
-	}{
+	promtool := promtoolPath(t)
+	expr := panelExpr(t, allSelected)
+	type sample = promSample
+	cases := []promCase{
 		{"breach-overview.json", "Address states", "A", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
 		{"exporter-health.json", "Last refresh per address", "B", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
 		{"exporter-health.json", "Addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
@@ -107,15 +86,107 @@ func TestPanelsCountEachAddressOnceWhileReplicasDisagree(t *testing.T) {
 		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "1"}}},
 		{"breach-overview.json", "Handled exposures: who, when, why", "A", []sample{{`{address="alice", source="combolist", by="bob", comment="rotated"}`, "2e+06"}}},
 	}
+	runPromtool(t, promtool, twoReplicasDisagreeing, cases, expr)
+}
+
+// ownedAddresses are one exporter's series where alice belongs to team
+// payments and bob to no team; a second job's exporter serves no
+// breach_address_info (metrics.address_info: false).
+const ownedAddresses = `
+      - series: 'process_start_time_seconds{job="breach", instance="a"}'
+        values: '100x5'
+      - series: 'breach_address_info{job="breach", instance="a", address="alice", account="default", team="payments"}'
+        values: '1x5'
+      - series: 'breach_address_info{job="breach", instance="a", address="bob", account="default"}'
+        values: '1x5'
+      - series: 'breach_address_state{job="breach", instance="a", address="alice", account="default", state="verified"}'
+        values: '1x5'
+      - series: 'breach_address_state{job="breach", instance="a", address="bob", account="default", state="verified"}'
+        values: '1x5'
+      - series: 'process_start_time_seconds{job="noinfo", instance="c"}'
+        values: '100x5'
+      - series: 'breach_address_state{job="noinfo", instance="c", address="carol", account="default", state="verified"}'
+        values: '1x5'
+`
+
+// The team variable keeps the addresses of the chosen teams; All keeps
+// those without a team too; an exporter without breach_address_info is
+// filtered by the account alone (every one of its addresses shows).
+func TestPanelsFollowTheTeam(t *testing.T) {
+	promtool := promtoolPath(t)
+	type sample = promSample
+	team := func(job, value string) func(string, string, string) string {
+		return panelExpr(t, strings.NewReplacer("$__rate_interval", "1m", "$__range_s", "3600", "$__range", "1h",
+			"$job", job, "$instance", ".+", "$account", ".+", "$team", value, "$address", ".+", "$source", ".+"))
+	}
+	const panel = "Address states"
+	for _, c := range []struct {
+		name string
+		expr func(string, string, string) string
+		want []sample
+	}{
+		{"team payments", team("breach", "payments"), []sample{{`{address="alice", state="verified"}`, "1"}}},
+		{"All", team("breach", ".*"), []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="verified"}`, "1"}}},
+		{"no info series", team("noinfo", "payments"), []sample{{`{address="carol", state="verified"}`, "1"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			runPromtool(t, promtool, ownedAddresses, []promCase{{"breach-overview.json", panel, "A", c.want}}, c.expr)
+		})
+	}
+}
+
+func promtoolPath(t *testing.T) string {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("BREACH_REQUIRE_PROMTOOL") != "" {
+			t.Fatal("promtool is required (make test installs Debian's prometheus package)")
+		}
+		t.Skip("promtool not installed")
+	}
+	return promtool
+}
+
+// panelExpr returns the expression of a panel's target with the variables
+// as vars sets them.
+func panelExpr(t *testing.T, vars *strings.Replacer) func(dashboard, panel, refID string) string {
+	t.Helper()
+	queries, err := Expressions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(dashboard, panel, refID string) string {
+		for _, q := range queries {
+			if q.Dashboard == dashboard && q.Panel == panel && q.RefID == refID {
+				return vars.Replace(q.Expr)
+			}
+		}
+		t.Fatalf("no target %s of %q in %s", refID, panel, dashboard)
+		return ""
+	}
+}
+
+type promSample struct{ labels, value string }
+
+// promCase is a panel's target and the samples it must give.
+type promCase struct {
+	dashboard, panel, refID string
+	want                    []promSample
+}
+
+// runPromtool evaluates each case's target on series with promtool test
+// rules.
+func runPromtool(t *testing.T, promtool, series string, cases []promCase, expr func(dashboard, panel, refID string) string) {
+	t.Helper()
 	var b strings.Builder
-	b.WriteString("rule_files: []\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:" + twoReplicasDisagreeing + "    promql_expr_test:\n")
+	b.WriteString("rule_files: []\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:" + series + "    promql_expr_test:\n")
 	for _, c := range cases {
 		fmt.Fprintf(&b, "      # %s %q %s\n      - expr: %q\n        eval_time: 2m\n        exp_samples:\n", c.dashboard, c.panel, c.refID, expr(c.dashboard, c.panel, c.refID))
 		for _, s := range c.want {
 			fmt.Fprintf(&b, "          - labels: '%s'\n            value: %s\n", s.labels, s.value)
 		}
 	}
-	file := filepath.Join(t.TempDir(), "replicas.test.yml")
+	file := filepath.Join(t.TempDir(), "panels.test.yml")
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}

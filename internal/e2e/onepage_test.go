@@ -202,8 +202,7 @@ func (s *stack) onePage(ctx context.Context, w wantAlert, mark int) error {
 	if err != nil {
 		return err
 	}
-	until := time.Now().Add(onePageHold)
-	for {
+	return holds(ctx, onePageHold, func(ctx context.Context) error {
 		held, err := s.am.alerts(ctx)
 		if err != nil {
 			return err
@@ -219,6 +218,18 @@ func (s *stack) onePage(ctx context.Context, w wantAlert, mark int) error {
 		}
 		if got := pages(); len(got) != 1 || len(got[0].Alerts) != 1 || !s.matches(w, got[0].Alerts[0].Labels) {
 			return fmt.Errorf("pages for %s: %+v, want one, of %s alone", w.labels["address"], got, w)
+		}
+		return nil
+	})
+}
+
+// holds calls check every pollInterval for hold, and returns its first
+// error: what must stay true (no second page) while it could break.
+func holds(ctx context.Context, hold time.Duration, check func(context.Context) error) error {
+	until := time.Now().Add(hold)
+	for {
+		if err := check(ctx); err != nil {
+			return err
 		}
 		if time.Now().After(until) {
 			return nil

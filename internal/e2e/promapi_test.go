@@ -242,6 +242,7 @@ type activeAlert struct {
 	Labels      map[string]string `json:"labels"`
 	Annotations map[string]string `json:"annotations"`
 	State       string            `json:"state"`
+	Value       string            `json:"value"`    // the expression's value, as text
 	ActiveAt    time.Time         `json:"activeAt"` // pending or firing since, without a break
 }
 
