@@ -14,6 +14,7 @@ import (
 
 	"github.com/breach-exporter/breach_exporter/internal/addrhttp"
 	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 )
 
 // httpSource is one addresses_http entry in force: its Source, whose last
@@ -30,6 +31,10 @@ type httpSource struct {
 	// none runs.
 	cancel context.CancelFunc
 	done   chan struct{}
+	// logs paces the log lines of its failures, by reason: a source that
+	// fails every second says so once a minute (its failures counter
+	// counts each).
+	logs *ratelog.Limiter
 }
 
 // httpSources are the sources in force, by URL (one URL is one source in
@@ -72,7 +77,7 @@ func (e *Exporter) configureHTTP(bundle *config.Bundle) {
 			inForce[h.URL] = true
 			hs := e.http.byURL[h.URL]
 			if hs == nil {
-				hs = &httpSource{src: addrhttp.NewSource(h.URL)}
+				hs = &httpSource{src: addrhttp.NewSource(h.URL), logs: ratelog.New(time.Minute, nil)}
 				e.http.byURL[h.URL] = hs
 			}
 			shown = append(shown, hs.src)
@@ -129,7 +134,7 @@ func (e *Exporter) fetchNow(sources []*httpSource) {
 	var wg sync.WaitGroup
 	for _, hs := range sources {
 		wg.Go(func() {
-			e.reportHTTP(hs.src.Fetch(context.Background(), hs.set, time.Now()))
+			e.reportHTTP(hs, hs.src.Fetch(context.Background(), hs.set, time.Now()))
 		})
 	}
 	wg.Wait()
@@ -153,20 +158,23 @@ func (e *Exporter) startHTTP() {
 		runCtx, hs.cancel = context.WithCancel(ctx)
 		hs.done = make(chan struct{})
 		src, set, done := hs.src, hs.set, hs.done
+		report := func(r addrhttp.Result) { e.reportHTTP(hs, r) }
 		e.running.Add(1)
 		go func() {
 			defer e.running.Done()
 			defer close(done)
-			src.Run(runCtx, set, set.Interval, e.reportHTTP)
+			src.Run(runCtx, set, set.Interval, report)
 		}()
 	}
 }
 
 // reportHTTP logs what a fetch found wrong and, when it changed a list,
 // asks for a sync of the watchlist without waiting for it.
-func (e *Exporter) reportHTTP(r addrhttp.Result) {
+func (e *Exporter) reportHTTP(hs *httpSource, r addrhttp.Result) {
 	if r.Err != nil {
-		level.Warn(e.logger).Log("msg", "HTTP source of addresses failed; its last good list stays", "reason", r.Err.Reason, "err", r.Err)
+		if suppressed, ok := hs.logs.Allow(r.Err.Reason); ok {
+			level.Warn(e.logger).Log("msg", "HTTP source of addresses failed; its last good list stays", "reason", r.Err.Reason, "err", r.Err, ratelog.SuppressedKey, suppressed)
+		}
 	}
 	// Once per content: what a change brought, not every fetch.
 	for _, l := range r.Invalid {
