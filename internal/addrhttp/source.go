@@ -98,6 +98,8 @@ type Result struct {
 	Invalid []addrfile.LineError
 	// Err is nil when the fetch gave a list or said the last one stands.
 	Err *Error
+	// Body is the answer of a changed list, to save (Seed).
+	Body []byte
 }
 
 // Source is one URL's last good list and the figures its metrics show.
@@ -264,9 +266,25 @@ func (s *Source) take(a answer, set Settings, now time.Time) Result {
 	s.addresses, s.have, s.sum, s.invalid, s.holding = addrs, true, sum, len(invalid), false
 	s.setSuccess(now, a)
 	if !changed {
-		invalid = nil
+		return Result{}
 	}
-	return Result{Changed: changed, Invalid: invalid}
+	return Result{Changed: true, Invalid: invalid, Body: a.body}
+}
+
+// Seed makes body, a list a Result gave before the process restarted,
+// the last good list before the first fetch: a source that fails at the
+// start keeps it rather than none. It is no fetch: up stays 0 and there
+// is no success until a fetch gives one. A body that does not parse now
+// (with other owner_labels, say) is refused.
+func (s *Source) Seed(body []byte, set Settings) error {
+	addrs, invalid, err := addrfile.ParseSD(s.url, body, set.Show, set.Allowed)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addresses, s.have, s.sum, s.invalid = addrs, true, digest(body, set.Allowed, set.Show), len(invalid)
+	return nil
 }
 
 // shrinks reports whether a list of n addresses, digest sum, is held: it

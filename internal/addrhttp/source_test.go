@@ -379,3 +379,34 @@ func BenchmarkFetch100k(b *testing.B) {
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/1e6, "retained-MB")
 	b.ReportMetric(float64(len(body))/1e6, "body-MB")
 }
+
+// A changed list comes with its body to save; a Source seeded with it
+// keeps it through a failing first fetch, and the same body is no change.
+func TestSeed(t *testing.T) {
+	srv := newServer(t)
+	set := settings(srv)
+	body := "[" + group(0, 2, "payments") + "]"
+	srv.answer(list(body, ""))
+	r := addrhttp.NewSource(srv.URL).Fetch(context.Background(), set, time.Unix(1000, 0))
+	if !r.Changed || string(r.Body) != body {
+		t.Fatalf("%+v, want the body of the changed list", r)
+	}
+	src, reg := newSource(t, srv.URL)
+	if err := src.Seed([]byte("[]"), set); err == nil {
+		t.Error("an empty list seeds")
+	}
+	if err := src.Seed(r.Body, set); err != nil {
+		t.Fatal(err)
+	}
+	srv.answer(testkit.Status(http.StatusServiceUnavailable))
+	if r := src.Fetch(context.Background(), set, time.Unix(1001, 0)); r.Err == nil || len(addresses(src)) != 2 {
+		t.Errorf("a failure after the seed: %+v, %d addresses; want the seeded 2", r, len(addresses(src)))
+	}
+	if v := testkit.Samples(t, reg)[testkit.Series("breach_exporter_address_http_last_success_timestamp_seconds", "url", srv.URL)]; v != 0 {
+		t.Errorf("last success %v after a seed alone, want 0", v)
+	}
+	srv.answer(list(body, ""))
+	if r := src.Fetch(context.Background(), set, time.Unix(1002, 0)); r.Changed || r.Err != nil || r.Body != nil {
+		t.Errorf("the seeded body answered: %+v, want no change", r)
+	}
+}

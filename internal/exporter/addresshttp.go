@@ -76,7 +76,8 @@ func (e *Exporter) configureHTTP(bundle *config.Bundle) {
 			h := &a.AddressesHTTP[i]
 			inForce[h.URL] = true
 			hs := e.http.byURL[h.URL]
-			if hs == nil {
+			isNew := hs == nil
+			if isNew {
 				hs = &httpSource{src: addrhttp.NewSource(h.URL), logs: ratelog.New(time.Minute, nil)}
 				e.http.byURL[h.URL] = hs
 			}
@@ -88,12 +89,23 @@ func (e *Exporter) configureHTTP(bundle *config.Bundle) {
 					fresh = append(fresh, hs)
 				}
 			}
+			if isNew {
+				e.seed(hs)
+			}
 		}
 	}
+	urls := make([]string, 0, len(inForce))
 	for url, hs := range e.http.byURL {
 		if !inForce[url] {
 			hs.stop()
 			delete(e.http.byURL, url)
+			continue
+		}
+		urls = append(urls, url)
+	}
+	if e.folder != nil {
+		if err := e.folder.KeepSourceLists(urls); err != nil {
+			level.Warn(e.logger).Log("msg", "Could not remove the saved list of an HTTP source of addresses no longer configured", "err", err)
 		}
 	}
 	e.httpMetrics.Show(shown)
@@ -120,6 +132,23 @@ func (e *Exporter) settle(hs *httpSource, h *config.AddressesHTTP, cfg *config.C
 	}
 	hs.src.Forget()
 	return true
+}
+
+// seed starts a new source from the list it last gave, which the state
+// folder keeps (reportHTTP): a start while the source fails keeps its
+// addresses and their state rather than dropping them until it answers.
+func (e *Exporter) seed(hs *httpSource) {
+	if e.folder == nil || hs.key == "" {
+		return
+	}
+	url := hs.src.URL()
+	body, err := e.folder.LoadSourceList(url)
+	if err == nil && body != nil {
+		err = hs.src.Seed(body, hs.set)
+	}
+	if err != nil {
+		level.Warn(e.logger).Log("msg", "The saved list of an HTTP source of addresses is not usable; the source starts from its first fetch", "url", url, "err", err)
+	}
 }
 
 // settingsKey is the settings of the entry h under cfg, as compared.
@@ -179,6 +208,11 @@ func (e *Exporter) reportHTTP(hs *httpSource, r addrhttp.Result) {
 	// Once per content: what a change brought, not every fetch.
 	for _, l := range r.Invalid {
 		level.Warn(e.logger).Log("msg", "Skipped an entry of an HTTP source of addresses", "url", l.File, "line", l.Line, "reason", l.Reason)
+	}
+	if r.Body != nil && e.folder != nil {
+		if err := e.folder.SaveSourceList(hs.src.URL(), r.Body); err != nil {
+			level.Warn(e.logger).Log("msg", "Could not save the list of an HTTP source of addresses; a start while it fails begins from an older one, or none", "url", hs.src.URL(), "err", err)
+		}
 	}
 	if r.Changed {
 		select {

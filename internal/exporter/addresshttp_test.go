@@ -3,10 +3,12 @@
 package exporter
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -82,5 +84,38 @@ func TestHTTPSourceOwners(t *testing.T) {
 	}
 	if logs := f.logs.String(); !strings.Contains(logs, "HTTP source of addresses failed") || !strings.Contains(logs, "answered 500") {
 		t.Errorf("the log does not say the source failed:\n%s", logs)
+	}
+}
+
+// With a state folder, a source's last good list outlives a restart: a
+// start while the source fails watches its addresses, with their owners,
+// from the first scrape; a reload that drops the source drops its file.
+func TestHTTPSourceListOutlivesARestart(t *testing.T) {
+	d := newDirectory(t, `[{"targets": ["alice@example.com"], "labels": {"team": "payments"}}]`)
+	api := testkit.NewStandIn(t, nil)
+	dir, storage := t.TempDir(), t.TempDir()
+	source := fmt.Sprintf("addresses_http: [{url: %q, refresh_interval: 1s}]\n", d.URL)
+	first := start(t, dir, storage, api.BaseURL(), "[]", source)
+	if got := testkit.Scrape(t, first.exp.MetricsHandler(first.reg))[info("alice@example.com", "payments")]; got != 1 {
+		t.Fatalf("first life: alice's info %v, want 1", got)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	d.status.Store(http.StatusInternalServerError)
+	second := startAt(t, first.clock, dir, storage, api.BaseURL(), "[]", source)
+	samples := testkit.Scrape(t, second.exp.MetricsHandler(second.reg))
+	if samples[info("alice@example.com", "payments")] != 1 || samples[testkit.Series("breach_exporter_address_http_up", "url", d.URL)] != 0 {
+		t.Errorf("a start while the source fails: alice's info %v, up %v; want the saved list, up 0",
+			samples[info("alice@example.com", "payments")], samples[testkit.Series("breach_exporter_address_http_up", "url", d.URL)])
+	}
+
+	writeConfig(t, dir, api.BaseURL(), "addresses: [bob@example.com]\n")
+	if err := second.exp.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if saved, _ := filepath.Glob(filepath.Join(storage, "addresses_http-*")); len(saved) != 0 {
+		t.Errorf("saved lists %q after the source left the config, want none", saved)
 	}
 }
