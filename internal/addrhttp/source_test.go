@@ -3,7 +3,6 @@
 package addrhttp_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -123,7 +122,7 @@ func TestFetchKeepsLastGood(t *testing.T) {
 	}{
 		{"hang", addrhttp.ReasonRequest, testkit.Hang},
 		{"500", addrhttp.ReasonStatus, testkit.Status(http.StatusInternalServerError)},
-		{"50 MB", addrhttp.ReasonTooLarge, hugeList},
+		{"50 MB", addrhttp.ReasonTooLarge, testkit.HugeBodyOf(50 << 20)},
 		{"invalid JSON", addrhttp.ReasonInvalid, list(`[{"targets": ["user1@example.com", "alice@example.com"`, "")},
 		{"not a list", addrhttp.ReasonInvalid, list(`{"targets": ["alice@example.com"]}`, "")},
 		{"no address", addrhttp.ReasonInvalid, list(`[{"targets": ["alice"]}]`, "")},
@@ -156,20 +155,6 @@ func TestFetchKeepsLastGood(t *testing.T) {
 			t.Errorf("%s: up, last success or addresses wrong: %v", c.name, samples)
 		}
 	}
-}
-
-// hugeList streams 50 MB of a valid list: the reader stops past the limit.
-func hugeList(w http.ResponseWriter, _ *http.Request) {
-	out := bufio.NewWriterSize(w, 64<<10)
-	io.WriteString(out, `[{"targets": [`)
-	line := strings.Repeat(`"someone.with.a.long.name@example.com",`, 1000)
-	for written := 0; written < 50<<20; written += len(line) {
-		if _, err := io.WriteString(out, line); err != nil {
-			return // the client stopped reading at its cap
-		}
-	}
-	io.WriteString(out, `"last@example.com"]}]`)
-	out.Flush()
 }
 
 func slicesEqual(a, b []breach.Address) bool {

@@ -3,7 +3,6 @@
 package systemtest
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -87,7 +86,7 @@ func TestAddressHTTP(t *testing.T) {
 	}{
 		{"hang", "request", testkit.Hang},
 		{"500", "status", testkit.Status(http.StatusInternalServerError)},
-		{"50 MB", "too_large", fiftyMB},
+		{"50 MB", "too_large", testkit.HugeBodyOf(50 << 20)},
 		{"invalid JSON", "invalid", list(`[{"targets": ["alice@example.com"`)},
 	} {
 		serve(c.h)
@@ -131,18 +130,4 @@ func TestAddressHTTP(t *testing.T) {
 	if code, out := configCheck(t, bin, cfg); code != 1 || !strings.Contains(out, "addresses_http[0].refresh_interval: 100ms must be at least 1s") {
 		t.Errorf("--config.check: exit %d\n%s", code, out)
 	}
-}
-
-// fiftyMB streams a 50 MB list; the exporter stops reading at its limit.
-func fiftyMB(w http.ResponseWriter, _ *http.Request) {
-	out := bufio.NewWriterSize(w, 64<<10)
-	io.WriteString(out, `[{"targets": [`)
-	line := strings.Repeat(`"someone.with.a.long.name@example.com",`, 1000)
-	for written := 0; written < 50<<20; written += len(line) {
-		if _, err := io.WriteString(out, line); err != nil {
-			return
-		}
-	}
-	io.WriteString(out, `"x@example.com"]}]`)
-	out.Flush()
 }
