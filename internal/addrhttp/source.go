@@ -351,9 +351,10 @@ func (s *Source) MergeInto(seen map[string]string, owner string, out []breach.Ad
 
 // Run fetches the list every set.Interval, the first time after first,
 // until ctx ends, and hands each result to report (which must not block).
-// It keeps real time, as the file watch does: a directory changes in real
-// time; the exporter's clock schedules the API.
-func (s *Source) Run(ctx context.Context, set Settings, first time.Duration, report func(Result)) {
+// Its timer keeps real time, as the file watch does: a directory changes
+// in real time; now (the exporter's clock) dates the successes, as it
+// dates the address files' reads.
+func (s *Source) Run(ctx context.Context, set Settings, first time.Duration, now func() time.Time, report func(Result)) {
 	t := time.NewTimer(first)
 	defer t.Stop()
 	for {
@@ -362,7 +363,7 @@ func (s *Source) Run(ctx context.Context, set Settings, first time.Duration, rep
 			return
 		case <-t.C:
 		}
-		report(s.Fetch(ctx, set, time.Now()))
+		report(s.Fetch(ctx, set, now()))
 		t.Reset(set.Interval)
 	}
 }

@@ -292,7 +292,7 @@ func TestRunStops(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		src.Run(ctx, set, 0, func(r addrhttp.Result) {
+		src.Run(ctx, set, 0, time.Now, func(r addrhttp.Result) {
 			select {
 			case results <- r:
 			default:

@@ -163,7 +163,7 @@ func (e *Exporter) fetchNow(sources []*httpSource) {
 	var wg sync.WaitGroup
 	for _, hs := range sources {
 		wg.Go(func() {
-			e.reportHTTP(hs, hs.src.Fetch(context.Background(), hs.set, time.Now()))
+			e.reportHTTP(hs, hs.src.Fetch(context.Background(), hs.set, e.clock.Now()))
 		})
 	}
 	wg.Wait()
@@ -192,7 +192,7 @@ func (e *Exporter) startHTTP() {
 		go func() {
 			defer e.running.Done()
 			defer close(done)
-			src.Run(runCtx, set, set.Interval, report)
+			src.Run(runCtx, set, set.Interval, e.clock.Now, report)
 		}()
 	}
 }
@@ -255,4 +255,17 @@ func (e *Exporter) httpMergers(a *config.Account) []merger {
 		}
 	}
 	return out
+}
+
+// closeHTTP closes the HTTP sources' idle connections, at the end: their
+// goroutines ended with Run.
+func (e *Exporter) closeHTTP() {
+	e.http.mu.Lock()
+	defer e.http.mu.Unlock()
+	for _, hs := range e.http.byURL {
+		hs.stop()
+		if hs.set.Client != nil {
+			hs.set.Client.CloseIdleConnections()
+		}
+	}
 }

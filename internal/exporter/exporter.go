@@ -893,6 +893,7 @@ func (e *Exporter) release() {
 	if e.addressWatch != nil {
 		e.addressWatch.Close()
 	}
+	e.closeHTTP()
 	if e.journal != nil {
 		e.journal.Close()
 	}
