@@ -51,7 +51,7 @@ func TestAddressHTTP(t *testing.T) {
 	testkit.WriteFile(t, cfg, fmt.Sprintf("api:\n  base_url: %s\n  token_file: token\nlabels: {address: hash}\n"+
 		"addresses_http: [{url: %q, refresh_interval: 1s}]\n", api.BaseURL(), url))
 	addr := testkit.FreeAddress(t)
-	p := startProcess(t, bin, "--config.file", cfg, "--web.listen-address", addr)
+	p := startProcess(t, bin, "--config.file", cfg, "--web.listen-address", addr, "--storage.path", t.TempDir())
 	metricsURL := "http://" + addr + "/metrics"
 	servesMetrics(t, metricsURL)
 
