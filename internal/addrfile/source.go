@@ -246,7 +246,7 @@ func (s *Source) Merge(configured []breach.Address) []breach.Address {
 // account's: another one, or the file's own from an earlier source): they
 // stay where they were first, with that source's owner labels.
 type Elsewhere struct {
-	File      string
+	File      string // or the URL of an HTTP source
 	Owner     string // the owner that has them
 	Addresses int
 }
@@ -263,24 +263,41 @@ func (s *Source) MergeInto(seen map[string]string, owner string, out []breach.Ad
 	var elsewhere []Elsewhere
 	for _, path := range s.order {
 		st := s.files[path]
-		st.duplicates = 0
-		others := map[string]int{} // by owner
-		for _, a := range st.addresses {
-			k := a.Key()
-			if first, dup := seen[k]; dup {
-				st.duplicates++
-				others[first]++
-				continue
-			}
-			seen[k] = owner
-			if a.Labels == nil {
-				a.Labels = st.labels
-			}
-			out = append(out, a)
-		}
-		for _, o := range slices.Sorted(maps.Keys(others)) {
-			elsewhere = append(elsewhere, Elsewhere{File: path, Owner: o, Addresses: others[o]})
-		}
+		var others map[string]int
+		out, st.duplicates, others = MergeList(seen, owner, out, st.addresses, st.labels)
+		elsewhere = AppendElsewhere(elsewhere, path, others)
 	}
 	return out, elsewhere
+}
+
+// MergeList appends to out the addresses of list whose key is not in seen
+// yet, each without labels of its own with labels, and adds their keys to
+// it with owner: MergeInto's step for one list, which the HTTP sources
+// (internal/addrhttp) share. It returns how many of list were in seen
+// already, and how many of those each owner has.
+func MergeList(seen map[string]string, owner string, out, list []breach.Address, labels []breach.Label) (_ []breach.Address, duplicates int, others map[string]int) {
+	others = map[string]int{}
+	for _, a := range list {
+		k := a.Key()
+		if first, dup := seen[k]; dup {
+			duplicates++
+			others[first]++
+			continue
+		}
+		seen[k] = owner
+		if a.Labels == nil {
+			a.Labels = labels
+		}
+		out = append(out, a)
+	}
+	return out, duplicates, others
+}
+
+// AppendElsewhere appends to elsewhere one Elsewhere for source (a file,
+// a URL) and each owner of others, in owner order.
+func AppendElsewhere(elsewhere []Elsewhere, source string, others map[string]int) []Elsewhere {
+	for _, o := range slices.Sorted(maps.Keys(others)) {
+		elsewhere = append(elsewhere, Elsewhere{File: source, Owner: o, Addresses: others[o]})
+	}
+	return elsewhere
 }

@@ -27,6 +27,9 @@ type Account struct {
 	// AddressesSDFiles are globs of files in file_sd shape: more
 	// addresses of the account, with their owner labels.
 	AddressesSDFiles []string `yaml:"addresses_sd_files"`
+	// AddressesHTTP are URLs answering more addresses of the account, with
+	// their owner labels, in Prometheus' http_sd shape.
+	AddressesHTTP []AddressesHTTP `yaml:"addresses_http"`
 }
 
 // AccountAPI is an account's key and budget. The API's timeout, TLS and
@@ -53,7 +56,7 @@ var accountName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 
 // singleAccountKeys are the top-level keys that make the single-account
 // shape; with an accounts list they belong in each entry.
-var singleAccountKeys = []string{"api.base_url", "api.token_file", "api.requests_per_minute", "addresses", "addresses_files", "addresses_sd_files", "webhook.secret_files"}
+var singleAccountKeys = []string{"api.base_url", "api.token_file", "api.requests_per_minute", "addresses", "addresses_files", "addresses_sd_files", "addresses_http", "webhook.secret_files"}
 
 // Single reports whether the file has the single-account shape: no
 // accounts list.
@@ -72,6 +75,7 @@ func (c *Config) AccountsInForce() []Account {
 		Addresses:        c.Addresses,
 		AddressesFiles:   c.AddressesFiles,
 		AddressesSDFiles: c.AddressesSDFiles,
+		AddressesHTTP:    c.AddressesHTTP,
 	}}
 }
 
@@ -124,6 +128,7 @@ func (c *Config) validateAccounts(fail func(string, ...any)) {
 		fail("accounts: %d entries, at most %d", len(c.Accounts), MaxAccounts)
 	}
 	names := map[string]int{}
+	urls := map[string]string{} // addresses_http, in every account
 	for i, a := range c.Accounts {
 		switch j, dup := names[a.Name]; {
 		case !accountName.MatchString(a.Name):
@@ -142,6 +147,7 @@ func (c *Config) validateAccounts(fail func(string, ...any)) {
 			c.validateAddressLabels(fmt.Sprintf("%saddresses_files[%d]", c.accountPath(i), j), g.Labels, fail)
 		}
 		validateGlobs(c.accountPath(i)+"addresses_sd_files", a.AddressesSDFiles, fail)
+		validateAddressesHTTP(c.accountPath(i)+"addresses_http", a.AddressesHTTP, urls, fail)
 	}
 	c.validateAddresses(fail)
 }
@@ -165,4 +171,7 @@ func (a *Account) setDirectory(dir string) {
 	}
 	joinGlobs(dir, a.AddressesFiles)
 	joinDir(dir, a.AddressesSDFiles)
+	for i := range a.AddressesHTTP {
+		a.AddressesHTTP[i].setDirectory(dir)
+	}
 }

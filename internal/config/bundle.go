@@ -148,6 +148,11 @@ func (l *bundleLoader) httpClient(b *Bundle, userAgent string) {
 	if err := checkTLSFiles(tls.CAFile, tls.CertFile, tls.KeyFile); err != nil {
 		l.add(fmt.Errorf("api.tls_config: %w", err))
 	}
+	for i, a := range cfg.AccountsInForce() {
+		for j := range a.AddressesHTTP {
+			l.add(a.AddressesHTTP[j].checkFiles(fmt.Sprintf("%saddresses_http[%d]", cfg.accountPath(i), j)))
+		}
+	}
 	if len(l.problems) > 0 {
 		// Only a valid config has a client to build: its TLS and proxy
 		// problems are already listed otherwise.

@@ -10,7 +10,7 @@
 //
 // Relative file paths (api.token_file, labels.address_key_file,
 // webhook.secret_files, acknowledgements_file, addresses_files,
-// addresses_sd_files,
+// addresses_sd_files, the files of addresses_http,
 // store.password_file and the files of api.tls_config) are relative to the directory of the configuration file,
 // as in Prometheus, so a config keeps working whatever the working directory
 // of the process is. Load resolves them; Parse, which has no file, leaves
@@ -52,6 +52,10 @@ type Config struct {
 	// Prometheus' file_sd shape: addresses with their owner labels,
 	// read as the address files are.
 	AddressesSDFiles []string `yaml:"addresses_sd_files"`
+	// AddressesHTTP are the single-account shape's URLs answering
+	// addresses with their owner labels in Prometheus' http_sd shape
+	// (addresseshttp.go).
+	AddressesHTTP []AddressesHTTP `yaml:"addresses_http"`
 	// OwnerLabels are the label names an address may carry (the config's
 	// addresses[].labels, the groups of addresses_sd_files): each one a
 	// label of breach_address_info, which the shipped rules join onto
@@ -219,6 +223,9 @@ func (c *Config) setDirectory(dir string) {
 	}
 	joinGlobs(dir, c.AddressesFiles)
 	joinDir(dir, c.AddressesSDFiles)
+	for i := range c.AddressesHTTP {
+		c.AddressesHTTP[i].setDirectory(dir)
+	}
 	for i := range c.Accounts {
 		c.Accounts[i].setDirectory(dir)
 	}

@@ -5,7 +5,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,21 +80,10 @@ func (c *APIConfig) validate(fail func(string, ...any)) {
 // checkBaseURL's errors show the URL redacted: a password in it must not
 // reach a log.
 func checkBaseURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		// url.Error repeats the raw URL; keep only the reason.
-		var urlErr *url.Error
-		if errors.As(err, &urlErr) {
-			err = urlErr.Err
-		}
-		return fmt.Errorf("not a valid URL: %w", err)
-	}
-	shown := echo(u.Redacted())
+	u, shown, err := parseURL(raw)
 	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%q must be an absolute http:// or https:// URL", shown)
-	case u.Host == "":
-		return fmt.Errorf("%q has no host", shown)
+	case err != nil:
+		return err
 	case u.User != nil:
 		return fmt.Errorf("%q must not contain credentials; the token goes in api.token_file", shown)
 	case u.RawQuery != "" || u.Fragment != "":

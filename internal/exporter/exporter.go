@@ -24,6 +24,7 @@ import (
 	"github.com/breach-exporter/breach_exporter/collector"
 	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/addrfile"
+	"github.com/breach-exporter/breach_exporter/internal/addrhttp"
 	"github.com/breach-exporter/breach_exporter/internal/api"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
@@ -88,7 +89,12 @@ type Exporter struct {
 	addresses    map[string]*addrfile.Source // by account
 	sdAddresses  map[string]*addrfile.Source // by account: addresses_sd_files
 	addressWatch *filewatch.Watcher
-	syncing      sync.Mutex
+	// http are the addresses_http sources (addresshttp.go), each fetched
+	// by a goroutine of its own; a change syncs the watchlist as a change
+	// of the files does.
+	http        httpSources
+	httpMetrics *addrhttp.Metrics
+	syncing     sync.Mutex
 	// page are the acknowledgements made on the page (pageacks.go), in
 	// force merged with the file's; guarded by syncing.
 	page []acknowledge.Entry
@@ -179,6 +185,10 @@ func newExporter(o Options, bundle *config.Bundle) (*Exporter, error) {
 	if err != nil {
 		return nil, err
 	}
+	httpMetrics, err := addrhttp.NewMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	return &Exporter{
 		opts:         o,
 		logger:       o.Logger,
@@ -189,6 +199,8 @@ func newExporter(o Options, bundle *config.Bundle) (*Exporter, error) {
 		fileMetrics:  fileMetrics,
 		addresses:    map[string]*addrfile.Source{},
 		sdAddresses:  map[string]*addrfile.Source{},
+		http:         httpSources{byURL: map[string]*httpSource{}, changed: make(chan struct{}, 1)},
+		httpMetrics:  httpMetrics,
 		reloading:    make(chan struct{}, 1),
 		apiMetrics:   apiMetrics,
 		schedulers:   map[string]chan struct{}{},
@@ -265,6 +277,7 @@ func (e *Exporter) restore(bundle *config.Bundle, saved *persist.State) error {
 	}
 	e.watchAddresses(bundle)
 	e.readAddresses(bundle)
+	e.configureHTTP(bundle)
 	e.syncWatchlist(bundle)
 	e.warn(bundle)
 	if saved != nil {
@@ -578,10 +591,16 @@ func (e *Exporter) watchAddresses(bundle *config.Bundle) {
 // hangs (a dead network mount) holds back only the next reread, never the
 // end of Run, and so never a clean shutdown.
 func (e *Exporter) rereadAddresses(ctx context.Context) error {
+	return apart(ctx, e.syncAddresses)
+}
+
+// apart runs work in a goroutine of its own and waits for it until ctx
+// ends: work that hangs then holds back only itself.
+func apart(ctx context.Context, work func()) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.syncAddresses()
+		work()
 	}()
 	select {
 	case <-done:
@@ -629,11 +648,12 @@ func (e *Exporter) syncWatchlist(bundle *config.Bundle) {
 }
 
 // watched is what cfg configures, then, account by account, the addresses
-// of its addresses_files and then of its addresses_sd_files that no
-// earlier source has (the first wins, with its owner labels, counted in
-// the file's metrics): a file's addresses are its account's. One log line
-// a file and owner says where its duplicates stay, at every sync (a change
-// of the files, a reload) while it lasts.
+// of its addresses_files, then of its addresses_sd_files, then of its
+// addresses_http in listed order, that no earlier source has (the first
+// wins, with its owner labels, counted in the file's or URL's metrics): a
+// file's or URL's addresses are its account's. One log line a file (or
+// URL) and owner says where its duplicates stay, at every sync (a change
+// of the files or a list, a reload) while it lasts.
 func (e *Exporter) watched(cfg *config.Config) []breach.Address {
 	all := slices.Clone(cfg.Watched())        // appended to: never the config's own
 	seen := make(map[string]string, len(all)) // by key, the account
@@ -641,7 +661,7 @@ func (e *Exporter) watched(cfg *config.Config) []breach.Address {
 		seen[a.Key()] = a.AccountName()
 	}
 	for _, a := range cfg.AccountsInForce() {
-		for _, src := range []*addrfile.Source{e.source(a.Name), e.sdSource(a.Name)} {
+		for _, src := range append([]merger{e.source(a.Name), e.sdSource(a.Name)}, e.httpMergers(&a)...) {
 			n := len(all)
 			var elsewhere []addrfile.Elsewhere
 			all, elsewhere = src.MergeInto(seen, a.Name, all)
@@ -654,15 +674,21 @@ func (e *Exporter) watched(cfg *config.Config) []breach.Address {
 	return all
 }
 
+// merger is a source of addresses merged into the watched ones: an
+// account's address files, its file_sd files, one of its HTTP sources.
+type merger interface {
+	MergeInto(seen map[string]string, owner string, out []breach.Address) ([]breach.Address, []addrfile.Elsewhere)
+}
+
 // logElsewhere says where the duplicates of account's files stay.
 func (e *Exporter) logElsewhere(account string, elsewhere []addrfile.Elsewhere) {
 	for _, x := range elsewhere {
 		if x.Owner != account {
-			level.Warn(e.logger).Log("msg", "Addresses of an address file are another account's already; they stay that account's (an address belongs to one account)",
+			level.Warn(e.logger).Log("msg", "Addresses of an address file (or HTTP source) are another account's already; they stay that account's (an address belongs to one account)",
 				"file", x.File, "account", account, "other_account", x.Owner, "addresses", x.Addresses)
 			continue
 		}
-		level.Warn(e.logger).Log("msg", "Addresses of an address file are already watched from an earlier source (the config, an earlier file); the first source and its owner labels stand",
+		level.Warn(e.logger).Log("msg", "Addresses of an address file (or HTTP source) are already watched from an earlier source (the config, an earlier file or URL); the first source and its owner labels stand",
 			"file", x.File, "account", account, "addresses", x.Addresses)
 	}
 }
@@ -694,6 +720,14 @@ func (e *Exporter) Run(ctx context.Context) {
 		defer e.running.Done()
 		e.addressWatch.Run(ctx)
 	}()
+	e.running.Add(1)
+	go func() {
+		defer e.running.Done()
+		e.syncOnHTTPChange(ctx)
+	}()
+	e.http.mu.Lock()
+	e.startHTTP()
+	e.http.mu.Unlock()
 	if e.replicas != nil {
 		e.replicas.run(ctx, &e.running)
 		e.runPage(ctx)
@@ -866,6 +900,7 @@ func (e *Exporter) release() {
 	if e.addressWatch != nil {
 		e.addressWatch.Close()
 	}
+	e.closeHTTP()
 	if e.journal != nil {
 		e.journal.Close()
 	}
@@ -923,6 +958,7 @@ func (e *Exporter) reload() error {
 	e.config.Store(bundle)
 	e.watchAddresses(bundle)
 	e.readAddresses(bundle)
+	e.configureHTTP(bundle)
 	e.syncWatchlist(bundle)
 	e.syncing.Unlock()
 	e.startSchedulers(bundle)

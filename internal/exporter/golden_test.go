@@ -129,6 +129,10 @@ func fixedState(t *testing.T, e *Exporter) {
 // storeURL in a variant's config stands for a redis-server the test starts.
 const storeURL = "redis://STORE"
 
+// directoryURL in a variant's config stands for an HTTP source of
+// addresses the test serves: <name>.http.json, answered at every path.
+const directoryURL = "http://DIRECTORY"
+
 func goldenExposition(t *testing.T, name string, webhook bool, state func(*testing.T, *Exporter)) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -139,6 +143,9 @@ func goldenExposition(t *testing.T, name string, webhook bool, state func(*testi
 	if strings.Contains(string(cfg), storeURL) {
 		// A variant with a store gets a real one on loopback.
 		cfg = []byte(strings.ReplaceAll(string(cfg), storeURL, testkit.StartRedis(t).URL()))
+	}
+	if strings.Contains(string(cfg), directoryURL) {
+		cfg = []byte(strings.ReplaceAll(string(cfg), directoryURL, serveDirectory(t, name)))
 	}
 	testkit.WriteFile(t, filepath.Join(dir, "config.yml"), string(cfg))
 	// A variant's acknowledgements file, where it has one.
@@ -183,8 +190,23 @@ func goldenExposition(t *testing.T, name string, webhook bool, state func(*testi
 	t.Cleanup(func() { e.Close() })
 	serveAcknowledgements(t, reg, e)
 	state(t, e)
-	// The address files' label holds the temporary directory's path.
-	return normalise(strings.ReplaceAll(testkit.ScrapeText(t, e.MetricsHandler(reg)), dir, "/etc/breach_exporter"))
+	// The address files' label holds the temporary directory's path; an
+	// HTTP source's, the test server's port.
+	text := strings.ReplaceAll(testkit.ScrapeText(t, e.MetricsHandler(reg)), dir, "/etc/breach_exporter")
+	return normalise(directoryPort.ReplaceAllString(text, directoryURL))
+}
+
+// serveDirectory serves the variant's <name>.http.json on loopback and
+// returns its URL.
+func serveDirectory(t *testing.T, name string) string {
+	t.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", "golden", name+".http.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(body) }))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // serveAcknowledgements builds the acknowledgement page as main does, with
@@ -230,8 +252,9 @@ func openListeners(t *testing.T, reg *prometheus.Registry, webhook bool) {
 }
 
 var (
-	goLabels     = regexp.MustCompile(`(goarch|goos|goversion|tags)="[^"]*"`)
-	snapshotTook = regexp.MustCompile(`(?m)^(breach_exporter_state_snapshot_duration_seconds) .*$`)
+	directoryPort = regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+	goLabels      = regexp.MustCompile(`(goarch|goos|goversion|tags)="[^"]*"`)
+	snapshotTook  = regexp.MustCompile(`(?m)^(breach_exporter_state_snapshot_duration_seconds) .*$`)
 )
 
 func normalise(text string) string {

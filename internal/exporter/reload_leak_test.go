@@ -4,6 +4,7 @@ package exporter
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"runtime"
 	"testing"
@@ -39,6 +40,42 @@ func TestReloadsDoNotLeakConnections(t *testing.T) {
 	t.Logf("goroutines: %d before, %d after %d reloads", before, after, reloads)
 	if after > before+6 {
 		t.Errorf("goroutines grew from %d to %d over %d reloads", before, after, reloads)
+	}
+}
+
+// A reload that changes a source's settings stops its goroutine and its
+// client's connections before it starts the next; one that drops the
+// source takes its series.
+func TestReloadsStopHTTPSources(t *testing.T) {
+	const reloads = 20
+	d := newDirectory(t, `[{"targets": ["alice@example.com"], "labels": {"team": "payments"}}]`)
+	f := newFixture(t, fmt.Sprintf("addresses_http: [{url: %q, refresh_interval: 1s}]\n", d.URL))
+	before := settledGoroutines(t, -1)
+	for i := range reloads {
+		writeConfig(t, f.dir, f.api.BaseURL(), fmt.Sprintf("addresses_http: [{url: %q, refresh_interval: %ds}]\n", d.URL, 1+i%2))
+		if err := f.exp.Reload(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := settledGoroutines(t, before+6)
+	t.Logf("goroutines: %d before, %d after %d reloads", before, after, reloads)
+	if after > before+6 {
+		t.Errorf("goroutines grew from %d to %d over %d reloads", before, after, reloads)
+	}
+	if got := f.exp.watchlist.Len(); got != 1 {
+		t.Errorf("%d addresses watched, want alice's list through every reload", got)
+	}
+
+	writeConfig(t, f.dir, f.api.BaseURL(), "addresses: [bob@example.com]\n")
+	if err := f.exp.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	samples := testkit.Scrape(t, f.exp.MetricsHandler(f.reg))
+	if _, ok := samples[testkit.Series("breach_exporter_address_http_up", "url", d.URL)]; ok {
+		t.Error("a source the reload removed keeps its series")
+	}
+	if _, ok := samples[info("alice@example.com", "payments")]; ok {
+		t.Error("the removed source's address is still watched")
 	}
 }
 

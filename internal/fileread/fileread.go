@@ -61,6 +61,12 @@ const (
 	// its size, as the acknowledgements do; 4 MiB still holds about
 	// 150,000 addresses ("- " and a 25-byte address a line).
 	MaxAddressYAMLBytes = 4 << 20
+	// MaxAddressHTTPBytes bounds the body of an addresses_http answer
+	// (internal/addrhttp), which is not a file but is parsed as a file of
+	// addresses_sd_files is, so its limit lives here with theirs: the
+	// same, for the same cost (about 30 times its size once parsed). A
+	// body past it is a failure, read no further.
+	MaxAddressHTTPBytes = MaxAddressYAMLBytes
 	// MaxSnapshotBytes bounds the state snapshot internal/persist writes
 	// and reads back: about 1.9 KB an address (docs/sizing.md), so 1 GiB
 	// holds more than half a million addresses, more than the process

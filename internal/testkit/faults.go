@@ -113,19 +113,24 @@ func (a *StandIn) CutMidBody(w http.ResponseWriter, r *http.Request) {
 func NextMinute(t time.Time) time.Time { return t.Truncate(time.Minute).Add(time.Minute) }
 
 // HugeBody is 10 MiB of syntactically valid JSON.
-func HugeBody(w http.ResponseWriter, r *http.Request) {
-	const size = 10 << 20
-	head, tail := `{"email":"x","padding":"`, `"}`
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(size))
-	out := bufio.NewWriterSize(w, 64<<10)
-	io.WriteString(out, head)
-	chunk := strings.Repeat("a", 64<<10)
-	for left := size - len(head) - len(tail); left > 0; left -= len(chunk) {
-		if _, err := io.WriteString(out, chunk[:min(left, len(chunk))]); err != nil {
-			return // the client stopped reading at its cap
+func HugeBody(w http.ResponseWriter, r *http.Request) { HugeBodyOf(10<<20)(w, r) }
+
+// HugeBodyOf answers size bytes of syntactically valid JSON, streamed: a
+// client that stops reading at its cap costs the server nothing more.
+func HugeBodyOf(size int) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		head, tail := `{"email":"x","padding":"`, `"}`
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(size))
+		out := bufio.NewWriterSize(w, 64<<10)
+		io.WriteString(out, head)
+		chunk := strings.Repeat("a", 64<<10)
+		for left := size - len(head) - len(tail); left > 0; left -= len(chunk) {
+			if _, err := io.WriteString(out, chunk[:min(left, len(chunk))]); err != nil {
+				return // the client stopped reading at its cap
+			}
 		}
+		io.WriteString(out, tail)
+		out.Flush()
 	}
-	io.WriteString(out, tail)
-	out.Flush()
 }
