@@ -272,7 +272,8 @@ func (r *replicas) invalidCheckpoint(id string, err error) {
 func (r *replicas) catchUp(after string) {
 	r.applying.Lock()
 	r.last = after
-	if x := r.sync.start; x != nil {
+	x := r.sync.start
+	if x != nil {
 		r.watchlist.RestoreContinuity(x.continuity())
 		r.sync.start = nil
 	}
@@ -282,6 +283,7 @@ func (r *replicas) catchUp(after string) {
 	defer cancel()
 	if descends {
 		r.scanReplayed(ctx, after)
+		r.rederive(ctx, x) // unwatched.go
 		until, err := r.shared.Last(ctx)
 		if err != nil {
 			return
@@ -523,6 +525,7 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 	}
 	r.stopFollow()
 	r.applying.Lock()
+	r.expireHeld() // on the state they were held in
 	r.watchlist.Replace(st.Watchlist, time.Now())
 	if x != nil {
 		r.watchlist.RestoreContinuity(x.continuity())
@@ -531,11 +534,13 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 	r.sync.lineage, r.sync.descends = lineage, true
 	r.sync.target = ""
 	clear(r.mine)
+	r.rebaseHeld(st.Stream) // unwatched.go
 	r.applying.Unlock()
 	r.setSynced(false)
 	if r.sync.resynced != nil {
 		r.sync.resynced()
 	}
+	r.rederive(lctx, x)
 	r.sync.resyncs.WithLabelValues(reason).Inc()
 	level.Info(r.logger).Log("msg", "Loaded the store's checkpoint in place of this replica's state", "reason", reason, "addresses", len(st.Watchlist.Entries), "stream", st.Stream)
 	return true
@@ -550,12 +555,13 @@ func (r *replicas) take(f func()) string {
 	r.applying.Lock()
 	defer r.applying.Unlock()
 	f()
-	r.held.complete = !r.holdingAlerts()
 	r.sync.extra = nil
 	if !r.sync.synced.Load() {
 		return ""
 	}
-	r.sync.extra = encodeContinuity(r.watchlist.SaveContinuity(), r.last)
+	x := checkpointExtra{V: eventFormat, ID: r.last}
+	x.HeldAfter, x.Held = r.heldExtra()
+	r.sync.extra = encodeContinuity(x, r.watchlist.SaveContinuity())
 	return r.last
 }
 
@@ -571,10 +577,6 @@ func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error
 	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
 	defer cancel()
 	r.applying.Lock()
-	if !r.held.complete {
-		r.applying.Unlock()
-		return nil // a state that lacks the alerts held (unwatched.go)
-	}
 	c := sharedstore.Checkpoint{ID: id, Lineage: r.sync.lineage, Data: data, Extra: r.sync.extra}
 	replace := r.sync.replace
 	r.applying.Unlock()
@@ -610,10 +612,9 @@ func (x *checkpointExtra) continuity() watchlist.Continuity {
 	return c
 }
 
-// encodeContinuity is the checkpoint's extra for c after event id, in a
-// stable order.
-func encodeContinuity(c watchlist.Continuity, id string) []byte {
-	x := checkpointExtra{V: eventFormat, ID: id}
+// encodeContinuity is the checkpoint's extra x with c, in a stable
+// order.
+func encodeContinuity(x checkpointExtra, c watchlist.Continuity) []byte {
 	for name, up := range c.Up {
 		x.Accounts = append(x.Accounts, accountExtra{Name: name, Up: up})
 	}

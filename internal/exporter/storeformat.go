@@ -233,6 +233,10 @@ type checkpointExtra struct {
 	ID       string         `json:"id"`
 	Accounts []accountExtra `json:"accounts,omitempty"`
 	News     []addressExtra `json:"news,omitempty"`
+	// The alerts the writer held, which its state lacks (unwatched.go):
+	// the event before the first, and their events' IDs.
+	HeldAfter string   `json:"held_after,omitempty"`
+	Held      []string `json:"held,omitempty"`
 }
 
 type accountExtra struct {
