@@ -201,6 +201,7 @@ func (r *replicas) start(local *persist.State) *persist.State {
 	}
 	r.applying.Lock()
 	r.sync.lineage, r.sync.descends, r.sync.start = lineage, true, x
+	r.held.loaded = st.Watchlist.Entries
 	r.applying.Unlock()
 	level.Info(r.logger).Log("msg", "Starting from the store's checkpoint", "addresses", len(st.Watchlist.Entries), "stream", st.Stream)
 	return &st
@@ -272,18 +273,19 @@ func (r *replicas) invalidCheckpoint(id string, err error) {
 func (r *replicas) catchUp(after string) {
 	r.applying.Lock()
 	r.last = after
-	x := r.sync.start
+	x, loaded := r.sync.start, r.held.loaded
 	if x != nil {
 		r.watchlist.RestoreContinuity(x.continuity())
 		r.sync.start = nil
 	}
+	r.held.loaded = nil
 	descends := r.sync.descends
 	r.applying.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	if descends {
 		r.scanReplayed(ctx, after)
-		r.rederive(ctx, x) // unwatched.go
+		r.rederive(ctx, after, x, loaded) // unwatched.go
 		until, err := r.shared.Last(ctx)
 		if err != nil {
 			return
@@ -540,7 +542,7 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 	if r.sync.resynced != nil {
 		r.sync.resynced()
 	}
-	r.rederive(lctx, x)
+	r.rederive(lctx, st.Stream, x, st.Watchlist.Entries)
 	r.sync.resyncs.WithLabelValues(reason).Inc()
 	level.Info(r.logger).Log("msg", "Loaded the store's checkpoint in place of this replica's state", "reason", reason, "addresses", len(st.Watchlist.Entries), "stream", st.Stream)
 	return true

@@ -4,12 +4,14 @@ package exporter
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
@@ -37,19 +39,19 @@ import (
 //
 // What is held is in no state: a checkpoint (and the local snapshot) hold
 // the state without the alerts held, and the checkpoint's extra names
-// their events (heldExtra). A replica that loads the checkpoint (a start,
-// a resync) reads those events back from the stream and applies them as
-// if they came now: under the address if its files have it, held
-// otherwise, and not at all once their hold is over (this replica counted
-// them before its restart, or, new, counts what comes from now on; its
-// untracked counts are its own). Through a resync it keeps what it held
-// (rebaseHeld). So an alert is counted once per replica through a restart
-// or a resync, and no checkpoint waits for the hold to end (a steady
-// trickle of such alerts would hold them back for good). One case stays:
-// a replica that starts from the checkpoint of one whose files had the
-// address already, before its own files do, drops the address and its
-// counts with it, as it does any address its files lack, and starts the
-// address afresh once they bring it.
+// their events (heldExtra). A replica that loads a checkpoint (a start, a
+// resync) reads back from the stream (rederive) those events, and the
+// alerts of the last hold for the addresses the checkpoint's state counts
+// but its own files lack yet (its sync drops them with their counts: the
+// writer's files had them first). It applies them as if they came now:
+// under the address if its files have it, held otherwise, and not at all
+// once their hold is over (it counted them before its restart, or, new,
+// counts what comes from now on; its untracked counts are its own).
+// Through a resync it keeps what it held (rebaseHeld). So an alert is
+// counted once per replica through a restart or a resync, and no
+// checkpoint waits for the hold to end (a steady trickle of such alerts
+// would hold them back for good). The held answers are not read back: a
+// restarted replica serves such an address pending until its next read.
 
 const (
 	// maxHeldAnswers and maxHeldAnswerBytes (the events' sizes) bound the
@@ -84,8 +86,11 @@ type held struct {
 	// loads a checkpoint reads them back from there.
 	after string
 	hold  time.Duration // how long an alert is held, from its acceptance
-	skew  time.Duration // configSkew; shorter in tests
-	now   func() time.Time
+	// loaded are the addresses of the checkpoint a start loaded, until
+	// catchUp reads back what it needs (rederive).
+	loaded []watchlist.SavedEntry
+	skew   time.Duration // configSkew; shorter in tests
+	now    func() time.Time
 
 	dropped  prometheus.Counter
 	overflow prometheus.Counter
@@ -264,67 +269,114 @@ func (r *replicas) rebaseHeld(k string) {
 	r.expireHeld() // sets after
 }
 
-// rederive applies the alerts that the writer of the checkpoint loaded
-// (x, of the state up to x.ID) held, read back from the stream, as if they
-// came now: under their address if this replica's files have it, held
-// otherwise, and not at all once their hold is over. IDs that are not of
-// the stream, out of order or more than a replica holds make the list
-// invalid: it is skipped and counted.
-func (r *replicas) rederive(ctx context.Context, x *checkpointExtra) {
-	if x == nil || len(x.Held) == 0 || r.hook == nil {
+// readBackMargin widens the stretch of the stream read back for addresses
+// (readBack) by how far the clocks of the replicas that accepted the
+// alerts may be from this one's.
+const readBackMargin = time.Minute
+
+// readBack is what a replica that loaded a checkpoint up to event k reads
+// back from the stream (rederive): the alerts the checkpoint's writer held
+// (ids), which its state lacks, and, for the addresses that state counts
+// but this replica's files lack (addresses, by key), the alerts of the
+// last hold: the sync dropped those addresses with their counts, which
+// the others keep (the writer's files had them first).
+type readBack struct {
+	ids       map[string]bool
+	addresses map[string]bool
+	held      map[string]bool // the events held here already (rebaseHeld)
+	from      string          // the event before the first to read
+}
+
+// rederive applies what readBack names, read back from the stream up to
+// k, the checkpoint's ID, as if it came now: under its address if this
+// replica's files have it, held otherwise, and not at all once its hold
+// is over. loaded are the checkpoint's addresses, x its extra.
+func (r *replicas) rederive(ctx context.Context, k string, x *checkpointExtra, loaded []watchlist.SavedEntry) {
+	if r.hook == nil {
 		return
 	}
-	if !validHeld(x) {
-		r.dropped.Inc()
-		level.Warn(r.logger).Log("msg", "Skipped the list of held alerts of the store's checkpoint: not IDs of its stream in order, or too many", "held", len(x.Held))
+	b := r.readBackOf(x, loaded)
+	if len(b.ids) == 0 && len(b.addresses) == 0 {
 		return
 	}
-	want := make(map[string]bool, len(x.Held))
-	for _, id := range x.Held {
-		want[id] = true
-	}
-	r.applying.Lock()
-	for _, a := range r.held.alerts {
-		delete(want, a.id) // held here already (rebaseHeld)
-	}
-	r.applying.Unlock()
 	now, found, rewound := time.Now(), 0, false
-	after := x.HeldAfter
-	_, err := r.shared.Read(ctx, orZero(after), x.ID, func(ev sharedstore.Event) {
+	after := b.from
+	_, err := r.shared.Read(ctx, orZero(after), k, func(ev sharedstore.Event) {
 		rewound = rewound || ev.Rewound // the IDs may name other events now
 		prev := after
 		after = ev.ID
-		if !rewound && want[ev.ID] && r.reapply(ev, prev, now) {
+		if !rewound && r.reapply(ev, prev, now, &b) {
 			found++
 		}
 	})
 	r.applying.Lock()
 	r.sortHeld()
 	r.applying.Unlock()
-	if err != nil || found < len(want) {
-		level.Warn(r.logger).Log("msg", "Could not read back every alert the store's checkpoint does not count yet; those missing are not counted here", "held", len(x.Held), "found", found, "err", err)
+	if err != nil || found < len(b.ids) {
+		level.Warn(r.logger).Log("msg", "Could not read back every alert the store's checkpoint does not count yet; those missing are not counted here", "held", len(b.ids), "found", found, "err", err)
 	}
 }
 
+// readBackOf is what rederive reads back after loading a checkpoint with
+// extra x and addresses loaded, once this replica's files are synced.
+// IDs in x that are not of the stream, out of order or more than a
+// replica holds make its list invalid: it is skipped and counted.
+func (r *replicas) readBackOf(x *checkpointExtra, loaded []watchlist.SavedEntry) readBack {
+	b := readBack{ids: map[string]bool{}, addresses: map[string]bool{}, held: map[string]bool{}}
+	r.applying.Lock()
+	for _, a := range r.held.alerts {
+		b.held[a.id] = true
+	}
+	start := fmt.Sprintf("%d-0", r.held.now().Add(-r.held.hold-readBackMargin).UnixMilli())
+	r.applying.Unlock()
+	switch {
+	case x == nil || len(x.Held) == 0:
+	case !validHeld(x):
+		r.dropped.Inc()
+		level.Warn(r.logger).Log("msg", "Skipped the list of held alerts of the store's checkpoint: not IDs of its stream in order, or too many", "held", len(x.Held))
+	default:
+		for _, id := range x.Held {
+			if !b.held[id] {
+				b.ids[id] = true
+			}
+		}
+		b.from = x.HeldAfter
+	}
+	for _, se := range loaded {
+		if _, watched := r.watchlist.ScheduleOf(se.Address.Key()); !watched {
+			b.addresses[se.Address.Key()] = true
+		}
+	}
+	if len(b.addresses) > 0 && (len(b.ids) == 0 || sharedstore.Before(start, b.from)) {
+		b.from = start
+	}
+	return b
+}
+
 // reapply is rederive's for one event (prev, the one before it), and
-// reports whether it was an alert.
-func (r *replicas) reapply(ev sharedstore.Event, prev string, now time.Time) bool {
-	if ev.Kind != eventAlert || len(ev.Data) > maxEventBytes {
+// reports whether it is one of b's ids. Of the others, only an alert for
+// one of b's addresses is held; none is counted at once (this replica
+// counted it before a restart, if at all).
+func (r *replicas) reapply(ev sharedstore.Event, prev string, now time.Time, b *readBack) bool {
+	listed := b.ids[ev.ID]
+	if ev.Kind != eventAlert || len(ev.Data) > maxEventBytes || b.held[ev.ID] || !listed && len(b.addresses) == 0 {
 		return false
 	}
 	a, err := decodeAlert(ev.Data, now)
-	if err != nil {
+	if err != nil || !listed && !b.addresses[breach.Key(a.Address)] {
 		return false
 	}
 	r.applying.Lock()
 	defer r.applying.Unlock()
 	if !r.held.now().Before(a.At.Add(r.held.hold)) {
-		return true // counted before a restart, or past its hold
+		return listed // counted before a restart, or past its hold
 	}
-	if mine := ev.Origin == r.name; !r.holdAlert(a, mine, ev.ID, prev, len(ev.Data)) {
+	mine := ev.Origin == r.name
+	if !r.holdAlert(a, mine, ev.ID, prev, len(ev.Data)) && listed &&
+		r.watchlist.AlertOutcomeFor(a.Account, a.Address) == watchlist.AlertTracked {
 		r.hook.ApplyShared(a, mine)
 	}
-	return true
+	return listed
 }
 
 // sortHeld puts the alerts held in the stream's order, which a

@@ -3,6 +3,7 @@
 package exporter
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,14 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
 	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
+	"github.com/breach-exporter/breach_exporter/webhook"
 )
 
 // Two replicas whose address files change at different moments (a
@@ -66,16 +71,6 @@ func TestReplicasAgreeWhileTheirAddressFilesDiffer(t *testing.T) {
 
 	// The ConfigMap reaches two.
 	testkit.WriteFile(t, filepath.Join(two.dir, "lists", "hr.txt"), "a@example.com\nnew@example.com\n")
-	t.Cleanup(func() {
-		if t.Failed() {
-			for k, v := range two.scrape(t) {
-				if strings.Contains(k, "new@") || strings.Contains(k, "untracked") || strings.Contains(k, "synced") || strings.Contains(k, "resync") {
-					t.Logf("DEBUG two %s %v", k, v)
-				}
-			}
-			t.Logf("DEBUG held %d answers %d logs %s", heldAlerts(two), len(two.exp.replicas.held.answers), two.logs.String())
-		}
-	})
 	testkit.Eventually(t, "two serves the new address verified and its alert, as one does", func() bool {
 		return state(two, "new@example.com", "verified") == 1 && two.scrape(t)[alerts] == 1
 	})
@@ -186,41 +181,55 @@ func TestReplicasAgreeOnAlertsForANewAddressBeforeItsFirstAnswer(t *testing.T) {
 }
 
 // A replica that restarts while it holds alerts (its files lack their
-// address yet) counts each once when its files bring the address: the
-// checkpoint it starts from names the alerts its writer held, and it reads
-// them back from the stream. Before, what it held was lost.
+// address yet) counts each once when its files bring the address, whether
+// the checkpoint it starts from was written by a replica that held them
+// too (its extra names them) or by one whose files had the address (its
+// state counts them under it, and the restarted replica's files drop it):
+// it reads them back from the stream. Before, what it held was lost.
 func TestHeldAlertsSurviveARestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two exporters against a real redis-server for a few seconds")
 	}
-	rs := startUnanswered(t, "one", "two")
-	for i, r := range rs {
-		if c := r.post(t, alertNumbered(unanswered, i)); c != 204 {
-			t.Fatalf("alert %d answered %d, want 204", i, c)
-		}
-	}
-	testkit.Eventually(t, "both replicas hold both alerts", func() bool { return heldAlerts(rs[0]) == 2 && heldAlerts(rs[1]) == 2 })
-	testkit.Eventually(t, "the store's checkpoint names them", func() bool {
-		c, ok, err := rs[0].exp.replicas.shared.LoadCheckpoint(t.Context(), maxCheckpointBytes)
-		x, _ := decodeExtra(c.Extra, c.ID)
-		return err == nil && ok && len(x.Held) == 2
-	})
-	dir := rs[1].dir
-	if err := rs[1].stop(); err != nil {
-		t.Fatal(err)
-	}
-	rs[1] = startReplica(t, dir, filepath.Join(dir, "storage"))
-	rs[1].dir = dir
-	testkit.Eventually(t, "two holds both alerts again", func() bool { return heldAlerts(rs[1]) == 2 })
-	for _, r := range rs {
-		reachUnanswered(t, r)
-	}
-	alerts := alertsOf(unanswered)
-	for i, r := range rs {
-		testkit.Eventually(t, "the replica counts both alerts under the address", func() bool { return r.scrape(t)[alerts] == 2 })
-		if got := r.scrape(t)[untracked]; got != 0 {
-			t.Errorf("replica %d: %s = %v, want 0", i, untracked, got)
-		}
+	for _, c := range []struct {
+		name       string
+		oneWatches bool
+	}{
+		{"the checkpoint's writer held them", false},
+		{"the checkpoint's writer counted them", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rs := startUnanswered(t, "one", "two")
+			if c.oneWatches {
+				reachUnanswered(t, rs[0])
+			}
+			for i, r := range rs {
+				if c := r.post(t, alertNumbered(unanswered, i)); c != 204 {
+					t.Fatalf("alert %d answered %d, want 204", i, c)
+				}
+			}
+			testkit.Eventually(t, "two holds both alerts", func() bool { return heldAlerts(rs[1]) == 2 })
+			applied := lastApplied(rs[1])
+			testkit.Eventually(t, "the store's checkpoint holds them, from the writer wanted", func() bool {
+				cp, ok, err := rs[0].exp.replicas.shared.LoadCheckpoint(t.Context(), maxCheckpointBytes)
+				x, _ := decodeExtra(cp.Extra, cp.ID)
+				return err == nil && ok && !sharedstore.Before(cp.ID, applied) && (len(x.Held) == 0) == c.oneWatches
+			})
+			dir := rs[1].dir
+			rs[1].crash()
+			rs[1] = startReplica(t, dir, filepath.Join(dir, "storage"))
+			rs[1].dir = dir
+			testkit.Eventually(t, "two holds both alerts again", func() bool { return heldAlerts(rs[1]) == 2 })
+			for _, r := range rs {
+				reachUnanswered(t, r)
+			}
+			alerts := alertsOf(unanswered)
+			for i, r := range rs {
+				testkit.Eventually(t, "the replica counts both alerts under the address", func() bool { return r.scrape(t)[alerts] == 2 })
+				if got := r.scrape(t)[untracked]; got != 0 {
+					t.Errorf("replica %d: %s = %v, want 0", i, untracked, got)
+				}
+			}
+		})
 	}
 }
 
@@ -358,5 +367,72 @@ func TestHeldAnswersAreBounded(t *testing.T) {
 	}
 	if r.holdAnswer(eventFailed, outcomeEvent{Key: "x@example.com"}, 10) {
 		t.Error("a failed read was held")
+	}
+}
+
+// The alerts held are bounded in number and in bytes: past them the
+// oldest counts at once, without an address label, and is counted.
+func TestHeldAlertsAreBounded(t *testing.T) {
+	w := watchlist.New()
+	w.Sync(nil, []breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
+	reg := prometheus.NewRegistry()
+	hook, err := webhook.NewHandler(reg, webhook.Options{Config: config.NewCurrent(&config.Bundle{Config: &config.Config{}}),
+		Watchlist: w, Clock: clockwork.NewRealClock(), Logger: log.NewNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replicas{watchlist: w, hook: hook, held: newHeld()}
+	r.applying.Lock()
+	defer r.applying.Unlock()
+	now := time.Now()
+	r.held.now = func() time.Time { return now }
+	hold := func(i, size int) bool {
+		a := watchlist.AcceptedAlert{Digest: sha256.Sum256(fmt.Append(nil, i)), At: now, Address: unanswered,
+			Delta: watchlist.AlertDelta{Source: "combolist", Severity: "critical"}}
+		return r.holdAlert(a, false, fmt.Sprintf("1-%d", i+1), fmt.Sprintf("1-%d", i), size)
+	}
+	for i := range maxHeldAlerts + 1 {
+		if !hold(i, 100) {
+			t.Fatal("an alert for an address not watched was not held")
+		}
+	}
+	counted := func() float64 { return testkit.Samples(t, reg)[untracked] }
+	if n, got := len(r.held.alerts), testutil.ToFloat64(r.held.overflow); n != maxHeldAlerts || got != 1 || counted() != 1 {
+		t.Errorf("%d held, overflow = %v, %v untracked; want %d, 1 and 1", n, got, counted(), maxHeldAlerts)
+	}
+	if after, ids := r.heldExtra(); after != "1-1" || len(ids) != maxHeldAlerts || ids[0] != "1-2" {
+		t.Errorf("the checkpoint's list starts after %s with %v (of %d); want after 1-1 with 1-2", after, ids[:1], len(ids))
+	}
+	hold(maxHeldAlerts+1, maxHeldAlertBytes-50)
+	if r.held.alertBytes > maxHeldAlertBytes || counted() != testutil.ToFloat64(r.held.overflow) || len(r.held.alerts) != 1 {
+		t.Errorf("%d bytes held (bound %d); %v untracked, overflow %v", r.held.alertBytes, maxHeldAlertBytes, counted(), testutil.ToFloat64(r.held.overflow))
+	}
+	// Past its hold, an alert counts.
+	before := counted()
+	now = now.Add(r.held.hold)
+	r.expireHeld()
+	if len(r.held.alerts) != 0 || counted() != before+1 {
+		t.Errorf("%d still held past the hold, %v untracked; want none, %v", len(r.held.alerts), counted(), before+1)
+	}
+}
+
+// A checkpoint's list of held alerts comes from the store: one that is not
+// of its stream is not read.
+func TestHeldListOfACheckpointIsChecked(t *testing.T) {
+	for _, c := range []struct {
+		x    checkpointExtra
+		want bool
+	}{
+		{checkpointExtra{ID: "5-0", HeldAfter: "1-0", Held: []string{"2-0", "5-0"}}, true},
+		{checkpointExtra{ID: "5-0", Held: []string{"2-0"}}, true},
+		{checkpointExtra{ID: "5-0", HeldAfter: "2-0", Held: []string{"2-0"}}, false},
+		{checkpointExtra{ID: "5-0", HeldAfter: "1-0", Held: []string{"3-0", "2-0"}}, false},
+		{checkpointExtra{ID: "5-0", HeldAfter: "1-0", Held: []string{"6-0"}}, false},
+		{checkpointExtra{ID: "5-0", Held: []string{"x"}}, false},
+		{checkpointExtra{ID: "5-0", Held: make([]string, maxHeldAlerts+1)}, false},
+	} {
+		if got := validHeld(&c.x); got != c.want {
+			t.Errorf("validHeld(%+v) = %v, want %v", c.x, got, c.want)
+		}
 	}
 }
