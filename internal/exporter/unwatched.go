@@ -299,13 +299,12 @@ func (r *replicas) rederive(ctx context.Context, k string, x *checkpointExtra, l
 	if len(b.ids) == 0 && len(b.addresses) == 0 {
 		return
 	}
-	now, found, rewound := time.Now(), 0, false
+	now, found := time.Now(), 0
 	after := b.from
-	_, err := r.shared.Read(ctx, orZero(after), k, func(ev sharedstore.Event) {
-		rewound = rewound || ev.Rewound // the IDs may name other events now
+	err := r.shared.Scan(ctx, after, k, func(ev sharedstore.Event) {
 		prev := after
 		after = ev.ID
-		if !rewound && r.reapply(ev, prev, now, &b) {
+		if r.reapply(ev, prev, now, &b) {
 			found++
 		}
 	})
