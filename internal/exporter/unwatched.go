@@ -204,9 +204,10 @@ func (r *replicas) releaseOldest() {
 }
 
 // expireHeld counts the alerts held past the hold as they would have
-// counted at once: the oldest in the stream's order first, which an
-// alert accepted earlier but published later (a store outage's backlog)
-// waits behind. Called with applying held.
+// counted at once. Only the first in the stream's order is looked at, so
+// that each call costs little: one behind it whose hold ends sooner
+// (accepted earlier, published later, as after a store outage) waits for
+// it. Called with applying held.
 func (r *replicas) expireHeld() {
 	h := &r.held
 	for len(h.alerts) > 0 && !h.now().Before(h.alerts[0].alert.At.Add(h.hold)) {
