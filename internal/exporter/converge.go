@@ -17,7 +17,6 @@ import (
 	"github.com/go-kit/log/level"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/breach-exporter/breach_exporter/internal/acknowledge"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
@@ -203,6 +202,7 @@ func (r *replicas) start(local *persist.State) *persist.State {
 	}
 	r.applying.Lock()
 	r.sync.lineage, r.sync.descends, r.sync.start = lineage, true, x
+	r.held.loaded = st.Watchlist.Entries
 	r.applying.Unlock()
 	level.Info(r.logger).Log("msg", "Starting from the store's checkpoint", "addresses", len(st.Watchlist.Entries), "stream", st.Stream)
 	return &st
@@ -278,17 +278,20 @@ func (r *replicas) invalidCheckpoint(id string, err error) {
 func (r *replicas) catchUp(after string) {
 	r.applying.Lock()
 	r.last = after
-	if x := r.sync.start; x != nil {
+	x, loaded := r.sync.start, r.held.loaded
+	if x != nil {
 		r.watchlist.RestoreContinuity(x.continuity())
 		r.restorePage(x, time.Now())
 		r.sync.start = nil
 	}
+	r.held.loaded = nil
 	descends := r.sync.descends
 	r.applying.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	if descends {
 		r.scanReplayed(ctx, after)
+		r.rederive(ctx, after, x, loaded) // unwatched.go
 		until, err := r.shared.Last(ctx)
 		if err != nil {
 			return
@@ -533,6 +536,7 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 	}
 	r.stopFollow()
 	r.applying.Lock()
+	r.expireHeld() // on the state they were held in
 	r.watchlist.Replace(st.Watchlist, time.Now())
 	if x != nil {
 		r.watchlist.RestoreContinuity(x.continuity())
@@ -542,11 +546,13 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 	r.sync.lineage, r.sync.descends = lineage, true
 	r.sync.target = ""
 	clear(r.mine)
+	r.rebaseHeld(st.Stream) // unwatched.go
 	r.applying.Unlock()
 	r.setSynced(false)
 	if r.sync.resynced != nil {
 		r.sync.resynced()
 	}
+	r.rederive(lctx, st.Stream, x, st.Watchlist.Entries)
 	r.sync.resyncs.WithLabelValues(reason).Inc()
 	level.Info(r.logger).Log("msg", "Loaded the store's checkpoint in place of this replica's state", "reason", reason, "addresses", len(st.Watchlist.Entries), "stream", st.Stream)
 	return true
@@ -561,12 +567,13 @@ func (r *replicas) take(f func()) string {
 	r.applying.Lock()
 	defer r.applying.Unlock()
 	f()
-	r.held.complete = !r.holdingAlerts()
 	r.sync.extra = nil
 	if !r.sync.synced.Load() {
 		return ""
 	}
-	r.sync.extra = encodeContinuity(r.watchlist.SaveContinuity(), r.last, r.page.entries)
+	x := checkpointExtra{V: eventFormat, ID: r.last, Page: pageWires(r.page.entries)}
+	x.HeldAfter, x.Held = r.heldExtra()
+	r.sync.extra = encodeContinuity(x, r.watchlist.SaveContinuity())
 	return r.last
 }
 
@@ -582,10 +589,6 @@ func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error
 	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
 	defer cancel()
 	r.applying.Lock()
-	if !r.held.complete {
-		r.applying.Unlock()
-		return nil // a state that lacks the alerts held (unwatched.go)
-	}
 	c := sharedstore.Checkpoint{ID: id, Lineage: r.sync.lineage, Data: data, Extra: r.sync.extra}
 	replace := r.sync.replace
 	r.applying.Unlock()
@@ -621,10 +624,9 @@ func (x *checkpointExtra) continuity() watchlist.Continuity {
 	return c
 }
 
-// encodeContinuity is the checkpoint's extra for c and the page's
-// acknowledgements after event id, in a stable order.
-func encodeContinuity(c watchlist.Continuity, id string, page []acknowledge.Entry) []byte {
-	x := checkpointExtra{V: eventFormat, ID: id, Page: pageWires(page)}
+// encodeContinuity is the checkpoint's extra x (its event ID, the page's
+// acknowledgements, the alerts held) with c, in a stable order.
+func encodeContinuity(x checkpointExtra, c watchlist.Continuity) []byte {
 	for name, up := range c.Up {
 		x.Accounts = append(x.Accounts, accountExtra{Name: name, Up: up})
 	}

@@ -169,7 +169,7 @@ func newReplicas(bundle *config.Bundle, folder string, reg prometheus.Registerer
 	r.page = newPageShare()
 	r.deployment = bundle.StoreDeployment()
 	r.sync.init()
-	for _, c := range append([]prometheus.Collector{r.waiting, r.dropped, r.published, r.held.dropped, r.confirmed.dropped}, r.sync.collectors()...) {
+	for _, c := range append([]prometheus.Collector{r.waiting, r.dropped, r.published, r.held.dropped, r.held.overflow, r.confirmed.dropped}, r.sync.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -207,6 +207,10 @@ func (r *replicas) apply(ev sharedstore.Event) {
 	if !ev.Rewound && (sharedstore.After(r.last, ev.ID) || r.last == ev.ID) {
 		return // already applied (catch-up and Follow may overlap)
 	}
+	prev := r.last // the event before; none known when the stream went back
+	if ev.Rewound {
+		prev = ""
+	}
 	r.last = ev.ID
 	if len(ev.Data) > maxEventBytes {
 		// Before anything decodes it: the bound is on what is held.
@@ -225,7 +229,7 @@ func (r *replicas) apply(ev sharedstore.Event) {
 			}
 		}
 		r.inspect(ev, a.Digest)
-		if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, len(ev.Data)) {
+		if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, ev.ID, prev, len(ev.Data)) {
 			r.hook.ApplyShared(a, ev.Origin == r.name)
 		}
 		return

@@ -237,6 +237,10 @@ type checkpointExtra struct {
 	// Page is the stream's list of the page's acknowledgements
 	// (pageshare.go); nil in a checkpoint of a release before them.
 	Page *[]pageWire `json:"page,omitempty"`
+	// The alerts the writer held, which its state lacks (unwatched.go):
+	// the event before the first, and their events' IDs.
+	HeldAfter string   `json:"held_after,omitempty"`
+	Held      []string `json:"held,omitempty"`
 }
 
 type accountExtra struct {

@@ -850,3 +850,33 @@ func TestAfter(t *testing.T) {
 		}
 	}
 }
+
+// Scan looks back at events as they are: from a place before the first
+// entry left (trimmed since), it reads what is left up to until, and counts
+// no gap, which is a reader's, not a look back's.
+func TestScanLooksBackWithoutAGap(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a := open(t, r, "a", "")
+	ctx := context.Background()
+	var ids []string
+	for i := range 4 {
+		id, err := a.Publish(ctx, "kind", []byte(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := raw(t, r).XTrimMinID(ctx, a.key("events"), ids[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := a.Scan(ctx, "1-0", ids[2], func(e Event) { got = append(got, e.ID) }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ids[1:3]) {
+		t.Errorf("Scan read %v, want %v", got, ids[1:3])
+	}
+	if n := testkit.Samples(t, a.reg)[testkit.Series("breach_exporter_store_events_missed_total")]; n != 0 {
+		t.Errorf("events_missed_total = %v after a look back, want 0", n)
+	}
+}
