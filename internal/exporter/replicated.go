@@ -99,8 +99,9 @@ type replicas struct {
 	deployment string
 	stopping   atomic.Bool
 
-	sync convergence // converge.go
-	dups dupAccount  // replayed.go
+	sync    convergence // converge.go
+	dups    dupAccount  // replayed.go
+	serving *serving    // serving.go
 }
 
 type forwarded struct {
