@@ -28,6 +28,10 @@ const twoReplicasDisagreeing = `
         values: '100x5'
       - series: 'process_start_time_seconds{job="breach", instance="b"}'
         values: '200x5'
+      - series: 'up{job="breach", instance="a"}'
+        values: '1x5'
+      - series: 'up{job="breach", instance="b"}'
+        values: '1x5'
       - series: 'breach_address_state{job="breach", instance="a", address="alice", account="default", state="verified"}'
         values: '1x5'
       - series: 'breach_address_state{job="breach", instance="b", address="alice", account="default", state="pending"}'
@@ -74,6 +78,72 @@ const twoReplicasDisagreeing = `
 // the maximum of each part (what the panels read before) alice counts as
 // verified and pending, and her exposure as open and handled.
 func TestPanelsCountEachAddressOnceWhileReplicasDisagree(t *testing.T) {
+	type sample = panelSample
+	checkPanels(t, twoReplicasDisagreeing, []panelCase{
+		{"breach-overview.json", "Address states", "A", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
+		{"exporter-health.json", "Last refresh per address", "B", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
+		{"exporter-health.json", "Addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
+		{"breach-overview.json", "Fleet: addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
+		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "A", []sample{{`{}`, "0"}}},
+		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "1"}}},
+		{"breach-overview.json", "Handled exposures: who, when, why", "A", []sample{{`{address="alice", source="combolist", by="bob", comment="rotated"}`, "2e+06"}}},
+	})
+}
+
+// oneCopy are the series of two replicas scraped for their own health
+// (scope=replica: a and b) and of the one scrape of the cluster's series
+// through the Service (scope=cluster: svc), which has no process metrics.
+const oneCopy = `
+      - series: 'process_start_time_seconds{job="breach", instance="a"}'
+        values: '100x5'
+      - series: 'process_start_time_seconds{job="breach", instance="b"}'
+        values: '200x5'
+      - series: 'up{job="breach", instance="a"}'
+        values: '1x5'
+      - series: 'up{job="breach", instance="b"}'
+        values: '1x5'
+      - series: 'up{job="breach", instance="svc"}'
+        values: '1x5'
+      - series: 'breach_address_state{job="breach", instance="svc", address="alice", account="default", state="verified"}'
+        values: '1x5'
+      - series: 'breach_address_state{job="breach", instance="svc", address="bob", account="default", state="pending"}'
+        values: '1x5'
+      - series: 'breach_addresses{job="breach", instance="svc", state="verified"}'
+        values: '1x5'
+      - series: 'breach_addresses{job="breach", instance="svc", state="pending"}'
+        values: '1x5'
+      - series: 'breach_addresses_plaintext_password_open{job="breach", instance="svc", source="combolist"}'
+        values: '1x5'
+      - series: 'breach_addresses_plaintext_password_handled{job="breach", instance="svc", source="combolist"}'
+        values: '0x5'
+`
+
+// With one copy of the cluster's series (the Service's target), the panels
+// that read every part from one target read it from that one, not from
+// the replica running longest, which serves none of it: before, they were
+// empty.
+func TestPanelsReadTheOneCopy(t *testing.T) {
+	type sample = panelSample
+	checkPanels(t, oneCopy, []panelCase{
+		{"breach-overview.json", "Address states", "A", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
+		{"exporter-health.json", "Addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
+		{"breach-overview.json", "Fleet: addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
+		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "A", []sample{{`{}`, "1"}}},
+		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "0"}}},
+	})
+}
+
+type panelSample struct{ labels, value string }
+
+// panelCase is a panel's target and the samples it must give.
+type panelCase struct {
+	dashboard, panel, refID string
+	want                    []panelSample
+}
+
+// checkPanels runs the panels' expressions in promtool against series.
+func checkPanels(t *testing.T, series string, cases []panelCase) {
+	t.Helper()
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("BREACH_REQUIRE_PROMTOOL") != "" {
@@ -94,21 +164,8 @@ func TestPanelsCountEachAddressOnceWhileReplicasDisagree(t *testing.T) {
 		t.Fatalf("no target %s of %q in %s", refID, panel, dashboard)
 		return ""
 	}
-	type sample struct{ labels, value string }
-	cases := []struct {
-		dashboard, panel, refID string
-		want                    []sample
-	}{
-		{"breach-overview.json", "Address states", "A", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
-		{"exporter-health.json", "Last refresh per address", "B", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
-		{"exporter-health.json", "Addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
-		{"breach-overview.json", "Fleet: addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
-		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "A", []sample{{`{}`, "0"}}},
-		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "1"}}},
-		{"breach-overview.json", "Handled exposures: who, when, why", "A", []sample{{`{address="alice", source="combolist", by="bob", comment="rotated"}`, "2e+06"}}},
-	}
 	var b strings.Builder
-	b.WriteString("rule_files: []\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:" + twoReplicasDisagreeing + "    promql_expr_test:\n")
+	b.WriteString("rule_files: []\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:" + series + "    promql_expr_test:\n")
 	for _, c := range cases {
 		fmt.Fprintf(&b, "      # %s %q %s\n      - expr: %q\n        eval_time: 2m\n        exp_samples:\n", c.dashboard, c.panel, c.refID, expr(c.dashboard, c.panel, c.refID))
 		for _, s := range c.want {
