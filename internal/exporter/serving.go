@@ -55,6 +55,9 @@ const (
 	catchUpPoll = 10 * time.Millisecond
 )
 
+// errStoreDown is the answer of a store the client already knows is down.
+var errStoreDown = errors.New("the store is down")
+
 // serving is a replica's side of the lease.
 type serving struct {
 	url    string // where the others reach this replica's /metrics
@@ -172,7 +175,16 @@ func scrapeBudget(req *http.Request) time.Duration {
 }
 
 func (r *replicas) serveCluster(ctx context.Context, w http.ResponseWriter, req *http.Request, local http.Handler) {
-	sv, err := r.holdServing(ctx)
+	var sv sharedstore.Serving
+	err := errStoreDown
+	if r.shared.Up() {
+		// A quarter of the budget at most: a store that hangs must leave
+		// time to serve.
+		deadline, _ := ctx.Deadline()
+		sctx, cancel := context.WithTimeout(ctx, time.Until(deadline)/4)
+		sv, err = r.holdServing(sctx)
+		cancel()
+	}
 	if err != nil {
 		// The store does not answer here: the serving replica it named
 		// last may still answer.
