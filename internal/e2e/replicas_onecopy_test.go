@@ -113,7 +113,7 @@ func (s *service) close() {
 func (rs *replicaSet) serving(ctx context.Context) (*replica, error) {
 	c := redis.NewClient(&redis.Options{Addr: rs.store.Addr(), Protocol: 2})
 	defer c.Close()
-	v, err := c.Get(ctx, "breach_exporter:serving").Result()
+	v, err := c.Get(ctx, replicasKeyPrefix+":serving").Result()
 	if err != nil {
 		return nil, fmt.Errorf("the store names no serving replica: %w", err)
 	}

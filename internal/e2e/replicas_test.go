@@ -70,6 +70,9 @@ const (
 	// for the whole test in 10 minutes on 2 cores.
 	replicasRunTimeout = 9 * time.Minute
 
+	// replicasKeyPrefix is the store's key_prefix in the replicas' config.
+	replicasKeyPrefix = "replicas_test"
+
 	// The critical alert that must page once: this feed of the first address.
 	criticalSource = "combolist"
 )
@@ -362,7 +365,7 @@ func (rs *replicaSet) writeConfig(t *testing.T) {
 		},
 		"store": yamlMap{
 			"url":        rs.store.URL() + "/0",
-			"key_prefix": "replicas_test",
+			"key_prefix": replicasKeyPrefix,
 		},
 	}
 	rs.configFile = filepath.Join(rs.dir, "breach_exporter.yml")
