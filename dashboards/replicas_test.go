@@ -18,12 +18,8 @@ var allSelected = strings.NewReplacer(
 	"$job", ".+", "$instance", ".+", "$account", ".+", "$address", ".+", "$source", ".+",
 )
 
-// twoReplicasDisagreeing are the series of two replicas of one job for a
-// scrape interval in which b has not yet applied what a has: alice's
-// state (a: verified, b: still pending), and so the fleet's counts; and
-// the acknowledgement entry of her exposure (a reloaded the file first: a
-// newer entry). a runs longest (the lower process_start_time_seconds).
-const twoReplicasDisagreeing = `
+// twoReplicas are two replicas' own series: a runs longest.
+const twoReplicas = `
       - series: 'process_start_time_seconds{job="breach", instance="a"}'
         values: '100x5'
       - series: 'process_start_time_seconds{job="breach", instance="b"}'
@@ -32,6 +28,14 @@ const twoReplicasDisagreeing = `
         values: '1x5'
       - series: 'up{job="breach", instance="b"}'
         values: '1x5'
+`
+
+// twoReplicasDisagreeing are the series of two replicas of one job for a
+// scrape interval in which b has not yet applied what a has: alice's
+// state (a: verified, b: still pending), and so the fleet's counts; and
+// the acknowledgement entry of her exposure (a reloaded the file first: a
+// newer entry). a runs longest (the lower process_start_time_seconds).
+const twoReplicasDisagreeing = twoReplicas + `
       - series: 'breach_address_state{job="breach", instance="a", address="alice", account="default", state="verified"}'
         values: '1x5'
       - series: 'breach_address_state{job="breach", instance="b", address="alice", account="default", state="pending"}'
@@ -79,29 +83,18 @@ const twoReplicasDisagreeing = `
 // verified and pending, and her exposure as open and handled.
 func TestPanelsCountEachAddressOnceWhileReplicasDisagree(t *testing.T) {
 	type sample = panelSample
-	checkPanels(t, twoReplicasDisagreeing, []panelCase{
-		{"breach-overview.json", "Address states", "A", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
-		{"exporter-health.json", "Last refresh per address", "B", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
-		{"exporter-health.json", "Addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
-		{"breach-overview.json", "Fleet: addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
-		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "A", []sample{{`{}`, "0"}}},
-		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "1"}}},
-		{"breach-overview.json", "Handled exposures: who, when, why", "A", []sample{{`{address="alice", source="combolist", by="bob", comment="rotated"}`, "2e+06"}}},
-	})
+	checkPanels(t, twoReplicasDisagreeing, append(statePanels(),
+		panelCase{"exporter-health.json", "Last refresh per address", "B", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
+		panelCase{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "A", []sample{{`{}`, "0"}}},
+		panelCase{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "1"}}},
+		panelCase{"breach-overview.json", "Handled exposures: who, when, why", "A", []sample{{`{address="alice", source="combolist", by="bob", comment="rotated"}`, "2e+06"}}},
+	))
 }
 
 // oneCopy are the series of two replicas scraped for their own health
 // (scope=replica: a and b) and of the one scrape of the cluster's series
 // through the Service (scope=cluster: svc), which has no process metrics.
-const oneCopy = `
-      - series: 'process_start_time_seconds{job="breach", instance="a"}'
-        values: '100x5'
-      - series: 'process_start_time_seconds{job="breach", instance="b"}'
-        values: '200x5'
-      - series: 'up{job="breach", instance="a"}'
-        values: '1x5'
-      - series: 'up{job="breach", instance="b"}'
-        values: '1x5'
+const oneCopy = twoReplicas + `
       - series: 'up{job="breach", instance="svc"}'
         values: '1x5'
       - series: 'breach_address_state{job="breach", instance="svc", address="alice", account="default", state="verified"}'
@@ -124,16 +117,24 @@ const oneCopy = `
 // empty.
 func TestPanelsReadTheOneCopy(t *testing.T) {
 	type sample = panelSample
-	checkPanels(t, oneCopy, []panelCase{
-		{"breach-overview.json", "Address states", "A", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
-		{"exporter-health.json", "Addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
-		{"breach-overview.json", "Fleet: addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
-		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "A", []sample{{`{}`, "1"}}},
-		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "0"}}},
-	})
+	checkPanels(t, oneCopy, append(statePanels(),
+		panelCase{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "A", []sample{{`{}`, "1"}}},
+		panelCase{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "0"}}},
+	))
 }
 
 type panelSample struct{ labels, value string }
+
+// statePanels are the panels of the states, which both sets of series
+// give alike: alice verified, bob pending, each once.
+func statePanels() []panelCase {
+	type sample = panelSample
+	return []panelCase{
+		{"breach-overview.json", "Address states", "A", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
+		{"exporter-health.json", "Addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
+		{"breach-overview.json", "Fleet: addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
+	}
+}
 
 // panelCase is a panel's target and the samples it must give.
 type panelCase struct {
