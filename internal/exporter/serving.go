@@ -132,15 +132,13 @@ func (r *replicas) holdServing(ctx context.Context) (sharedstore.Serving, error)
 }
 
 // releaseServing gives the lease back, at a clean stop or when this
-// replica is no longer synced: another takes it within a second.
+// replica is no longer synced: another takes it within a second. The
+// store releases it only if it is this replica's, which it may be though
+// this replica has not heard so yet (a renewal whose answer was cut off).
 func (r *replicas) releaseServing(ctx context.Context) {
 	r.serving.mu.Lock()
-	held := r.serving.holding
 	r.serving.holding = false
 	r.serving.mu.Unlock()
-	if !held {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), convergeEvery)
 	defer cancel()
 	if err := r.shared.ReleaseServing(ctx, r.serving.url); err != nil {
