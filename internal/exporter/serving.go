@@ -97,7 +97,9 @@ func (r *replicas) renewServing(ctx context.Context) {
 	t := time.NewTicker(convergeEvery)
 	defer t.Stop()
 	for {
-		r.holdServing(ctx)
+		// A store that does not answer: the lease runs out by itself,
+		// and the next round tries again.
+		_, _ = r.holdServing(ctx)
 		select {
 		case <-ctx.Done():
 			return
