@@ -83,6 +83,8 @@ type options struct {
 	ackWrite              bool
 	ackUserHeader, extURL string
 	ackProxies            string
+	// advertise is --web.advertise-url (advertise.go).
+	advertise string
 }
 
 // newApp is the flag table: it parses into o.
@@ -94,6 +96,7 @@ func newApp(o *options, stdout, stderr io.Writer) *kingpin.Application {
 	app.Flag("web.telemetry-path", "Path under which to expose metrics.").Default("/metrics").StringVar(&o.telemetryPath)
 	app.Flag("web.shutdown-delay", "After SIGTERM or SIGINT, how long /-/ready answers 503 while both listeners keep serving, before they close: the time a load balancer or Kubernetes takes to stop sending here. A second signal ends the delay. 0 closes them at once.").Default("0s").DurationVar(&o.shutdownDelay)
 	app.Flag("web.external-url", "The URL under which the exporter's web listener is reachable by people (behind a proxy, its URL there), e.g. https://breach.example.com/. The alerts link to its acknowledgement page through the series breach_exporter_acknowledgement_url_info. Empty: no link.").Default("").StringVar(&o.extURL)
+	app.Flag("web.advertise-url", "With a store: the URL under which the other replicas reach this replica's web listener, e.g. http://10.1.2.3:9799 (in Kubernetes, the pod's IP). They pass the scrapes of the cluster's series (/metrics?scope=cluster) to the replica serving them. Empty: http:// and the first --web.listen-address, with this host's name where it has no host.").Default("").StringVar(&o.advertise)
 	app.Flag("web.enable-acknowledgements", "Let authenticated users acknowledge on the page /acknowledge and the API /api/v1/acknowledgements (basic auth or client certificates in --web.config.file, or --web.acknowledgements.user-header). Needs --storage.path. Off: the pages only show the acknowledgements.").BoolVar(&o.ackWrite)
 	app.Flag("web.acknowledgements.user-header", "Header carrying the user an authenticating proxy logged in (e.g. X-Forwarded-User); accepted only on connections from --web.acknowledgements.proxy.").Default("").StringVar(&o.ackUserHeader)
 	app.Flag("web.acknowledgements.proxy", "Addresses or CIDR prefixes, comma-separated, of the authenticating proxies whose --web.acknowledgements.user-header is trusted.").Default("").StringVar(&o.ackProxies)
@@ -133,6 +136,9 @@ func (o *options) validate() error {
 		return fmt.Errorf("--storage.snapshot-interval must be greater than 0, got %s", o.snapInterval)
 	case o.shutdownDelay < 0:
 		return fmt.Errorf("--web.shutdown-delay must be 0 or more, got %s", o.shutdownDelay)
+	}
+	if _, err := o.advertiseURL(); err != nil {
+		return err
 	}
 	return o.validateAcknowledgements()
 }
@@ -219,6 +225,7 @@ func start(o *options, logger log.Logger, slogger *slog.Logger) (*program, error
 	if err != nil {
 		return nil, fmt.Errorf("listener metrics: %w", err)
 	}
+	advertise, _ := o.advertiseURL() // checked in validate
 	exp, err := exporter.New(exporter.Options{
 		ConfigFile:       o.configFile,
 		UserAgent:        name + "/" + version.Version,
@@ -229,6 +236,7 @@ func start(o *options, logger log.Logger, slogger *slog.Logger) (*program, error
 		SnapshotInterval: o.snapInterval,
 		WebConfigs:       o.webConfigs(),
 		MaxRequests:      o.webMaxReqs,
+		AdvertiseURL:     advertise,
 	})
 	if err != nil {
 		return nil, err

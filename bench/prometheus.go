@@ -66,7 +66,11 @@ type UserCostVariant struct {
 	// Replicas is how many processes Prometheus scraped (one job, a
 	// target each); 0 is one. With several, Exporter and Cached are not
 	// measured.
-	Replicas         int     `json:"replicas,omitempty"`
+	Replicas int `json:"replicas,omitempty"`
+	// OneCopy: Prometheus scraped each replica for its own health
+	// (scope=replica) and the cluster's series once (scope=cluster, from
+	// the first), as docs/alerts.md says to scrape replicas.
+	OneCopy          bool    `json:"one_copy,omitempty"`
 	SeriesPerAddress float64 `json:"series_per_address"`
 	// Exporter is the built binary, Cached promhttp over the same
 	// families cached between scrapes, both scraped by this process.
@@ -91,8 +95,10 @@ type UserCostResult struct {
 	Default           UserCostVariant `json:"default"`
 	Detail            UserCostVariant `json:"every_detail_family"`
 	// Replicated is the default served by UserCostOptions.Replicas
-	// processes; nil when not measured.
+	// processes, each scraped for everything; OneCopy the same processes
+	// scraped as docs/alerts.md says. nil when not measured.
 	Replicated *UserCostVariant `json:"replicated,omitempty"`
+	OneCopy    *UserCostVariant `json:"one_copy,omitempty"`
 }
 
 // MeasureUserCost runs both variants, the default first.
@@ -109,7 +115,7 @@ func MeasureUserCost(o UserCostOptions) (UserCostResult, error) {
 		res.PrometheusVersion, _, _ = strings.Cut(string(out), "\n")
 	}
 	for _, detail := range []bool{false, true} {
-		v, err := measureVariant(o, promBin, detail, 1)
+		v, err := measureVariant(o, promBin, detail, 1, false)
 		if err != nil {
 			return res, fmt.Errorf("every detail family %v: %w", detail, err)
 		}
@@ -120,11 +126,17 @@ func MeasureUserCost(o UserCostOptions) (UserCostResult, error) {
 		}
 	}
 	if o.Replicas > 1 {
-		v, err := measureVariant(o, promBin, false, o.Replicas)
-		if err != nil {
-			return res, fmt.Errorf("%d replicas: %w", o.Replicas, err)
+		for _, oneCopy := range []bool{false, true} {
+			v, err := measureVariant(o, promBin, false, o.Replicas, oneCopy)
+			if err != nil {
+				return res, fmt.Errorf("%d replicas (one copy %v): %w", o.Replicas, oneCopy, err)
+			}
+			if oneCopy {
+				res.OneCopy = &v
+			} else {
+				res.Replicated = &v
+			}
 		}
-		res.Replicated = &v
 	}
 	return res, nil
 }
@@ -132,9 +144,12 @@ func MeasureUserCost(o UserCostOptions) (UserCostResult, error) {
 // measureVariant runs replicas processes over the same state; with more
 // than one, only what Prometheus pays is measured. The replicas here share
 // no store: each restores the same snapshot and takes the same alerts,
-// so each serves the series every replica of a deployment serves.
-func measureVariant(o UserCostOptions, promBin string, detail bool, replicas int) (UserCostVariant, error) {
-	v := UserCostVariant{Detail: detail}
+// so each serves the series every replica of a deployment serves, and with
+// oneCopy Prometheus scrapes them as it would replicas sharing a store
+// (what a scope=cluster scrape passes between replicas costs Prometheus
+// nothing).
+func measureVariant(o UserCostOptions, promBin string, detail bool, replicas int, oneCopy bool) (UserCostVariant, error) {
+	v := UserCostVariant{Detail: detail, OneCopy: oneCopy}
 	if replicas > 1 {
 		v.Replicas = replicas
 	}
@@ -233,6 +248,16 @@ func scrapeWithPrometheus(v *UserCostVariant, promBin, dir string, targets []str
 	}
 	cfg := fmt.Sprintf("global:\n  scrape_interval: %s\n  scrape_timeout: %s\nscrape_configs:\n  - job_name: breach\n    static_configs:\n      - targets: [%s]\n",
 		interval, interval, strings.Join(quoted, ", "))
+	scraped := len(targets)
+	if v.OneCopy {
+		// examples/prometheus-replicas.yml's two jobs. The cluster's
+		// target is the first replica's address here, where a Service's
+		// would be: its instance label tells them apart.
+		cfg += "    params: {scope: [replica]}\n  - job_name: breach-cluster\n    params: {scope: [cluster]}\n" +
+			"    static_configs:\n      - targets: [" + quoted[0] + "]\n    relabel_configs:\n" +
+			"      - {target_label: job, replacement: breach}\n      - {target_label: instance, replacement: breach-cluster}\n"
+		scraped++
+	}
 	cfgFile := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		return err
@@ -273,7 +298,7 @@ func scrapeWithPrometheus(v *UserCostVariant, promBin, dir string, targets []str
 	for {
 		var all [][]float64
 		all, err = promSeries(client, base, `scrape_duration_seconds{job="breach"}[1h]`)
-		if err == nil && len(all) == len(targets) && slices.IndexFunc(all, func(d []float64) bool { return len(d) < o.Scrapes }) < 0 {
+		if err == nil && len(all) == scraped && slices.IndexFunc(all, func(d []float64) bool { return len(d) < o.Scrapes }) < 0 {
 			durations = all[0]
 			break
 		}
@@ -288,7 +313,7 @@ func scrapeWithPrometheus(v *UserCostVariant, promBin, dir string, targets []str
 		}
 	}
 	up, err := promSeries(client, base, `up{job="breach"}[1h]`)
-	if err != nil || len(up) != len(targets) || slices.ContainsFunc(up, func(u []float64) bool { return slices.Contains(u, 0) }) {
+	if err != nil || len(up) != scraped || slices.ContainsFunc(up, func(u []float64) bool { return slices.Contains(u, 0) }) {
 		return fmt.Errorf("a scrape failed (up %v, %v): raise the scrape interval", up, err)
 	}
 	v.PrometheusRSSBytes, _ = processRSS(cmd.Process.Pid)
@@ -445,6 +470,9 @@ func userCostFigures(u *UserCostResult) []Figure {
 			newFigure("user cost: Prometheus heap in use "+m, "MiB", r.PrometheusHeapBytes/(1<<20), d.PrometheusHeapBytes/(1<<20), alone),
 		)
 	}
+	if c := u.OneCopy; c != nil {
+		fs = append(fs, oneCopyFigures(c, d)...)
+	}
 	for _, v := range []UserCostVariant{d, all} {
 		which := "default"
 		if v.Detail {
@@ -457,4 +485,21 @@ func userCostFigures(u *UserCostResult) []Figure {
 		)
 	}
 	return fs
+}
+
+// Goal: N replicas scraped as docs/alerts.md says cost a Prometheus at
+// most this much of what one replica costs, in head series and in RSS.
+const goalOneCopyRatio = 1.1
+
+// oneCopyFigures compare N replicas scraped for one copy of the cluster's
+// series with one replica (alone).
+func oneCopyFigures(c *UserCostVariant, alone UserCostVariant) []Figure {
+	goal := fmt.Sprintf("ratio <= %.1f", goalOneCopyRatio)
+	name := fmt.Sprintf("user's Prometheus: %d replicas vs 1, ", c.Replicas)
+	series := newFigure(name+"head series", "series", c.PrometheusHeadSeries, alone.PrometheusHeadSeries, "1 replica")
+	rss := newFigure(name+"RSS", "MiB", mib(c.PrometheusRSSBytes), mib(alone.PrometheusRSSBytes), "1 replica")
+	return []Figure{
+		series.withGoal(goal, series.Ratio > 0 && series.Ratio <= goalOneCopyRatio),
+		rss.withGoal(goal, rss.Ratio > 0 && rss.Ratio <= goalOneCopyRatio),
+	}
 }

@@ -44,7 +44,7 @@ type SuiteOptions struct {
 	// Owners is the cost of owner labels; no Addresses: not measured.
 	Owners OwnersOptions
 	// Only names the one part to run (OnlyWebhookAccounts, OnlyReplicas,
-	// OnlyWebhookStore, OnlyPlanning, OnlyOwners); empty: all.
+	// OnlyWebhookStore, OnlyPlanning, OnlyOwners, OnlyUserCost); empty: all.
 	Only string
 	// BudgetRun is the fake time each budget run lasts.
 	BudgetRun time.Duration
@@ -113,6 +113,8 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 			err = measurePlanning(r, o.Planning, progress)
 		case OnlyOwners:
 			err = measureOwners(r, o.Owners, progress)
+		case OnlyUserCost:
+			err = measureUserCost(r, o, progress)
 		default:
 			return r, fmt.Errorf("suite: no part %q to run alone (only %s)", o.Only, OnlyParts)
 		}
@@ -165,22 +167,10 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 		}
 	}
 
-	if u := o.UserCost; u.Addresses > 0 {
-		fmt.Fprintf(progress, "user cost: %d addresses, a real Prometheus, default then every detail family\n", u.Addresses)
-		dir, err := os.MkdirTemp("", "breach-bench-build-")
-		if err != nil {
+	if o.UserCost.Addresses > 0 {
+		if err := measureUserCost(r, o, progress); err != nil {
 			return r, err
 		}
-		defer os.RemoveAll(dir)
-		if u.Exporter, err = BuildExporter(dir); err != nil {
-			return r, err
-		}
-		u.Bench = o.Exe
-		uc, err := MeasureUserCost(u)
-		if err != nil {
-			return r, fmt.Errorf("user cost: %w", err)
-		}
-		r.UserCost = &uc
 	}
 
 	fmt.Fprintf(progress, "webhook: %d clients, %d rounds of %d requests per server\n", o.Webhook.Clients, o.Webhook.Rounds, o.Webhook.Requests)
@@ -238,10 +228,12 @@ const (
 	OnlyPlanning = "planning"
 	// OnlyOwners is the cost of owner labels (about a minute).
 	OnlyOwners = "owners"
+	// OnlyUserCost is what a real Prometheus pays (o.UserCost).
+	OnlyUserCost = "user-cost"
 )
 
 // OnlyParts lists them for messages and flags.
-const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning + ", " + OnlyOwners
+const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning + ", " + OnlyOwners + ", " + OnlyUserCost
 
 func measureWebhookStore(r *Report, o WebhookOptions, progress io.Writer) error {
 	if o.Rounds == 0 {
@@ -466,4 +458,26 @@ func replicatedFigures(r *Report) []Figure {
 		)
 	}
 	return fs
+}
+
+// measureUserCost builds the exporter and measures what a real Prometheus
+// pays for it (o.UserCost) into r.
+func measureUserCost(r *Report, o SuiteOptions, progress io.Writer) error {
+	u := o.UserCost
+	fmt.Fprintf(progress, "user cost: %d addresses, a real Prometheus, default then every detail family, then %d replicas\n", u.Addresses, u.Replicas)
+	dir, err := os.MkdirTemp("", "breach-bench-build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if u.Exporter, err = BuildExporter(dir); err != nil {
+		return err
+	}
+	u.Bench = o.Exe
+	uc, err := MeasureUserCost(u)
+	if err != nil {
+		return fmt.Errorf("user cost: %w", err)
+	}
+	r.UserCost = &uc
+	return nil
 }

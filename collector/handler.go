@@ -50,9 +50,44 @@ var (
 	bufPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
 )
 
-// ServeHTTP writes one scrape.
+// The scrape parameter scope selects a part of the exposition; without it
+// a scrape has both. ScopeReplica is the registry's families: this
+// process's own health (its store connection, backlog, reloads, requests,
+// process and Go metrics). ScopeCluster is the collector's families: the
+// watched addresses, the accounts and the alert counts, the state the
+// replicas of a store share, which Prometheus needs once (docs/alerts.md).
+const (
+	ScopeParam   = "scope"
+	ScopeReplica = "replica"
+	ScopeCluster = "cluster"
+)
+
+// Scope is the scope a scrape asks for: "", ScopeReplica or ScopeCluster;
+// an error for any other value, or for more than one.
+func Scope(r *http.Request) (string, error) {
+	values := r.URL.Query()[ScopeParam]
+	switch {
+	case len(values) == 0:
+		return "", nil
+	case len(values) > 1:
+		return "", fmt.Errorf("more than one %s parameter", ScopeParam)
+	case values[0] == ScopeReplica || values[0] == ScopeCluster:
+		return values[0], nil
+	}
+	return "", fmt.Errorf("unknown %s %q: use %s or %s, or none for everything", ScopeParam, values[0], ScopeReplica, ScopeCluster)
+}
+
+// ServeHTTP writes one scrape, of the scope it asks for.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	mfs, err := h.gatherer.Gather()
+	scope, err := Scope(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var mfs []*dto.MetricFamily
+	if scope != ScopeCluster {
+		mfs, err = h.gatherer.Gather()
+	}
 	if err != nil {
 		level.Error(h.logger).Log("msg", "Gathering metrics failed", "err", err)
 		http.Error(w, "An error has occurred while gathering metrics:\n\n"+err.Error(), http.StatusInternalServerError)
@@ -67,7 +102,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "An error has occurred while gathering metrics:\n\n"+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	rendered := h.renderer.render()
+	var rendered rendering
+	if scope != ScopeReplica {
+		rendered = h.renderer.render()
+	}
 
 	header := w.Header()
 	header.Set("Content-Type", string(textFormat))

@@ -18,16 +18,24 @@ var allSelected = strings.NewReplacer(
 	"$job", ".+", "$instance", ".+", "$account", ".+", "$team", ".*", "$address", ".+", "$source", ".+",
 )
 
+// twoReplicas are two replicas' own series: a runs longest.
+const twoReplicas = `
+      - series: 'process_start_time_seconds{job="breach", instance="a"}'
+        values: '100x5'
+      - series: 'process_start_time_seconds{job="breach", instance="b"}'
+        values: '200x5'
+      - series: 'up{job="breach", instance="a"}'
+        values: '1x5'
+      - series: 'up{job="breach", instance="b"}'
+        values: '1x5'
+`
+
 // twoReplicasDisagreeing are the series of two replicas of one job for a
 // scrape interval in which b has not yet applied what a has: alice's
 // state (a: verified, b: still pending), and so the fleet's counts; and
 // the acknowledgement entry of her exposure (a reloaded the file first: a
 // newer entry). a runs longest (the lower process_start_time_seconds).
-const twoReplicasDisagreeing = `
-      - series: 'process_start_time_seconds{job="breach", instance="a"}'
-        values: '100x5'
-      - series: 'process_start_time_seconds{job="breach", instance="b"}'
-        values: '200x5'
+const twoReplicasDisagreeing = twoReplicas + `
       - series: 'breach_address_state{job="breach", instance="a", address="alice", account="default", state="verified"}'
         values: '1x5'
       - series: 'breach_address_state{job="breach", instance="b", address="alice", account="default", state="pending"}'
@@ -74,19 +82,45 @@ const twoReplicasDisagreeing = `
 // the maximum of each part (what the panels read before) alice counts as
 // verified and pending, and her exposure as open and handled.
 func TestPanelsCountEachAddressOnceWhileReplicasDisagree(t *testing.T) {
-	promtool := promtoolPath(t)
-	expr := panelExpr(t, allSelected)
-	type sample = promSample
-	cases := []promCase{
-		{"breach-overview.json", "Address states", "A", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
-		{"exporter-health.json", "Last refresh per address", "B", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
-		{"exporter-health.json", "Addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
-		{"breach-overview.json", "Fleet: addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
-		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "A", []sample{{`{}`, "0"}}},
-		{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "1"}}},
-		{"breach-overview.json", "Handled exposures: who, when, why", "A", []sample{{`{address="alice", source="combolist", by="bob", comment="rotated"}`, "2e+06"}}},
-	}
-	runPromtool(t, promtool, twoReplicasDisagreeing, cases, expr)
+	type sample = panelSample
+	checkPanels(t, twoReplicasDisagreeing, append(statePanels(),
+		panelCase{"exporter-health.json", "Last refresh per address", "B", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
+		panelCase{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "A", []sample{{`{}`, "0"}}},
+		panelCase{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "1"}}},
+		panelCase{"breach-overview.json", "Handled exposures: who, when, why", "A", []sample{{`{address="alice", source="combolist", by="bob", comment="rotated"}`, "2e+06"}}},
+	))
+}
+
+// oneCopy are the series of two replicas scraped for their own health
+// (scope=replica: a and b) and of the one scrape of the cluster's series
+// through the Service (scope=cluster: svc), which has no process metrics.
+const oneCopy = twoReplicas + `
+      - series: 'up{job="breach", instance="svc"}'
+        values: '1x5'
+      - series: 'breach_address_state{job="breach", instance="svc", address="alice", account="default", state="verified"}'
+        values: '1x5'
+      - series: 'breach_address_state{job="breach", instance="svc", address="bob", account="default", state="pending"}'
+        values: '1x5'
+      - series: 'breach_addresses{job="breach", instance="svc", state="verified"}'
+        values: '1x5'
+      - series: 'breach_addresses{job="breach", instance="svc", state="pending"}'
+        values: '1x5'
+      - series: 'breach_addresses_plaintext_password_open{job="breach", instance="svc", source="combolist"}'
+        values: '1x5'
+      - series: 'breach_addresses_plaintext_password_handled{job="breach", instance="svc", source="combolist"}'
+        values: '0x5'
+`
+
+// With one copy of the cluster's series (the Service's target), the panels
+// that read every part from one target read it from that one, not from
+// the replica running longest, which serves none of it: before, they were
+// empty.
+func TestPanelsReadTheOneCopy(t *testing.T) {
+	type sample = panelSample
+	checkPanels(t, oneCopy, append(statePanels(),
+		panelCase{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "A", []sample{{`{}`, "1"}}},
+		panelCase{"breach-overview.json", "Fleet: open and handled plaintext password exposures", "B", []sample{{`{}`, "0"}}},
+	))
 }
 
 // ownedAddresses are one exporter's series where alice belongs to team
@@ -113,16 +147,15 @@ const ownedAddresses = `
 // those without a team too; an exporter without breach_address_info is
 // filtered by the account alone (every one of its addresses shows).
 func TestPanelsFollowTheTeam(t *testing.T) {
-	promtool := promtoolPath(t)
-	type sample = promSample
-	team := func(job, value string) func(string, string, string) string {
-		return panelExpr(t, strings.NewReplacer("$__rate_interval", "1m", "$__range_s", "3600", "$__range", "1h",
-			"$job", job, "$instance", ".+", "$account", ".+", "$team", value, "$address", ".+", "$source", ".+"))
+	type sample = panelSample
+	team := func(job, value string) *strings.Replacer {
+		return strings.NewReplacer("$__rate_interval", "1m", "$__range_s", "3600", "$__range", "1h",
+			"$job", job, "$instance", ".+", "$account", ".+", "$team", value, "$address", ".+", "$source", ".+")
 	}
 	const panel = "Address states"
 	for _, c := range []struct {
 		name string
-		expr func(string, string, string) string
+		vars *strings.Replacer
 		want []sample
 	}{
 		{"team payments", team("breach", "payments"), []sample{{`{address="alice", state="verified"}`, "1"}}},
@@ -130,12 +163,39 @@ func TestPanelsFollowTheTeam(t *testing.T) {
 		{"no info series", team("noinfo", "payments"), []sample{{`{address="carol", state="verified"}`, "1"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			runPromtool(t, promtool, ownedAddresses, []promCase{{"breach-overview.json", panel, "A", c.want}}, c.expr)
+			checkPanelsWith(t, c.vars, ownedAddresses, []panelCase{{"breach-overview.json", panel, "A", c.want}})
 		})
 	}
 }
 
-func promtoolPath(t *testing.T) string {
+type panelSample struct{ labels, value string }
+
+// statePanels are the panels of the states, which both sets of series
+// give alike: alice verified, bob pending, each once.
+func statePanels() []panelCase {
+	type sample = panelSample
+	return []panelCase{
+		{"breach-overview.json", "Address states", "A", []sample{{`{address="alice", state="verified"}`, "1"}, {`{address="bob", state="pending"}`, "1"}}},
+		{"exporter-health.json", "Addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
+		{"breach-overview.json", "Fleet: addresses by state", "A", []sample{{`{state="verified"}`, "1"}, {`{state="pending"}`, "1"}}},
+	}
+}
+
+// panelCase is a panel's target and the samples it must give.
+type panelCase struct {
+	dashboard, panel, refID string
+	want                    []panelSample
+}
+
+// checkPanels runs the panels' expressions, every variable on All, in
+// promtool against series.
+func checkPanels(t *testing.T, series string, cases []panelCase) {
+	t.Helper()
+	checkPanelsWith(t, allSelected, series, cases)
+}
+
+// checkPanelsWith is checkPanels with the variables as vars sets them.
+func checkPanelsWith(t *testing.T, vars *strings.Replacer, series string, cases []panelCase) {
 	t.Helper()
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
@@ -144,18 +204,11 @@ func promtoolPath(t *testing.T) string {
 		}
 		t.Skip("promtool not installed")
 	}
-	return promtool
-}
-
-// panelExpr returns the expression of a panel's target with the variables
-// as vars sets them.
-func panelExpr(t *testing.T, vars *strings.Replacer) func(dashboard, panel, refID string) string {
-	t.Helper()
 	queries, err := Expressions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func(dashboard, panel, refID string) string {
+	expr := func(dashboard, panel, refID string) string {
 		for _, q := range queries {
 			if q.Dashboard == dashboard && q.Panel == panel && q.RefID == refID {
 				return vars.Replace(q.Expr)
@@ -164,20 +217,6 @@ func panelExpr(t *testing.T, vars *strings.Replacer) func(dashboard, panel, refI
 		t.Fatalf("no target %s of %q in %s", refID, panel, dashboard)
 		return ""
 	}
-}
-
-type promSample struct{ labels, value string }
-
-// promCase is a panel's target and the samples it must give.
-type promCase struct {
-	dashboard, panel, refID string
-	want                    []promSample
-}
-
-// runPromtool evaluates each case's target on series with promtool test
-// rules.
-func runPromtool(t *testing.T, promtool, series string, cases []promCase, expr func(dashboard, panel, refID string) string) {
-	t.Helper()
 	var b strings.Builder
 	b.WriteString("rule_files: []\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:" + series + "    promql_expr_test:\n")
 	for _, c := range cases {
@@ -186,7 +225,7 @@ func runPromtool(t *testing.T, promtool, series string, cases []promCase, expr f
 			fmt.Fprintf(&b, "          - labels: '%s'\n            value: %s\n", s.labels, s.value)
 		}
 	}
-	file := filepath.Join(t.TempDir(), "panels.test.yml")
+	file := filepath.Join(t.TempDir(), "replicas.test.yml")
 	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}

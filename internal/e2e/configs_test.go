@@ -198,7 +198,15 @@ func exporterConfig(t *testing.T, examples, out, simAddr string) exporterSetup {
 // ruleCopy in their place.
 func prometheusConfig(t *testing.T, examples, out string, exporterAddrs []string, amAddr, ruleCopy string) []string {
 	t.Helper()
-	file := filepath.Join(examples, "prometheus.yml")
+	return prometheusConfigFrom(t, filepath.Join(examples, "prometheus.yml"), out, map[string][]string{jobName: exporterAddrs}, amAddr, ruleCopy)
+}
+
+// prometheusConfigFrom is prometheusConfig from an example file, with the
+// targets of each scrape config named in targets (by job_name), every one
+// of which the file must have.
+func prometheusConfigFrom(t *testing.T, file, out string, targets map[string][]string, amAddr, ruleCopy string) []string {
+	t.Helper()
+	examples := filepath.Dir(file)
 	cfg := readYAML(t, file)
 	global := mapAt(t, file, cfg, "global")
 	global["scrape_interval"] = "1s"
@@ -224,22 +232,24 @@ func prometheusConfig(t *testing.T, examples, out string, exporterAddrs []string
 	}
 	setTargets(t, file, alertmanagers[0], amAddr)
 
-	found := false
+	found := map[string]bool{}
 	for _, sc := range mapsAt(t, file, cfg, "scrape_configs") {
-		if sc["job_name"] == jobName {
-			setTargets(t, file, sc, exporterAddrs...)
-			found = true
+		name, _ := sc["job_name"].(string)
+		if addrs, ok := targets[name]; ok {
+			setTargets(t, file, sc, addrs...)
+			found[name] = true
 		}
 	}
-	if !found {
-		t.Fatalf("%s: no scrape config for job %q, which the rules and dashboards select", file, jobName)
+	for name := range targets {
+		if !found[name] {
+			t.Fatalf("%s: no scrape config %q (job %q is the one the rules and dashboards select)", file, name, jobName)
+		}
 	}
 	writeYAML(t, out, cfg)
 	return rules
 }
 
-// setTargets replaces the single target of a single static config with
-// addrs.
+// setTargets replaces the targets of a single static config with addrs.
 func setTargets(t *testing.T, file string, m yamlMap, addrs ...string) {
 	t.Helper()
 	statics := mapsAt(t, file, m, "static_configs")
@@ -247,8 +257,8 @@ func setTargets(t *testing.T, file string, m yamlMap, addrs ...string) {
 		t.Fatalf("%s: want one static_configs entry, got %d", file, len(statics))
 	}
 	targets, ok := statics[0]["targets"].([]any)
-	if !ok || len(targets) != 1 {
-		t.Fatalf("%s: want one target in static_configs, got %v", file, statics[0]["targets"])
+	if !ok || len(targets) == 0 {
+		t.Fatalf("%s: want targets in static_configs, got %v", file, statics[0]["targets"])
 	}
 	list := make([]any, len(addrs))
 	for i, a := range addrs {

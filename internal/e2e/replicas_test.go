@@ -70,6 +70,9 @@ const (
 	// for the whole test in 10 minutes on 2 cores.
 	replicasRunTimeout = 9 * time.Minute
 
+	// replicasKeyPrefix is the store's key_prefix in the replicas' config.
+	replicasKeyPrefix = "replicas_test"
+
 	// The critical alert that must page once: this feed of the first address.
 	criticalSource = "combolist"
 )
@@ -116,6 +119,9 @@ type replicaSet struct {
 	configFile string
 	bin        string
 	extraArgs  []string // more flags of every replica
+	// service is the one address in front of the replicas through which
+	// Prometheus scrapes the cluster's series (TestReplicas only).
+	service *service
 }
 
 // TestReplicas proves the replicated mode on real parts (redis-server,
@@ -123,18 +129,20 @@ type replicaSet struct {
 // examples and rules, the stand-in API with its fixed 60-second window):
 //
 //   - run 1: 1,000 signed alerts, each to two replicas, during a rolling
-//     restart and a SIGKILL: every alert answered 204 is counted exactly
+//     restart and a SIGKILL of the replica serving the cluster's series
+//     (Prometheus scrapes them once, through one address in front of the
+//     three, as examples/prometheus-replicas.yml says): every alert answered 204 is counted exactly
 //     once, the same on every replica; every window at or under budget
 //     with no 429; every address read within its interval (and, before
-//     any webhook, by one replica); the critical alert pages once although
-//     three replicas export it;
+//     any webhook, by one replica); the critical alert pages once;
 //   - run 2: 1,000 more while the store is stopped (SIGSTOP) for 60 s:
 //     every replica keeps answering 204 and reports the store down; one
 //     replica holding alerts the store does not have yet is killed
 //     (SIGKILL) and started again meanwhile; once the store is back the
 //     counts are exact again, and the budget held;
 //   - throughout, Alertmanager sent the critical page once and no other
-//     notification;
+//     notification, and every alert counter reached Prometheus in one
+//     copy;
 //   - an acknowledgement made on one replica's page is served by every
 //     replica, in /metrics and in the list API.
 //
@@ -155,8 +163,8 @@ func TestReplicas(t *testing.T) {
 	goBuild(testContext(t, buildTimeout), t, root, exporterBin, ".")
 	ctx := testContext(t, replicasRunTimeout)
 
-	ports := freeAddrs(t, 3+2*replicaCount)
-	promAddr, amAddr, smtpAddr := ports[0], ports[1], ports[2]
+	ports := freeAddrs(t, 4+2*replicaCount)
+	promAddr, amAddr, smtpAddr, serviceAddr := ports[0], ports[1], ports[2], ports[3]
 	rs := &replicaSet{
 		stack: &stack{dir: dir, prom: promAPI{base: "http://" + promAddr}, am: amAPI{base: "http://" + amAddr}, receiver: newReceiver(t)},
 		t:     t,
@@ -165,7 +173,7 @@ func TestReplicas(t *testing.T) {
 		extraArgs: []string{"--web.enable-acknowledgements", "--web.acknowledgements.user-header=" + ackUserHeader, "--web.acknowledgements.proxy=127.0.0.1"},
 	}
 	for i := range replicaCount {
-		r := &replica{index: i, webAddr: ports[3+2*i], hookAddr: ports[4+2*i], dir: filepath.Join(dir, fmt.Sprintf("replica-%d-data", i))}
+		r := &replica{index: i, webAddr: ports[4+2*i], hookAddr: ports[5+2*i], dir: filepath.Join(dir, fmt.Sprintf("replica-%d-data", i))}
 		rs.replicas = append(rs.replicas, r)
 	}
 
@@ -178,7 +186,9 @@ func TestReplicas(t *testing.T) {
 		webAddrs = append(webAddrs, r.webAddr)
 	}
 	prometheusFile := filepath.Join(dir, "prometheus.yml")
-	prometheusConfig(t, examples, prometheusFile, webAddrs, amAddr, filepath.Join(root, "alerts", "breach_exporter.rules.yml"))
+	rs.service = newService(t, serviceAddr, webAddrs)
+	prometheusConfigFrom(t, filepath.Join(examples, "prometheus-replicas.yml"), prometheusFile,
+		map[string][]string{jobName: webAddrs, clusterJob: {serviceAddr}}, amAddr, filepath.Join(root, "alerts", "breach_exporter.rules.yml"))
 	alertmanagerFile := filepath.Join(dir, "alertmanager.yml")
 	alertmanagerConfig(t, examples, alertmanagerFile, rs.receiver.server.Listener.Addr().String(), smtpAddr)
 	rs.start(t, dir, "alertmanager", alertmanagerBin,
@@ -201,6 +211,7 @@ func TestReplicas(t *testing.T) {
 	rs.waitReady(ctx, t, "prometheus", rs.prom.base+"/-/ready")
 	rs.eventually(ctx, t, "every replica reports the store up", startupTimeout, rs.storeUp(1))
 	rs.eventually(ctx, t, "Prometheus scrapes the three replicas", startupTimeout, rs.targetsUp)
+	rs.eventually(ctx, t, "Prometheus scrapes the cluster's series through the service", startupTimeout, rs.clusterTargetUp)
 	rs.eventually(ctx, t, "the first round: every address read, each by one replica", maxReadGap, rs.firstRound)
 
 	page := demoPair{rs.addresses[0], criticalSource}
@@ -228,7 +239,7 @@ func TestReplicas(t *testing.T) {
 				if err := waitFor(ctx, faults[killAt]); err != nil {
 					return err
 				}
-				return rs.restart(ctx, rs.replicas[1], true)
+				return rs.killServing(ctx)
 			}()
 		}()
 		gate := make(chan struct{})
@@ -246,8 +257,8 @@ func TestReplicas(t *testing.T) {
 		rs.checkRun(ctx, t, sent, replicaBodies)
 		rs.checkReads(t, start, time.Now())
 	})
-	// Three replicas export the alert; the rules and Alertmanager make it
-	// one page.
+	// The serving replica changed twice or more (its restart, its
+	// SIGKILL): the page is one all the same.
 	t.Run("the critical alert pages once", func(t *testing.T) {
 		rs.eventually(ctx, t, "one page for "+page.String(), deliveryTimeout, rs.pagedOnce(page))
 	})
@@ -284,6 +295,10 @@ func TestReplicas(t *testing.T) {
 				t.Errorf("the page for %s resolved during the test (a replica's restart or the store's outage): %v", page, d.labels)
 			}
 		}
+	})
+
+	t.Run("the cluster's series reached Prometheus once", func(t *testing.T) {
+		rs.checkOneCopy(ctx, t)
 	})
 
 	// One fact is one page however many replicas see it, and restarts, a
@@ -434,7 +449,7 @@ func (rs *replicaSet) writeConfig(t *testing.T) {
 		},
 		"store": yamlMap{
 			"url":        rs.store.URL() + "/0",
-			"key_prefix": "replicas_test",
+			"key_prefix": replicasKeyPrefix,
 		},
 	}
 	rs.configFile = filepath.Join(rs.dir, "breach_exporter.yml")

@@ -308,10 +308,11 @@ func (r *replicas) catchUp(after string) {
 // run follows the stream, forwards alerts and converges until ctx ends.
 func (r *replicas) run(ctx context.Context, wg *sync.WaitGroup) {
 	context.AfterFunc(ctx, r.stop)
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); r.shared.Run(ctx) }()
 	go func() { defer wg.Done(); r.forward(ctx) }()
 	go func() { defer wg.Done(); r.converge(ctx) }()
+	go func() { defer wg.Done(); r.renewServing(ctx) }()
 }
 
 // converge runs a round every convergeEvery, and follows the stream while

@@ -56,6 +56,10 @@ type Options struct {
 	// MaxRequests is the most /metrics requests served at once; the
 	// others are answered 503. 0: no limit.
 	MaxRequests int
+	// AdvertiseURL is the URL of this process's /metrics for the other
+	// replicas of its store, which pass scope=cluster scrapes to it while
+	// it serves them (serving.go).
+	AdvertiseURL string
 }
 
 // Exporter is the running program minus its listeners.
@@ -232,6 +236,7 @@ func (e *Exporter) openState(bundle *config.Bundle) (*persist.State, error) {
 			return nil, err
 		}
 		e.replicas.sync.resynced = e.resyncWatchlist
+		e.replicas.serving = newServing(o.AdvertiseURL)
 	}
 	var saved *persist.State
 	if o.StoragePath != "" {
@@ -887,6 +892,10 @@ func (e *Exporter) Close() error {
 		// deletes this replica's folder (an emptyDir's pod) loses them.
 		level.Warn(e.logger).Log("msg", "Stopping with alerts accepted here that the store does not hold yet; they are passed on at the next start from this folder, and lost with it", "alerts", n)
 	}
+	if e.replicas != nil {
+		// The next scrape finds another replica serving at once.
+		e.replicas.releaseServing(context.Background())
+	}
 	e.release()
 	return err
 }
@@ -984,7 +993,7 @@ func (e *Exporter) markReload(ok bool) {
 // handler is instrumented as promhttp's, its metrics registered with
 // Options.Registerer, and serves at most Options.MaxRequests at once.
 func (e *Exporter) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
-	return collector.Instrument(e.opts.Registerer, collector.NewHandler(e.renderer, gatherer, e.logger), e.opts.MaxRequests)
+	return collector.Instrument(e.opts.Registerer, e.clusterScope(collector.NewHandler(e.renderer, gatherer, e.logger)), e.opts.MaxRequests)
 }
 
 // WebhookHandler is the receiver's handler, nil when it is off.

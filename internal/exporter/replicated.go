@@ -99,9 +99,10 @@ type replicas struct {
 	deployment string
 	stopping   atomic.Bool
 
-	sync convergence // converge.go
-	dups dupAccount  // replayed.go
-	page pageShare   // pageshare.go
+	sync    convergence // converge.go
+	dups    dupAccount  // replayed.go
+	page    pageShare   // pageshare.go
+	serving *serving    // serving.go
 }
 
 type forwarded struct {

@@ -71,7 +71,11 @@ type Event struct {
 
 // The operations breach_exporter_store_errors_total counts, each
 // pre-created at 0 so that a rate over them exists from the start.
-var operations = []string{"reserve", "pause", "claim", "release", "publish", "read", "follow", "checkpoint", opHealth}
+var operations = []string{"reserve", "pause", "claim", "release", "publish", "read", "follow", "checkpoint", opServe, opHealth}
+
+// opServe is the serving replica's lease and the stream ID last served
+// (serving.go).
+const opServe = "serve"
 
 // opHealth is the health check's operation: its write of the alive key is
 // the one proof that writes work.

@@ -373,3 +373,14 @@ controller limits per real client (docs/webhook.md#exposing-it).
 {{- int $v }}
 {{- end }}
 {{- end }}
+
+{{/*
+"true" when Prometheus gets the cluster's series once (docs/alerts.md,
+"With several replicas"): replicas with a store and
+serviceMonitor.clusterScrape. The ServiceMonitor then scrapes each pod for
+its own health (scope=replica), and a ScrapeConfig the Service for the
+cluster's series (scope=cluster).
+*/}}
+{{- define "breach-exporter.oneCopy" -}}
+{{- and (eq (include "breach-exporter.replicated" .) "true") .Values.serviceMonitor.clusterScrape | toString }}
+{{- end }}

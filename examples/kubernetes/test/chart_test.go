@@ -389,3 +389,10 @@ func hasServicePort(objs objects, service, port string) bool {
 	}
 	return false
 }
+
+// The chart's replicas scrape as the replicas overlay does: each pod for
+// its own health, the metrics Service once for the cluster's series.
+func TestChartOneCopy(t *testing.T) {
+	objs := render(t, "-f", filepath.Join(chartDir, "ci", "replicas-values.yaml"), "--set", "serviceMonitor.enabled=true")
+	checkOneCopy(t, objs, "breach-exporter."+monitoring+".svc:9799")
+}

@@ -19,6 +19,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	monitoringv1alpha1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -58,6 +59,8 @@ func typed(apiVersion, kind string) (any, bool) {
 		return &monitoringv1.ServiceMonitor{}, true
 	case "monitoring.coreos.com/v1/PrometheusRule":
 		return &monitoringv1.PrometheusRule{}, true
+	case "monitoring.coreos.com/v1alpha1/ScrapeConfig":
+		return &monitoringv1alpha1.ScrapeConfig{}, true
 	case "policy/v1/PodDisruptionBudget":
 		return &policyv1.PodDisruptionBudget{}, true
 	}
@@ -74,6 +77,7 @@ type objects struct {
 	ingresses       []*networkingv1.Ingress
 	policies        []*networkingv1.NetworkPolicy
 	serviceMonitors []*monitoringv1.ServiceMonitor
+	scrapeConfigs   []*monitoringv1alpha1.ScrapeConfig
 	rules           []*monitoringv1.PrometheusRule
 	budgets         []*policyv1.PodDisruptionBudget
 	count           int
@@ -112,6 +116,8 @@ func (objs *objects) add(t *testing.T, id, apiVersion, kind string, data []byte)
 		objs.serviceMonitors = append(objs.serviceMonitors, o)
 	case *monitoringv1.PrometheusRule:
 		objs.rules = append(objs.rules, o)
+	case *monitoringv1alpha1.ScrapeConfig:
+		objs.scrapeConfigs = append(objs.scrapeConfigs, o)
 	case *policyv1.PodDisruptionBudget:
 		objs.budgets = append(objs.budgets, o)
 	}

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,6 +44,7 @@ func TestReplicasOverlay(t *testing.T) {
 		t.Errorf("%d replicas, want several", *exporter.Spec.Replicas)
 	}
 	checkReplicated(t, objs, exporter)
+	checkOneCopy(t, objs, "breach-exporter.monitoring.svc:9799")
 
 	cfg := configFile(t, objs)
 	section, _ := cfg["store"].(map[string]any)
@@ -205,4 +207,41 @@ func servesPods(objs objects, name string, port int32, labels map[string]string)
 		}
 	}
 	return false
+}
+
+// checkOneCopy holds a replicated deployment's scrapes to one copy of the
+// cluster's series: the ServiceMonitor scrapes each pod with scope=replica,
+// and one ScrapeConfig the metrics Service (target) with scope=cluster, as
+// job="breach"; the pods advertise their address to each other.
+func checkOneCopy(t *testing.T, objs objects, target string) {
+	t.Helper()
+	if len(objs.serviceMonitors) != 1 || len(objs.scrapeConfigs) != 1 {
+		t.Fatalf("%d ServiceMonitors and %d ScrapeConfigs, want one each", len(objs.serviceMonitors), len(objs.scrapeConfigs))
+	}
+	if got := objs.serviceMonitors[0].Spec.Endpoints[0].Params["scope"]; !slices.Equal(got, []string{"replica"}) {
+		t.Errorf("the ServiceMonitor scrapes the pods with scope %v, want [replica]", got)
+	}
+	sc := objs.scrapeConfigs[0].Spec
+	if got := sc.Params["scope"]; !slices.Equal(got, []string{"cluster"}) {
+		t.Errorf("the ScrapeConfig scrapes with scope %v, want [cluster]", got)
+	}
+	if len(sc.StaticConfigs) != 1 || len(sc.StaticConfigs[0].Targets) != 1 || string(sc.StaticConfigs[0].Targets[0]) != target {
+		t.Errorf("the ScrapeConfig's targets are %+v, want the metrics Service %s alone", sc.StaticConfigs, target)
+	}
+	job := false
+	for _, r := range sc.RelabelConfigs {
+		job = job || (r.TargetLabel == "job" && r.Replacement != nil && *r.Replacement == "breach")
+	}
+	if !job {
+		t.Error(`the ScrapeConfig does not set job="breach", which the rules select`)
+	}
+	args := strings.Join(objs.deployments[0].Spec.Template.Spec.Containers[0].Args, " ")
+	for _, d := range objs.deployments {
+		if d.Name == "breach-exporter" || strings.HasSuffix(d.Name, "-breach-exporter") {
+			args = strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
+		}
+	}
+	if !strings.Contains(args, "--web.advertise-url=") || !strings.Contains(args, "$(POD_IP)") {
+		t.Errorf("the exporter's arguments %q advertise no pod address to the other replicas", args)
+	}
 }
