@@ -219,23 +219,11 @@ func (r *replicas) apply(ev sharedstore.Event) {
 		return
 	}
 	now := time.Now()
-	if ev.Kind == eventAlert {
-		a, ok := r.mine[ev.ID]
-		delete(r.mine, ev.ID)
-		if !ok || ev.Origin != r.name {
-			var err error
-			if a, err = decodeAlert(ev.Data, now); err != nil {
-				r.invalid(ev, err)
-				return
-			}
-		}
-		r.inspect(ev, a.Digest)
-		if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, ev.ID, prev, len(ev.Data)) {
-			r.hook.ApplyShared(a, ev.Origin == r.name)
-		}
+	switch ev.Kind {
+	case eventAlert:
+		r.applyAlert(ev, prev, now)
 		return
-	}
-	if ev.Kind == eventPage {
+	case eventPage:
 		r.applyPage(ev, now)
 		return
 	}
@@ -252,6 +240,24 @@ func (r *replicas) apply(ev sharedstore.Event) {
 	}
 	if !r.holdAnswer(ev.Kind, o, len(ev.Data)) {
 		r.applyOutcome(ev.Kind, o)
+	}
+}
+
+// applyAlert applies an accepted alert's event, prev the event before it.
+// Called with applying held.
+func (r *replicas) applyAlert(ev sharedstore.Event, prev string, now time.Time) {
+	a, ok := r.mine[ev.ID]
+	delete(r.mine, ev.ID)
+	if !ok || ev.Origin != r.name {
+		var err error
+		if a, err = decodeAlert(ev.Data, now); err != nil {
+			r.invalid(ev, err)
+			return
+		}
+	}
+	r.inspect(ev, a.Digest)
+	if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, ev.ID, prev, len(ev.Data)) {
+		r.hook.ApplyShared(a, ev.Origin == r.name)
 	}
 }
 
