@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,7 +56,40 @@ type ownerSource struct {
 // under dir.
 func ownerSources(t *testing.T, dir string) []ownerSource {
 	t.Helper()
-	return []ownerSource{sdFileSource(t, filepath.Join(dir, "owners"))}
+	return []ownerSource{sdFileSource(t, filepath.Join(dir, "owners")), httpSource(t)}
+}
+
+// httpSource is addresses_http: a server of the test on loopback, as a
+// directory team's export would serve it, which the exporter asks every
+// second. Until the first publish it answers an empty list, which the
+// exporter counts as a failure and ignores (nothing to keep yet).
+func httpSource(t *testing.T) ownerSource {
+	t.Helper()
+	var mu sync.Mutex
+	body := []byte("[]")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return ownerSource{
+		name: "http",
+		configure: func(cfg yamlMap) {
+			cfg["addresses_http"] = []any{yamlMap{"url": srv.URL + "/owners.json", "refresh_interval": "1s"}}
+		},
+		publish: func(groups []ownerGroup) error {
+			data, err := json.Marshal(groups)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			body = data
+			return nil
+		},
+	}
 }
 
 // sdFileSource is addresses_sd_files: one JSON file in dir, which the glob

@@ -145,7 +145,7 @@ func (r *List) recordAlert(account, email string, d AlertDelta, refresh bool) Al
 		if d.Severity == breach.Critical && !noSeverity {
 			m := e.Feeds[d.Source]
 			if d.AcceptedAt.After(m.Critical) {
-				m.Critical = d.AcceptedAt
+				m.Critical, m.CriticalObserved = d.AcceptedAt, d.ObservedAt
 				e.Feeds = maps.Clone(e.Feeds)
 				if e.Feeds == nil {
 					e.Feeds = map[string]FeedMoments{}

@@ -129,10 +129,21 @@ type FeedMoments struct {
 	// Critical is when the exporter accepted the feed's latest critical
 	// webhook; zero before the first.
 	Critical time.Time
+	// CriticalObserved is that webhook's observed_at, on the service's
+	// clock as last_changed_at is (zero when it had none in bounds): a
+	// change whose last_changed_at is not after it is the one the webhook
+	// announced, so the exporter saw it at Critical, however late a read
+	// shows it (seeFeeds). Not in the snapshot: a change announced before
+	// the snapshot a restart starts from counts as seen at its read.
+	CriticalObserved time.Time
 }
 
 // seeFeeds returns e's feed moments after an answer with sources read at
-// at; unchanged feeds keep their moments, feeds the answer omits too.
+// at; unchanged feeds keep their moments, feeds the answer omits too. A
+// change a critical webhook announced was seen when the webhook was
+// accepted: the read comes when the budget allows, maybe after the page
+// the webhook made was acknowledged, and must not undo that
+// acknowledgement.
 func seeFeeds(old map[string]FeedMoments, sources []breach.SourceState, at time.Time) (map[string]FeedMoments, bool) {
 	var next map[string]FeedMoments
 	for _, s := range sources {
@@ -150,6 +161,8 @@ func seeFeeds(old map[string]FeedMoments, sources []breach.SourceState, at time.
 		m.LastChangedAt, m.ChangeSeen = s.LastChangedAt, at
 		if first {
 			m.ChangeSeen = minTime(s.LastChangedAt, at)
+		} else if m.announced(s.LastChangedAt) {
+			m.ChangeSeen = minTime(m.Critical, at)
 		}
 		next[s.Source] = m
 	}
@@ -157,6 +170,13 @@ func seeFeeds(old map[string]FeedMoments, sources []breach.SourceState, at time.
 		return old, false
 	}
 	return next, true
+}
+
+// announced reports whether the feed's change stamped changed is the one
+// (or older than the one) its latest critical webhook reported: observed_at
+// has whole seconds, last_changed_at milliseconds.
+func (m FeedMoments) announced(changed time.Time) bool {
+	return !m.Critical.IsZero() && !m.CriticalObserved.IsZero() && !changed.Truncate(time.Second).After(m.CriticalObserved)
 }
 
 func minTime(a, b time.Time) time.Time {
