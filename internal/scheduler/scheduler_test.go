@@ -436,7 +436,7 @@ func TestMe(t *testing.T) {
 		return nil
 	}
 	h.start().advance(time.Second)
-	if acc := h.reg.View().Accounts[0].Account; acc != (watchlist.Account{Plan: "pro", Up: true}) {
+	if acc := h.reg.View().Accounts[0].Account; acc != (watchlist.Account{Plan: "pro", Up: true, Known: true}) {
 		t.Fatalf("account after the first /me: %+v", acc)
 	}
 	h.advance(11 * time.Minute)
@@ -447,7 +447,7 @@ func TestMe(t *testing.T) {
 
 	meFails = true
 	h.advance(5 * time.Minute)
-	if acc := h.reg.View().Accounts[0].Account; acc != (watchlist.Account{Plan: "pro", Up: false}) {
+	if acc := h.reg.View().Accounts[0].Account; acc != (watchlist.Account{Plan: "pro", Up: false, Known: true}) {
 		t.Fatalf("account after a failed /me: %+v, want down with the plan kept", acc)
 	}
 	if n := len(h.api.callsTo("user000@example.com")); n < 16 {
