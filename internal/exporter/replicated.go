@@ -207,6 +207,7 @@ func (r *replicas) apply(ev sharedstore.Event) {
 	if !ev.Rewound && (sharedstore.After(r.last, ev.ID) || r.last == ev.ID) {
 		return // already applied (catch-up and Follow may overlap)
 	}
+	r.noteLost(ev)
 	r.last = ev.ID
 	if len(ev.Data) > maxEventBytes {
 		// Before anything decodes it: the bound is on what is held.
@@ -247,6 +248,21 @@ func (r *replicas) apply(ev sharedstore.Event) {
 	}
 	if !r.holdAnswer(ev.Kind, o, len(ev.Data)) {
 		r.applyOutcome(ev.Kind, o)
+	}
+}
+
+// noteLost notes, for the next round, an entry the store added after it
+// had lost this replica's position: its prev (the newest ID the stream
+// had given before it) comes before the last event applied. Trimming
+// never does that; a store restarted from an older save, or a stream
+// deleted, does, however many entries followed before a round looked at
+// the store's head. Entries the reader did not apply (another
+// deployment's, or far ahead and removed by the repair) leave the
+// position where it was, and so raise nothing; an entry of the release
+// before prev has none. Called with applying held.
+func (r *replicas) noteLost(ev sharedstore.Event) {
+	if ev.Prev != "" && r.sync.lost == "" && sharedstore.Before(ev.Prev, r.last) {
+		r.sync.lost, r.sync.lostAt = r.last, ev.ID
 	}
 }
 

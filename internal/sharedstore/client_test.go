@@ -578,7 +578,12 @@ func TestReadInOrderAcrossPages(t *testing.T) {
 		t.Helper()
 		i := from
 		last, err := a.Read(ctx, after, until, func(e Event) {
-			want := Event{ID: ids[i], Kind: fmt.Sprint("kind", i%2), Origin: map[bool]string{true: "b", false: "a"}[i%3 == 0], Data: []byte(fmt.Sprint(i))}
+			// Each names the one before it, the first the stream's start.
+			prev := "0-0"
+			if i > 0 {
+				prev = ids[i-1]
+			}
+			want := Event{ID: ids[i], Kind: fmt.Sprint("kind", i%2), Origin: map[bool]string{true: "b", false: "a"}[i%3 == 0], Data: []byte(fmt.Sprint(i)), Prev: prev}
 			if fmt.Sprint(e) != fmt.Sprint(want) {
 				t.Fatalf("event %d: %+v, want %+v", i, e, want)
 			}

@@ -107,6 +107,15 @@ return 1
 // entries and moves the stream's last ID back to its top entry, with the
 // largest deleted ID reset so that no reader takes the removal for a gap
 // it missed. field reads XINFO's flat reply.
+//
+// Every entry xadd adds names, as prev, the newest ID the stream had given
+// before it ("0-0" when there was no stream), read in the same script. A
+// reader that applied an entry after prev holds events the store lost
+// (restarted from an older save, the stream deleted), however many entries
+// follow: trimming never moves the last given ID back, and repair moves it
+// back only over entries no reader applies. The last given ID rather than
+// the top entry's: an entry removed from the end by XDEL is not taken for
+// a rewind. The previous release ignores the field.
 const luaStream = `
 local function aheadLimit(ahead)
   local t = redis.call('TIME')
@@ -145,12 +154,16 @@ local function repair(key, limit)
   end
   return n
 end
+local function lastGiven(key)
+  if redis.call('EXISTS', key) == 0 then return '0-0' end
+  return field(redis.call('XINFO', 'STREAM', key), 'last-generated-id')
+end
 local function xadd(key, limit, maxlen, ...)
-  local ok, id = pcall(redis.call, 'XADD', key, 'MAXLEN', '~', maxlen, '*', ...)
+  local ok, id = pcall(redis.call, 'XADD', key, 'MAXLEN', '~', maxlen, '*', 'prev', lastGiven(key), ...)
   if ok and msOf(id) <= limit then return id, 0 end
   if ok then redis.call('XDEL', key, id) end
   local n = repair(key, limit)
-  return redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', ...), n
+  return redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', 'prev', lastGiven(key), ...), n
 end
 `
 
