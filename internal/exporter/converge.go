@@ -35,8 +35,9 @@ import (
 // checkpoint up to the store's newest (the stream shows no entry deleted
 // or trimmed past it). Only a synced replica writes a checkpoint, and only
 // over one of its own lineage that holds less (or over one that cannot be
-// valid: an ID past the store's clock). So a checkpoint always holds a
-// whole history, and a replica that loads it and reads on holds it too.
+// valid: an ID past the store's clock; or, a lineage's first, as below).
+// So a checkpoint always holds a whole history, and a replica that loads
+// it and reads on holds it too.
 //
 // Every second (convergeEvery) a replica looks at the store's head (the
 // checkpoint's ID and lineage, the stream's bounds, without any data) and
@@ -55,7 +56,16 @@ import (
 //   - when the store lost events it holds (restarted from an older RDB,
 //     the stream deleted) and the store's checkpoint is older than them:
 //     it starts a new lineage from its own state, so that replicas that
-//     loaded the older checkpoint meanwhile resync with it.
+//     loaded the older checkpoint meanwhile resync with it. It sees the
+//     loss in the store's head when the stream ends before its position,
+//     and in the stream itself when new entries followed the loss before
+//     the round: each entry names the newest ID the stream had given
+//     before it (prev), and one applied after a position past its prev
+//     says the store no longer has that position (noteLost). Several
+//     replicas that start new lineages at once settle on the one holding
+//     the latest position: the first checkpoint of a new lineage replaces
+//     another lineage's only when that one holds an earlier event
+//     (sharedstore's writeCheckpointScript), and the others load it.
 //
 // Why a lineage rather than a digest of the state compared every so often:
 // a digest says two replicas differ, not which one is right, and it needs
@@ -81,6 +91,19 @@ type convergence struct {
 	replace  string // an invalid checkpoint's ID, to write over
 	extra    []byte // the continuity taken with the state (take), for its checkpoint
 	start    *checkpointExtra
+	// fresh: the lineage was started here and no checkpoint of it is
+	// written yet; its first is sharedstore.Checkpoint.New, and may
+	// replace one of from, the lineage the state descended from then.
+	fresh bool
+	from  string
+	// started is the position this replica started its lineage from; ""
+	// when it loaded the lineage's checkpoint.
+	started string
+	// lost is the position held when an entry applied named a prev
+	// before it (noteLost): the store lost events this replica holds,
+	// whatever entries came after; lostAt is that entry's ID. "" when
+	// none; the next round acts on it.
+	lost, lostAt string
 
 	synced atomic.Bool
 
@@ -377,6 +400,14 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 	// look like events the store lost (a new lineage for nothing).
 	r.applying.Lock()
 	last, lineage, descends := r.last, r.sync.lineage, r.sync.descends
+	loss := lossSeen{held: r.sync.lost, at: r.sync.lostAt, fresh: r.sync.fresh, from: r.sync.from}
+	seen := loss.at
+	if r.sync.started != "" && !sharedstore.Before(r.sync.started, loss.held) {
+		// This replica started its lineage from a state past the loss
+		// (it saw it in the head first): the lineage holds what the
+		// store lost.
+		loss.held, loss.at = "", ""
+	}
 	r.applying.Unlock()
 	head, err := r.shared.Head(ctx)
 	if err != nil {
@@ -385,11 +416,18 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 	switch {
 	case !head.HasCheckpoint || !r.validHead(head):
 		moved = r.withoutCheckpoint(head)
+	case descends && r.sync.synced.Load() && loss.contends(head, last):
+		r.rewind(head, last)
 	case descends && head.Lineage == lineage:
-		moved = r.ofLineage(ctx, head, last)
+		moved = r.ofLineage(ctx, head, last, loss)
 	default:
 		moved = r.resync(ctx, head, "lineage")
 	}
+	r.applying.Lock()
+	if r.sync.lostAt == seen {
+		r.sync.lost, r.sync.lostAt = "", "" // acted on (a resync cleared it already)
+	}
+	r.applying.Unlock()
 	r.settleDuplicates()
 	if r.sync.synced.Load() {
 		_ = r.shared.MarkSynced(ctx, syncedTTL)
@@ -450,18 +488,77 @@ func (r *replicas) withoutCheckpoint(head sharedstore.Head) bool {
 // newLineage starts a lineage from the state held. Called with applying
 // held.
 func (r *replicas) newLineage() {
+	if !r.sync.fresh {
+		r.sync.from = ""
+		if r.sync.descends {
+			r.sync.from = r.sync.lineage
+		}
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	r.sync.lineage, r.sync.descends = hex.EncodeToString(b[:]), true
+	r.sync.lineage, r.sync.descends, r.sync.fresh = hex.EncodeToString(b[:]), true, true
 	r.sync.noCheckpoint = time.Time{}
 	if r.last == "" {
 		r.last = "0-0"
 	}
+	r.sync.started = r.last
+}
+
+// lossSeen is what a round knows of events the store lost that this
+// replica holds, besides the store's head: the position held when an
+// entry applied named a prev before it, and that entry's ID (noteLost);
+// and whether it started a lineage whose first checkpoint is not written
+// yet (fresh), descended from lineage from.
+type lossSeen struct {
+	held, at string
+	fresh    bool
+	from     string
+}
+
+// contends reports whether a synced replica at position last holds events
+// the store lost that the store's checkpoint does not hold, or started a
+// lineage to hold them that is not written yet: it then starts a new
+// lineage, or writes its first checkpoint again, rather than load the
+// store's. The store lost them when the stream ends before last
+// (rewound), or an entry applied named a prev before the position held
+// (held). The checkpoint does not hold them when it is before held, or
+// at or after the entry that showed the loss: written from the stream
+// after the loss, by a replica that started from an older checkpoint. One
+// in between was written before the loss by a replica further on; it
+// holds all this one does (ofLineage loads it). A fresh lineage's first
+// checkpoint replaces one of the lineage it descended from, or one
+// holding an earlier event.
+func (l lossSeen) contends(head sharedstore.Head, last string) bool {
+	if l.held != "" {
+		return sharedstore.Before(head.ID, l.held) || !sharedstore.Before(head.ID, l.at)
+	}
+	return rewound(last, head) || l.fresh && (l.from != "" && head.Lineage == l.from || sharedstore.Before(head.ID, last))
+}
+
+// rewind starts a new lineage from this replica's state, which holds
+// events the store lost, to be written at once over the store's
+// checkpoint (replace); when one is started already and not written yet,
+// it writes it again.
+func (r *replicas) rewind(head sharedstore.Head, held string) {
+	r.sync.behind.Store(true)
+	r.sync.urgent = true
+	r.applying.Lock()
+	fresh := r.sync.fresh
+	if !fresh {
+		r.newLineage()
+	}
+	r.sync.replace = head.ID
+	r.applying.Unlock()
+	if fresh {
+		return
+	}
+	r.sync.lineages.WithLabelValues("rewound").Inc()
+	level.Warn(r.logger).Log("msg", "The store lost events this replica holds (restarted from an older save?): starting a new lineage from this replica's state", "store_newest", head.LastGiven, "held", held)
 }
 
 // ofLineage is a round's step when the state descends from the lineage
 // of the store's checkpoint.
-func (r *replicas) ofLineage(ctx context.Context, head sharedstore.Head, last string) bool {
+func (r *replicas) ofLineage(ctx context.Context, head sharedstore.Head, last string, loss lossSeen) bool {
 	r.sync.noCheckpoint = time.Time{}
 	synced := r.sync.synced.Load()
 	switch {
@@ -474,16 +571,12 @@ func (r *replicas) ofLineage(ctx context.Context, head sharedstore.Head, last st
 			return r.resync(ctx, head, "gap")
 		}
 		return false
-	case synced && rewound(last, head):
-		r.applying.Lock()
-		r.newLineage()
-		r.sync.replace = head.ID
-		r.applying.Unlock()
-		r.sync.lineages.WithLabelValues("rewound").Inc()
-		r.sync.behind.Store(true)
-		r.sync.urgent = true
-		level.Warn(r.logger).Log("msg", "The store lost events this replica holds (restarted from an older save?): starting a new lineage from this replica's state", "store_newest", head.LastGiven, "held", last)
-		return false
+	case loss.held != "" && sharedstore.Before(loss.held, head.ID):
+		// The store lost events after this replica's position that its
+		// checkpoint holds (written before the loss by a replica further
+		// on: lossSeen.contends): entries after the loss do not bring
+		// them back.
+		return r.resync(ctx, head, "gap")
 	}
 	r.sync.behind.Store(synced && sharedstore.Before(head.ID, last))
 	caughtUp := !sharedstore.Before(last, r.sync.target) || !sharedstore.Before(last, head.Last)
@@ -544,7 +637,8 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 		r.restorePage(x, time.Now())
 	}
 	r.last = st.Stream
-	r.sync.lineage, r.sync.descends = lineage, true
+	r.sync.lineage, r.sync.descends, r.sync.fresh = lineage, true, false
+	r.sync.lost, r.sync.lostAt, r.sync.started = "", "", ""
 	r.sync.target = ""
 	clear(r.mine)
 	r.rebaseHeld(st.Stream) // unwatched.go
@@ -590,7 +684,7 @@ func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error
 	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
 	defer cancel()
 	r.applying.Lock()
-	c := sharedstore.Checkpoint{ID: id, Lineage: r.sync.lineage, Data: data, Extra: r.sync.extra}
+	c := sharedstore.Checkpoint{ID: id, Lineage: r.sync.lineage, Data: data, Extra: r.sync.extra, New: r.sync.fresh, From: r.sync.from}
 	replace := r.sync.replace
 	r.applying.Unlock()
 	saved, err := r.shared.WriteCheckpoint(ctx, c, replace)
@@ -598,6 +692,9 @@ func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error
 		r.applying.Lock()
 		if r.sync.replace == replace {
 			r.sync.replace = ""
+		}
+		if r.sync.lineage == c.Lineage {
+			r.sync.fresh = false
 		}
 		r.applying.Unlock()
 		r.sync.behind.Store(false)

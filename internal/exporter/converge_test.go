@@ -506,3 +506,108 @@ func TestReadyWaitsForSyncWhileTheStoreAnswers(t *testing.T) {
 		t.Errorf("without a store: %v, want ready", err)
 	}
 }
+
+// linked starts a replica that reaches the store through a link the test
+// can cut, and writes its snapshot (and checkpoint) every interval.
+func (s *storeSetup) linked(t *testing.T, name string, interval time.Duration) (*replica, *link) {
+	t.Helper()
+	l := newLink(t, s.store.Addr())
+	dir := t.TempDir()
+	writeConfig(t, dir, s.api.BaseURL(), fmt.Sprintf("store:\n  url: redis://%s\nrefresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [%s]\n",
+		l.addr(), strings.Join(s.addresses, ", ")))
+	return startReplicaEvery(t, dir, filepath.Join(s.dir, name), interval), l
+}
+
+// alertsCounted posts alerts from..to-1 for address to r (postAlerts)
+// and waits until r counts to of them.
+func alertsCounted(t *testing.T, r *replica, address string, from, to int) {
+	t.Helper()
+	postAlerts(t, address, from, to-from, r)
+	series := alertsOf(address)
+	testkit.Eventually(t, fmt.Sprintf("%d alerts for %s counted", to, address), func() bool { return r.scrape(t)[series] == float64(to) })
+}
+
+// The store restarts from an older save, and new entries follow before
+// the replica that holds every event looks at the store's head (here: it
+// is cut off meanwhile; in production its round is a second away while
+// alerts arrive): it sees the loss in the entries themselves (each names
+// the ID before it), starts a new lineage, and a replica that restarted
+// from the older checkpoint loads it and ends with every alert. Before,
+// the first replica's position lay before the store's newest again, so it
+// saw nothing; the restarted one declared itself synced holding 3 alerts
+// for a of 6, and stayed so.
+func TestReplicaSeesARewindThatNewEntriesFollow(t *testing.T) {
+	s := newStoreSetup(t)
+	one, link := s.linked(t, "one", time.Second)
+	s.verified(t, one)
+	alertsCounted(t, one, "a@example.com", 0, 3)
+	s.checkpointed(t)
+	ctx := context.Background()
+	if err := s.redis.Save(ctx).Err(); err != nil { // the older save
+		t.Fatal(err)
+	}
+	alertsCounted(t, one, "a@example.com", 3, 6)
+
+	link.cut(true)
+	s.store.Stop() // without saving: it starts again from the older save
+	s.store.Start()
+	two := s.replica(t, "two") // from the older checkpoint
+	alertsCounted(t, two, "b@example.com", 0, 2)
+	link.cut(false)
+
+	a := alertsOf("a@example.com")
+	testkit.Eventually(t, "the restarted replica holds every alert", func() bool { return two.scrape(t)[a] == 6 })
+	s.waitConverged(t, two, one)
+	m := one.scrape(t)
+	if v := m[testkit.Series("breach_exporter_store_lineages_started_total", "reason", "rewound")]; v != 1 {
+		t.Errorf("the replica that holds every event started %v lineages for the rewind, want 1", v)
+	}
+	if m[a] != 6 || m[alertsOf("b@example.com")] != 2 {
+		t.Errorf("the replica that held every event counts %v and %v, want 6 and 2", m[a], m[alertsOf("b@example.com")])
+	}
+}
+
+// The stream deleted while one replica holds less than another (cut off
+// from the store meanwhile): both start new lineages, the one holding
+// less first, and yet they settle on the one holding the most: its first
+// checkpoint replaces the other's, which loads it. Before, the first
+// written stayed, and the replica holding every alert loaded the one
+// holding fewer (4 of 6).
+func TestNewLineagesSettleOnTheReplicaHoldingTheMost(t *testing.T) {
+	s := newStoreSetup(t)
+	// Checkpoints only when a lineage starts: the store's stays older than
+	// what both hold.
+	one, linkOne := s.linked(t, "one", time.Hour)
+	ctx := context.Background()
+	testkit.Eventually(t, "the first lineage's checkpoint", func() bool {
+		n, err := s.redis.Exists(ctx, checkpointKey).Result()
+		return err == nil && n == 1
+	})
+	two, linkTwo := s.linked(t, "two", time.Hour)
+	s.verified(t, one)
+	s.verified(t, two)
+	alertsCounted(t, one, "a@example.com", 0, 4)
+	a := alertsOf("a@example.com")
+	testkit.Eventually(t, "the alerts counted on both", func() bool { return two.scrape(t)[a] == 4 })
+	linkTwo.cut(true)
+	alertsCounted(t, one, "a@example.com", 4, 6)
+	linkOne.cut(true)
+	if err := s.redis.Del(ctx, eventsKey).Err(); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.redis.HGet(ctx, checkpointKey, "lineage").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	linkTwo.cut(false)
+	testkit.Eventually(t, "the replica holding less started a lineage", func() bool {
+		l, err := s.redis.HGet(ctx, checkpointKey, "lineage").Result()
+		return err == nil && l != first
+	})
+	linkOne.cut(false)
+	testkit.Eventually(t, "the replica that held less holds every alert", func() bool { return two.scrape(t)[a] == 6 })
+	s.waitConverged(t, two, one)
+	if v := one.scrape(t)[a]; v != 6 {
+		t.Errorf("the replica that held every alert counts %v, want 6", v)
+	}
+}

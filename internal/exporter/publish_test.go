@@ -209,6 +209,14 @@ func TestAlertsAfterAStallingStreamIDAreCounted(t *testing.T) {
 	testkit.Eventually(t, "the alert after the largest ID counted on both", func() bool {
 		return one.scrape(t)[alertsOf("b@example.com")] == 1 && two.scrape(t)[alertsOf("b@example.com")] == 1
 	})
+	// The repair moved the stream's last ID back over an entry no replica
+	// applied: the entries after it (their prev before it) are no loss.
+	rewound := testkit.Series("breach_exporter_store_lineages_started_total", "reason", "rewound")
+	for name, r := range map[string]*replica{"one": one, "two": two} {
+		if v := r.scrape(t)[rewound]; v != 0 {
+			t.Errorf("%s started %v lineages for a rewind after the repair, want none", name, v)
+		}
+	}
 	if err := c.Del(ctx, "breach_exporter:events").Err(); err != nil {
 		t.Fatal(err)
 	}

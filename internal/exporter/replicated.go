@@ -208,6 +208,7 @@ func (r *replicas) apply(ev sharedstore.Event) {
 	if !ev.Rewound && (sharedstore.After(r.last, ev.ID) || r.last == ev.ID) {
 		return // already applied (catch-up and Follow may overlap)
 	}
+	r.noteLost(ev)
 	prev := r.last // the event before; none known when the stream went back
 	if ev.Rewound {
 		prev = ""
@@ -258,6 +259,21 @@ func (r *replicas) applyAlert(ev sharedstore.Event, prev string, now time.Time) 
 	r.inspect(ev, a.Digest)
 	if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, ev.ID, prev, len(ev.Data)) {
 		r.hook.ApplyShared(a, ev.Origin == r.name)
+	}
+}
+
+// noteLost notes, for the next round, an entry the store added after it
+// had lost this replica's position: its prev (the newest ID the stream
+// had given before it) comes before the last event applied. Trimming
+// never does that; a store restarted from an older save, or a stream
+// deleted, does, however many entries followed before a round looked at
+// the store's head. Entries the reader did not apply (another
+// deployment's, or far ahead and removed by the repair) leave the
+// position where it was, and so raise nothing; an entry of the release
+// before prev has none. Called with applying held.
+func (r *replicas) noteLost(ev sharedstore.Event) {
+	if ev.Prev != "" && r.sync.lost == "" && sharedstore.Before(ev.Prev, r.last) {
+		r.sync.lost, r.sync.lostAt = r.last, ev.ID
 	}
 }
 

@@ -67,6 +67,10 @@ type Event struct {
 	// end before the reader's place (deleted, emptied, rolled back): its
 	// ID may come before the last one applied, and is new all the same.
 	Rewound bool
+	// Prev is the newest ID the stream had given when the entry was added
+	// (luaStream's prev); empty in an entry of the release before it, or
+	// when it is not a stream ID before the entry's.
+	Prev string
 }
 
 // The operations breach_exporter_store_errors_total counts, each

@@ -532,12 +532,48 @@ func TestPublishOnceBatchInOrder(t *testing.T) {
 	if err != nil || len(ids) != 3 || ids[0] == "" || ids[1] == "" || ids[2] != "" {
 		t.Fatalf("ids %q, %v; want two IDs and a duplicate", ids, err)
 	}
-	var got, gotIDs []string
-	if _, err := a.Read(ctx, "0-0", "+", func(e Event) { got, gotIDs = append(got, string(e.Data)), append(gotIDs, e.ID) }); err != nil {
+	var got, gotIDs, prevs []string
+	if _, err := a.Read(ctx, "0-0", "+", func(e Event) {
+		got, gotIDs, prevs = append(got, string(e.Data)), append(gotIDs, e.ID), append(prevs, e.Prev)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(got, []string{"1", "2"}) || !slices.Equal(gotIDs, ids[:2]) {
 		t.Fatalf("stream %v with IDs %v, want [1 2] with %v", got, gotIDs, ids[:2])
+	}
+	// Each names the newest ID before it: trimming does not move it back,
+	// deleting the stream does.
+	if !slices.Equal(prevs, []string{"0-0", ids[0]}) {
+		t.Fatalf("prev %q, want 0-0 then the first ID", prevs)
+	}
+	prevOfNext := func(digest string) string {
+		t.Helper()
+		ids, err := a.PublishOnceBatch(ctx, time.Hour, []Once{{Digest: digest, Kind: "alert", Data: []byte(digest)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev := ""
+		if _, err := a.Read(ctx, "0-0", "+", func(e Event) {
+			if e.ID == ids[0] {
+				prev = e.Prev
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return prev
+	}
+	rdb := raw(t, r)
+	if err := rdb.XTrimMaxLen(ctx, "breach_exporter:events", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if prev := prevOfNext("z"); prev != ids[1] {
+		t.Errorf("after trimming: prev %q, want %q", prev, ids[1])
+	}
+	if err := rdb.Del(ctx, "breach_exporter:events").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if prev := prevOfNext("w"); prev != "0-0" {
+		t.Errorf("after deleting the stream: prev %q, want 0-0", prev)
 	}
 }
 
@@ -578,7 +614,12 @@ func TestReadInOrderAcrossPages(t *testing.T) {
 		t.Helper()
 		i := from
 		last, err := a.Read(ctx, after, until, func(e Event) {
-			want := Event{ID: ids[i], Kind: fmt.Sprint("kind", i%2), Origin: map[bool]string{true: "b", false: "a"}[i%3 == 0], Data: []byte(fmt.Sprint(i))}
+			// Each names the one before it, the first the stream's start.
+			prev := "0-0"
+			if i > 0 {
+				prev = ids[i-1]
+			}
+			want := Event{ID: ids[i], Kind: fmt.Sprint("kind", i%2), Origin: map[bool]string{true: "b", false: "a"}[i%3 == 0], Data: []byte(fmt.Sprint(i)), Prev: prev}
 			if fmt.Sprint(e) != fmt.Sprint(want) {
 				t.Fatalf("event %d: %+v, want %+v", i, e, want)
 			}

@@ -25,6 +25,12 @@ type Checkpoint struct {
 	Lineage string
 	Data    []byte
 	Extra   []byte
+	// New marks, on a write, the first checkpoint of a lineage the writer
+	// started (not read back): it may replace a checkpoint of From, the
+	// lineage the writer's state descended from ("" none), or of another
+	// lineage that holds an earlier event (writeCheckpointScript).
+	New  bool
+	From string
 }
 
 // Head is what a replica checks about the store without fetching a
@@ -176,23 +182,38 @@ func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoi
 }
 
 // writeCheckpointScript: KEYS checkpoint hash; ARGV id, lineage, data,
-// extra, replace. It writes when there is no checkpoint, when the one
-// there is replace's (an ID the caller found invalid) or another
+// extra, replace, new ('1': c.New), from. It writes when there is no
+// checkpoint, when the one there is replace's (an ID the caller found
+// invalid, or the one whose history the caller found lost) or another
 // deployment's (left behind by a store that lost its identity, which this
-// deployment then claimed), or when it is of the same lineage and holds no
-// later event. Stream IDs compare as (milliseconds, sequence) pairs of
-// numbers: as strings "9-0" would sort after "10-0".
+// deployment then claimed), when it is of the same lineage and holds no
+// later event, or, for a new lineage's first, when it is of the lineage
+// the writer descended from, or holds an earlier event (or an ID that is
+// none). The last settles replicas that start new lineages at once (the
+// stream deleted, the store restarted from an older save) in favour of
+// the one that holds the most, whatever the order of their writes: the
+// others find a lineage not theirs and load it; of two that hold as much,
+// the first written stays. Stream IDs compare as (milliseconds, sequence)
+// pairs of numbers: as strings "9-0" would sort after "10-0".
 var writeCheckpointScript = newGuarded(`
-local nm, ns = string.match(ARGV[1], '^(%d+)%-(%d+)$')
-if not nm then return redis.error_reply('not a stream ID') end
+local function before(a, b)
+  local am, as = string.match(a, '^(%d+)%-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)%-(%d+)$')
+  if not am or not bm then return nil end
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am < bm or (am == bm and as < bs)
+end
+if not string.match(ARGV[1], '^(%d+)%-(%d+)$') then return redis.error_reply('not a stream ID') end
 local cur = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
 local theirs = cur[3] and cur[3] ~= '' and cur[3] ~= identity
 if cur[1] and not theirs and not (ARGV[5] ~= '' and cur[1] == ARGV[5]) then
-  if (cur[2] or '') ~= ARGV[2] then return 0 end
-  local cm, cs = string.match(cur[1], '^(%d+)%-(%d+)$')
-  if cm then
-    nm, ns, cm, cs = tonumber(nm), tonumber(ns), tonumber(cm), tonumber(cs)
-    if nm < cm or (nm == cm and ns < cs) then return 0 end
+  local lineage = cur[2] or ''
+  if lineage == ARGV[2] then
+    if before(ARGV[1], cur[1]) then return 0 end
+  elseif ARGV[6] ~= '1' then
+    return 0
+  elseif not (ARGV[7] ~= '' and lineage == ARGV[7]) and before(cur[1], ARGV[1]) == false then
+    return 0
   end
 end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[3], 'extra', ARGV[4], 'deployment', identity)
@@ -200,14 +221,19 @@ return 1
 `)
 
 // WriteCheckpoint stores c, as this deployment's, unless the store holds
-// a checkpoint of this deployment of another lineage, or a later one of
-// c's, other than the one whose ID is replace (empty: none); it reports
-// whether it stored it.
+// a checkpoint of this deployment of another lineage (unless c.New and it
+// is of c.From or holds an earlier event), or a later one of c's, other
+// than the one whose ID is replace (empty: none); it reports whether it
+// stored it.
 func (s *Client) WriteCheckpoint(ctx context.Context, c Checkpoint, replace string) (bool, error) {
 	if _, _, ok := parseID(c.ID); !ok {
 		return false, fmt.Errorf("store: checkpoint: %q is not a stream ID", c.ID)
 	}
-	saved, err := s.run(ctx, writeCheckpointScript, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace).Int64()
+	isNew := ""
+	if c.New {
+		isNew = "1"
+	}
+	saved, err := s.run(ctx, writeCheckpointScript, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace, isNew, c.From).Int64()
 	if err = s.outcome(ctx, "checkpoint", err); err != nil {
 		return false, fmt.Errorf("store: checkpoint: %w", err)
 	}

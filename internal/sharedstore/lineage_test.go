@@ -12,8 +12,10 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
-// A checkpoint is written over only by a later one of its lineage, or in
-// place of the one the caller names (found invalid).
+// A checkpoint is written over only by a later one of its lineage, in
+// place of the one the caller names (found invalid), or by a new
+// lineage's first that holds a later event (replicas that start new
+// lineages at once settle on the one that holds the most).
 func TestWriteCheckpointKeepsTheLatestOfItsLineage(t *testing.T) {
 	r := testkit.StartRedis(t)
 	s := open(t, r, "a", "")
@@ -21,26 +23,42 @@ func TestWriteCheckpointKeepsTheLatestOfItsLineage(t *testing.T) {
 	if _, ok, err := s.LoadCheckpoint(ctx, 1<<20); ok || err != nil {
 		t.Fatalf("a checkpoint where there is none: %v, %v", ok, err)
 	}
-	for _, c := range []struct {
-		id, lineage, replace string
-		saved                bool
-	}{
-		{"5-0", "L", "", true},
-		{"10-0", "L", "", true}, // later, though "10-0" < "5-0" as strings
-		{"9-9", "L", "", false},
-		{"10-0", "L", "", true},      // the same event: newer data about it
-		{"11-0", "M", "", false},     // another lineage
-		{"12-0", "M", "10-1", false}, // in place of another checkpoint
-		{"3-0", "M", "10-0", true},   // in place of this one
-		{"4-0", "M", "", true},
-	} {
-		saved, err := s.WriteCheckpoint(ctx, Checkpoint{ID: c.id, Lineage: c.lineage, Data: []byte("state " + c.id), Extra: []byte("x")}, c.replace)
-		if err != nil || saved != c.saved {
-			t.Fatalf("WriteCheckpoint(%s, %s, %s): %v, %v; want %v", c.id, c.lineage, c.replace, saved, err, c.saved)
+	write := func(id, lineage, replace, from string, isNew, want bool) {
+		t.Helper()
+		saved, err := s.WriteCheckpoint(ctx, Checkpoint{ID: id, Lineage: lineage, Data: []byte("state " + id), Extra: []byte("x"), New: isNew, From: from}, replace)
+		if err != nil || saved != want {
+			t.Fatalf("WriteCheckpoint(%s, %s, replace %q, from %q, new %v): %v, %v; want %v", id, lineage, replace, from, isNew, saved, err, want)
 		}
 	}
+	for _, c := range []struct {
+		id, lineage, replace string
+		isNew, saved         bool
+	}{
+		{"5-0", "L", "", false, true},
+		{"10-0", "L", "", false, true}, // later, though "10-0" < "5-0" as strings
+		{"9-9", "L", "", false, false},
+		{"10-0", "L", "", false, true},      // the same event: newer data about it
+		{"11-0", "M", "", false, false},     // another lineage
+		{"12-0", "M", "10-1", false, false}, // in place of another checkpoint
+		{"3-0", "M", "10-0", false, true},   // in place of this one
+		{"4-0", "M", "", false, true},
+		{"3-5", "N", "", true, false}, // a new lineage's first, holding less
+		{"4-0", "N", "", true, false}, // ... or as much: the first written stays
+		{"4-1", "N", "", true, true},  // ... holding more
+		{"5-0", "O", "", false, false},
+		{"9-0", "M", "", false, false}, // M's later ones, not new, stay out
+		{"4-2", "N", "", false, true},
+	} {
+		write(c.id, c.lineage, c.replace, "", c.isNew, c.saved)
+	}
+	// A new lineage's first replaces the one its writer descended from,
+	// though it holds less (after a store restarted from an older save,
+	// a replica that did not see the loss goes on writing that lineage's
+	// checkpoints at its own position).
+	write("4-0", "P", "", "M", true, false)
+	write("4-0", "P", "", "N", true, true)
 	c, ok, err := s.LoadCheckpoint(ctx, 1<<20)
-	if err != nil || !ok || c.ID != "4-0" || c.Lineage != "M" || string(c.Data) != "state 4-0" || string(c.Extra) != "x" {
+	if err != nil || !ok || c.ID != "4-0" || c.Lineage != "P" || string(c.Data) != "state 4-0" || string(c.Extra) != "x" {
 		t.Fatalf("LoadCheckpoint: %+v, %v, %v", c, ok, err)
 	}
 	if _, ok, err := s.LoadCheckpoint(ctx, 5); !ok || !errors.Is(err, ErrCheckpointTooLarge) {

@@ -107,6 +107,17 @@ return 1
 // entries and moves the stream's last ID back to its top entry, with the
 // largest deleted ID reset so that no reader takes the removal for a gap
 // it missed. field reads XINFO's flat reply.
+//
+// Every entry xadd adds names, as prev, the newest ID the stream had given
+// before it ("0-0" when there was no stream), read in the same script. A
+// reader that applied an entry after prev holds events the store lost
+// (restarted from an older save, the stream deleted), however many entries
+// follow: trimming never moves the last given ID back, and repair moves it
+// back only over entries no reader applies. The last given ID rather than
+// the top entry's: an entry removed from the end by XDEL is not taken for
+// a rewind. The previous release ignores the field. A caller that just
+// added an entry passes its ID as prev (nil: read it), so that a batch
+// reads the stream's state once.
 const luaStream = `
 local function aheadLimit(ahead)
   local t = redis.call('TIME')
@@ -145,19 +156,23 @@ local function repair(key, limit)
   end
   return n
 end
-local function xadd(key, limit, maxlen, ...)
-  local ok, id = pcall(redis.call, 'XADD', key, 'MAXLEN', '~', maxlen, '*', ...)
+local function lastGiven(key)
+  if redis.call('EXISTS', key) == 0 then return '0-0' end
+  return field(redis.call('XINFO', 'STREAM', key), 'last-generated-id')
+end
+local function xadd(key, limit, maxlen, prev, ...)
+  local ok, id = pcall(redis.call, 'XADD', key, 'MAXLEN', '~', maxlen, '*', 'prev', prev or lastGiven(key), ...)
   if ok and msOf(id) <= limit then return id, 0 end
   if ok then redis.call('XDEL', key, id) end
   local n = repair(key, limit)
-  return redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', ...), n
+  return redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', 'prev', lastGiven(key), ...), n
 end
 `
 
 // publishScript: KEYS the stream; ARGV ahead (ms), max length, kind,
 // origin, data. Replies the new ID and how many entries a repair removed.
 var publishScript = newGuarded(luaStream + `
-local id, n = xadd(KEYS[1], aheadLimit(tonumber(ARGV[1])), ARGV[2], 'kind', ARGV[3], 'origin', ARGV[4], 'deployment', identity, 'data', ARGV[5])
+local id, n = xadd(KEYS[1], aheadLimit(tonumber(ARGV[1])), ARGV[2], nil, 'kind', ARGV[3], 'origin', ARGV[4], 'deployment', identity, 'data', ARGV[5])
 return {id, tostring(n)}
 `)
 
@@ -176,7 +191,7 @@ return {id, tostring(n)}
 // memory, so the seen key follows its entry.
 var publishOnceScript = newGuarded(luaStream + `
 local limit = aheadLimit(tonumber(ARGV[4]))
-local out, fixed, now = {}, 0, {}
+local out, fixed, now, prev = {}, 0, {}, nil
 local events = #KEYS - 2
 for i = 1, events do
   local seen = redis.call('GET', KEYS[i + 1])
@@ -185,8 +200,8 @@ for i = 1, events do
     if origin == ARGV[3] and not now[KEYS[i + 1]] then out[i] = '=' .. id else out[i] = '' end
   else
     now[KEYS[i + 1]] = true
-    local id, n = xadd(KEYS[1], limit, ARGV[2], 'kind', ARGV[3 + 2 * i], 'origin', ARGV[3], 'deployment', identity, 'data', ARGV[4 + 2 * i])
-    fixed = fixed + n
+    local id, n = xadd(KEYS[1], limit, ARGV[2], prev, 'kind', ARGV[3 + 2 * i], 'origin', ARGV[3], 'deployment', identity, 'data', ARGV[4 + 2 * i])
+    fixed, prev = fixed + n, id
     redis.call('SET', KEYS[i + 1], ARGV[3] .. ' ' .. id, 'PX', ARGV[1])
     out[i] = id
   end

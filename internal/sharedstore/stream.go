@@ -432,7 +432,12 @@ func orZero(id string) string {
 
 func event(m redis.XMessage) Event {
 	str := func(k string) string { v, _ := m.Values[k].(string); return v }
-	return Event{ID: m.ID, Kind: str("kind"), Origin: str("origin"), Data: []byte(str("data"))}
+	ev := Event{ID: m.ID, Kind: str("kind"), Origin: str("origin"), Data: []byte(str("data"))}
+	prev := str("prev")
+	if _, _, ok := parseID(prev); ok && After(m.ID, prev) {
+		ev.Prev = prev
+	}
+	return ev
 }
 
 // backoff is the wait after the nth failure in a row: doubling from
