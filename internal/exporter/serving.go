@@ -278,7 +278,12 @@ func (r *replicas) proxy(ctx context.Context, w http.ResponseWriter, req *http.R
 		headers.Stop()
 		return false
 	}
-	for _, h := range []string{"Accept-Encoding", "Authorization", "User-Agent"} {
+	// Not the scrape's Authorization: the URL comes from the store, which
+	// anyone with write access to it can point elsewhere, and Prometheus'
+	// credentials must not follow it there. With web auth on, the serving
+	// replica refuses the passed scrape and this one serves in its place
+	// (caught up, as below).
+	for _, h := range []string{"Accept-Encoding", "User-Agent"} {
 		if v := req.Header.Get(h); v != "" {
 			out.Header.Set(h, v)
 		}

@@ -23,6 +23,9 @@ type served struct {
 	url     string
 	server  *http.Server
 	proxied atomic.Int64 // scrapes another replica passed here
+	// credentials counts passed scrapes that carried Prometheus'
+	// Authorization: the URL they went to came from the store.
+	credentials atomic.Int64
 }
 
 func (s *storeSetup) servedReplica(t *testing.T, name string) *served {
@@ -43,6 +46,9 @@ func (s *storeSetup) servedReplica(t *testing.T, name string) *served {
 	sr.server = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(proxiedHeader) != "" {
 			sr.proxied.Add(1)
+			if r.Header.Get("Authorization") != "" {
+				sr.credentials.Add(1)
+			}
 		}
 		h.ServeHTTP(w, r)
 	})}
@@ -64,6 +70,7 @@ func (sr *served) get(t *testing.T, scope string, timeout time.Duration) (int, m
 		t.Fatal(err)
 	}
 	req.Header.Set(scrapeTimeoutHeader, strings.TrimSuffix(timeout.String(), "s"))
+	req.SetBasicAuth("prometheus", "secret") // as a scrape with web auth; never passed on
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -151,6 +158,9 @@ func TestOneReplicaServesTheClusterScope(t *testing.T) {
 	}
 	if got := serving.proxied.Load(); got != 2 {
 		t.Errorf("the serving replica answered %d scrapes the others passed on, want 2 (one each)", got)
+	}
+	if got := serving.credentials.Load(); got != 0 {
+		t.Errorf("%d passed scrapes carried Prometheus' credentials to a URL read from the store, want none", got)
 	}
 	for _, r := range rs {
 		if r != serving && r.proxied.Load() != 0 {
