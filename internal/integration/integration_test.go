@@ -102,7 +102,7 @@ func TestSoak(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(body), "breach_api_up{") {
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "breach_address_state{") {
 			t.Fatalf("scrape %d: %d, %d bytes", scrapes, resp.StatusCode, len(body))
 		}
 		scrapes++
