@@ -121,6 +121,7 @@ func TestSourceKeepsLastGood(t *testing.T) {
 		testkit.Series("breach_exporter_address_file_duplicate_addresses", "file", it):                 1,
 		testkit.Series("breach_exporter_address_file_read_errors_total", "file", it):                   0,
 		testkit.Series("breach_exporter_address_file_last_read_success_timestamp_seconds", "file", it): 1000,
+		testkit.Series("breach_exporter_address_file_up", "file", it):                                  1,
 		testkit.Series("breach_exporter_address_file_invalid_lines", "file", it):                       0,
 		testkit.Series("breach_exporter_address_files_over_limit"):                                     0,
 	} {
@@ -150,6 +151,19 @@ func TestSourceKeepsLastGood(t *testing.T) {
 		if got := samples[testkit.Series("breach_exporter_address_file_last_read_success_timestamp_seconds", "file", it)]; got != 1000 {
 			t.Errorf("last success %v, want the good read's", got)
 		}
+		if got, ok := samples[testkit.Series("breach_exporter_address_file_up", "file", it)]; !ok || got != 0 {
+			t.Errorf("broken %q: up %v (present %v), want 0", broken, got, ok)
+		}
+	}
+	// The last good content back: up again, a new last success.
+	f.write("it.yaml", "- carol@example.com\n- BOB@example.com\n")
+	s.Read(globs, now.Add(2*time.Minute), false)
+	samples = testkit.Samples(t, reg)
+	if got := samples[testkit.Series("breach_exporter_address_file_up", "file", it)]; got != 1 {
+		t.Errorf("fixed: up %v, want 1", got)
+	}
+	if got := samples[testkit.Series("breach_exporter_address_file_last_read_success_timestamp_seconds", "file", it)]; got != 1120 {
+		t.Errorf("fixed: last success %v, want the fixing read's 1120", got)
 	}
 
 	// An invalid line is skipped; the rest stands.

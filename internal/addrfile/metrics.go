@@ -24,6 +24,8 @@ var (
 		"Addresses of an address file already watched from the config or an earlier file (case-insensitive), not watched twice: the first source and its owner labels stand.", []string{"file"}, nil)
 	descSuccess = prometheus.NewDesc("breach_exporter_address_file_last_read_success_timestamp_seconds",
 		"When an address file was last read and parsed successfully (Unix seconds); 0 if never since it was first matched.", []string{"file"}, nil)
+	descUp = prometheus.NewDesc("breach_exporter_address_file_up",
+		"1 when the last read of an address file gave a usable list (or its unchanged last good content), 0 when it failed: its last good content stays. A file is read at start, on a reload and when a file changes, so a broken file stays at 0 until it is fixed.", []string{"file"}, nil)
 	descErrors = prometheus.NewDesc("breach_exporter_address_file_read_errors_total",
 		"Reads of an address file that failed (unreadable, not UTF-8, not a YAML list, no valid address); its last good content stays.", []string{"file"}, nil)
 	descOverLimit = prometheus.NewDesc("breach_exporter_address_files_over_limit",
@@ -47,7 +49,7 @@ func (m *Metrics) add(s *Source) {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAddresses, descInvalid, descDuplicates, descSuccess, descErrors, descOverLimit} {
+	for _, d := range []*prometheus.Desc{descAddresses, descInvalid, descDuplicates, descSuccess, descUp, descErrors, descOverLimit} {
 		ch <- d
 	}
 }
@@ -73,14 +75,18 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			}
 			shown[path] = true
 			st := s.files[path]
-			var success float64
+			var success, up float64
 			if !st.success.IsZero() {
 				success = float64(st.success.UnixMilli()) / 1000
+			}
+			if !st.failed {
+				up = 1
 			}
 			ch <- prometheus.MustNewConstMetric(descAddresses, prometheus.GaugeValue, float64(len(st.addresses)), path)
 			ch <- prometheus.MustNewConstMetric(descInvalid, prometheus.GaugeValue, float64(st.invalid), path)
 			ch <- prometheus.MustNewConstMetric(descDuplicates, prometheus.GaugeValue, float64(st.duplicates), path)
 			ch <- prometheus.MustNewConstMetric(descSuccess, prometheus.GaugeValue, success, path)
+			ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up, path)
 			ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, st.errors, path)
 		}
 		overLimit += s.overLimit

@@ -81,6 +81,10 @@ type fileState struct {
 	duplicates int // set by Merge
 	errors     float64
 	success    time.Time
+	// failed: the last read failed. Files are read only at start, on a
+	// reload and when one changes, so neither the error count nor the
+	// last success says whether a file is broken now; this does.
+	failed bool
 }
 
 // NewSource returns a Source that has read nothing; m (nil: none) shows
@@ -170,6 +174,7 @@ func (s *Source) Read(globs []string, now time.Time, show bool) Read {
 				err = &os.PathError{Op: "parse", Path: path, Err: err}
 			}
 		}
+		st.failed = err != nil
 		switch {
 		case err != nil:
 			st.errors++

@@ -69,10 +69,13 @@ var demoAddressAlerts = map[string]string{
 const exposureGroup = "breach-exposure"
 
 // onlyExpectedAlerts checks that the demo's address alerts are raised for
-// their addresses and that no other alert (exporter, API or webhook health)
-// is pending or firing while everything works; and that every active
-// alert's annotations render.
+// their addresses, and the failing URL's of the owners' HTTP source (it
+// answers no address until the owners' scenarios publish its list:
+// addressURLFailing), and that no other alert (exporter, API or webhook
+// health) is pending or firing while everything works; and that every
+// active alert's annotations render.
 func (s *stack) onlyExpectedAlerts(ctx context.Context, t *testing.T) {
+	ownersURL := s.ownerSourceNamed(t, "http").url
 	rules, err := alerts.Rules()
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +100,7 @@ func (s *stack) onlyExpectedAlerts(ctx context.Context, t *testing.T) {
 			want, isDemo := demoAddressAlerts[name]
 			switch {
 			case exposure[name]:
-			case isDemo && a.Labels["address"] == want:
+			case isDemo && a.Labels["address"] == want, name == urlFailing && a.Labels["url"] == ownersURL:
 				seen[name] = true
 			default:
 				return permanent{fmt.Errorf("unexpected %s alert %v", a.State, a.Labels)}
@@ -110,6 +113,9 @@ func (s *stack) onlyExpectedAlerts(ctx context.Context, t *testing.T) {
 			if !seen[name] {
 				return fmt.Errorf("no %s alert for %s yet; active: %v", name, address, active)
 			}
+		}
+		if !seen[urlFailing] {
+			return fmt.Errorf("no %s alert for %s yet; active: %v", urlFailing, ownersURL, active)
 		}
 		return nil
 	})

@@ -44,6 +44,9 @@ type ownerGroup struct {
 // each.
 type ownerSource struct {
 	name string
+	// dir is the directory the glob of a file source reads, url the
+	// address of an HTTP source; "" for the other kind.
+	dir, url string
 	// configure adds the source to the exporter's configuration.
 	configure func(cfg yamlMap)
 	// publish makes the source list exactly groups, as its owner would
@@ -62,7 +65,9 @@ func ownerSources(t *testing.T, dir string) []ownerSource {
 // httpSource is addresses_http: a server of the test on loopback, as a
 // directory team's export would serve it, which the exporter asks every
 // second. Until the first publish it answers an empty list, which the
-// exporter counts as a failure and ignores (nothing to keep yet).
+// exporter counts as a failure and ignores (nothing to keep yet):
+// BreachExporterAddressURLFailing fires for it until then
+// (addressURLFailing).
 func httpSource(t *testing.T) ownerSource {
 	t.Helper()
 	var mu sync.Mutex
@@ -74,10 +79,12 @@ func httpSource(t *testing.T) ownerSource {
 		_, _ = w.Write(body)
 	}))
 	t.Cleanup(srv.Close)
+	url := srv.URL + "/owners.json"
 	return ownerSource{
 		name: "http",
+		url:  url,
 		configure: func(cfg yamlMap) {
-			cfg["addresses_http"] = []any{yamlMap{"url": srv.URL + "/owners.json", "refresh_interval": "1s"}}
+			cfg["addresses_http"] = []any{yamlMap{"url": url, "refresh_interval": "1s"}}
 		},
 		publish: func(groups []ownerGroup) error {
 			data, err := json.Marshal(groups)
@@ -102,6 +109,7 @@ func sdFileSource(t *testing.T, dir string) ownerSource {
 	}
 	return ownerSource{
 		name: "file",
+		dir:  dir,
 		configure: func(cfg yamlMap) {
 			cfg["addresses_sd_files"] = []any{filepath.Join(dir, "*.json")}
 		},
@@ -110,13 +118,29 @@ func sdFileSource(t *testing.T, dir string) ownerSource {
 			if err != nil {
 				return err
 			}
-			tmp := filepath.Join(dir, "owners.json.tmp") // the glob does not match it
-			if err := os.WriteFile(tmp, data, 0o600); err != nil {
-				return err
-			}
-			return os.Rename(tmp, filepath.Join(dir, "owners.json"))
+			return replaceFile(filepath.Join(dir, "owners.json"), data)
 		},
 	}
+}
+
+// replaceFile writes data to path whole: a temporary file the sources'
+// *.json glob does not match, renamed over path.
+func replaceFile(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// ownerSourceNamed is the owners' source called name.
+func (s *stack) ownerSourceNamed(t *testing.T, name string) ownerSource {
+	t.Helper()
+	i := slices.IndexFunc(s.owners, func(o ownerSource) bool { return o.name == name })
+	if i < 0 {
+		t.Fatalf("no owners' source %q", name)
+	}
+	return s.owners[i]
 }
 
 // configureOwnerSources adds every source to the exporter's configuration
@@ -182,6 +206,8 @@ func ownersFeedState(address, source string, exposed bool) map[string]any {
 
 // ownersScenarios proves routing by owner on the shipped rules and example
 // Alertmanager configuration, for every source of owner labels:
+//   - URL failing: the HTTP source's alert, firing since the start,
+//     resolves at the first publish of the sources (addressURLFailing);
 //   - routing: an exposure of an address of each team reaches the team
 //     receiver once, grouped under its team and with its team label; one
 //     of an address without an owner reaches the fallback (the on-call
@@ -219,13 +245,8 @@ func (s *stack) ownersScenarios(t *testing.T) []scenario {
 	routing := scenario{
 		name: "pages routed by owner",
 		want: firstPages,
+		// The sources were published by urlFailing's clear.
 		trigger: func(ctx context.Context) error {
-			if err := s.setUpOwners(ctx, all); err != nil {
-				return err
-			}
-			if err := s.publishOwners(ctx, t, all, "payments"); err != nil {
-				return err
-			}
 			notified, _ := s.receiver.notifications()
 			mark = len(notified)
 			for _, w := range firstPages {
@@ -298,7 +319,13 @@ func (s *stack) ownersScenarios(t *testing.T) []scenario {
 			return s.reloadExporter(ctx, http.StatusOK)
 		},
 	}
-	return []scenario{routing, unowned}
+	urlFailing := s.addressURLFailing(t, func(ctx context.Context) error {
+		if err := s.setUpOwners(ctx, all); err != nil {
+			return err
+		}
+		return s.publishOwners(ctx, t, all, "payments")
+	})
+	return []scenario{urlFailing, routing, unowned}
 }
 
 // setUpOwners puts the owners' addresses on the simulated account,

@@ -89,6 +89,8 @@ var perInstance = map[string]bool{
 	"BreachExporterStateLoadFailed":      true,
 	"BreachExporterStoreDown":            true,
 	"BreachWebhookAlertsRefused":         true,
+	fileFailing:                          true,
+	urlFailing:                           true,
 }
 
 // needsStore are the alerts only a replicated deployment (a shared store)
@@ -748,7 +750,7 @@ func (s *stack) scenarios(t *testing.T) [][][]scenario {
 	return [][][]scenario{
 		// The storage fails after the exposure: while it does, the exporter
 		// refuses the signed alert the exposure scenario waits for.
-		{{exposure, snapshotFailing}, {addresses}, {reload}, {signatures}, {stale}},
+		{{exposure, snapshotFailing}, {addresses}, {reload}, {signatures}, {stale}, {s.addressFileFailing(t)}},
 		{{plan, apiDown, rateLimited, token}},
 		{{restart, onePage}},
 		// Alone: Prometheus reloads its configuration, and while its
