@@ -208,33 +208,55 @@ func (r *replicas) start(local *persist.State) *persist.State {
 
 // loadCheckpoint fetches the store's checkpoint, bounded before it is
 // fetched, and decodes and checks it; one that fails is counted once and
-// not loaded.
+// not loaded. A load that another replica's write interrupts starts again.
 func (r *replicas) loadCheckpoint(ctx context.Context, head sharedstore.Head) (persist.State, *checkpointExtra, string, bool) {
 	if !head.HasCheckpoint || !r.validHead(head) {
 		return persist.State{}, nil, "", false
 	}
-	c, ok, err := r.shared.LoadCheckpoint(ctx, maxCheckpointBytes)
-	if err != nil || !ok {
-		if errors.Is(err, sharedstore.ErrCheckpointTooLarge) {
+	for range checkpointLoadTries {
+		c, st, err := r.fetchCheckpoint(ctx, head.Now)
+		if errors.Is(err, sharedstore.ErrCheckpointMoved) {
+			continue
+		}
+		var invalid invalidParts
+		if errors.As(err, &invalid) {
 			r.invalidCheckpoint(c.ID, err)
 		}
-		return persist.State{}, nil, "", false
+		if err != nil {
+			return persist.State{}, nil, "", false
+		}
+		st.Stream = c.ID
+		var extra *checkpointExtra
+		if x, ok := decodeExtra(c.Extra, c.ID); ok {
+			extra = &x
+		}
+		return st, extra, c.Lineage, true
 	}
-	if !validCheckpointID(c.ID, head.Now) {
-		r.invalidCheckpoint(c.ID, errors.New("its ID is past the store's clock"))
-		return persist.State{}, nil, "", false
+	return persist.State{}, nil, "", false
+}
+
+// fetchCheckpoint reads the checkpoint, whole or in parts; an error that
+// says it cannot be valid is an invalidParts.
+func (r *replicas) fetchCheckpoint(ctx context.Context, now time.Time) (sharedstore.Checkpoint, persist.State, error) {
+	c, ok, err := r.shared.LoadCheckpoint(ctx, maxCheckpointBytes)
+	switch {
+	case errors.Is(err, sharedstore.ErrCheckpointTooLarge):
+		return c, persist.State{}, invalidParts{err}
+	case err != nil:
+		return c, persist.State{}, err
+	case !ok:
+		return c, persist.State{}, errors.New("no checkpoint")
+	case !validCheckpointID(c.ID, now):
+		return c, persist.State{}, invalidParts{errors.New("its ID is past the store's clock")}
+	case c.Parts != nil:
+		st, err := r.loadParts(ctx, c)
+		return c, st, err
 	}
 	st, err := persist.DecodeShared(c.Data)
 	if err != nil {
-		r.invalidCheckpoint(c.ID, err)
-		return persist.State{}, nil, "", false
+		err = invalidParts{err}
 	}
-	st.Stream = c.ID
-	var extra *checkpointExtra
-	if x, ok := decodeExtra(c.Extra, c.ID); ok {
-		extra = &x
-	}
-	return st, extra, c.Lineage, true
+	return c, st, err
 }
 
 // validHead reports whether the checkpoint the head shows could be
@@ -390,13 +412,14 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 // invalid or of an older lineage than this synced replica's, rather than
 // at the next snapshot tick: replicas that are not synced wait for it.
 // The per-replica parts are the snapshot's business, not the checkpoint's.
+// It has the time a snapshot's write has, not the round's second: a first
+// write of many addresses encodes and sends every part.
 func (r *replicas) writeNow(ctx context.Context) {
 	var st persist.State
 	st.Stream = r.take(func() { st.Watchlist, _ = r.watchlist.Save() })
-	data, err := persist.Encode(st, time.Now())
-	if err == nil {
-		err = r.checkpoint(ctx, data, st.Stream)
-	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	err := r.checkpoint(wctx, st, st.Stream)
 	if err == nil {
 		r.sync.urgent = false
 	}
@@ -559,25 +582,28 @@ func (r *replicas) take(f func()) string {
 	return r.last
 }
 
-// checkpoint writes data, the encoded state after event id (take's), as
-// the store's checkpoint unless the store holds one of another lineage or
-// a later one. It holds this replica's snapshot whole: a start takes the
-// shared state from it and keeps its own per-replica parts (the
-// receiver's counts, the journal's point).
-func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error {
+// checkpoint writes st, the state after event id (take's), as the store's
+// checkpoint unless the store holds one of another lineage or a later one
+// (then it sends no part of it). A start takes the shared state from it
+// and keeps its own per-replica parts (the receiver's counts, the
+// journal's point), which the checkpoint does not hold.
+func (r *replicas) checkpoint(ctx context.Context, st persist.State, id string) error {
 	if id == "" {
 		return nil // not synced
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
 	defer cancel()
 	r.applying.Lock()
-	if !r.held.complete {
-		r.applying.Unlock()
+	complete, lineage, extra, replace := r.held.complete, r.sync.lineage, r.sync.extra, r.sync.replace
+	r.applying.Unlock()
+	if !complete {
 		return nil // a state that lacks the alerts held (unwatched.go)
 	}
-	c := sharedstore.Checkpoint{ID: id, Lineage: r.sync.lineage, Data: data, Extra: r.sync.extra}
-	replace := r.sync.replace
-	r.applying.Unlock()
+	c, err := checkpointOf(st, id)
+	if err != nil {
+		return err
+	}
+	c.Lineage, c.Extra = lineage, extra
 	saved, err := r.shared.WriteCheckpoint(ctx, c, replace)
 	if saved {
 		r.applying.Lock()

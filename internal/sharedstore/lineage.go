@@ -16,13 +16,24 @@ import (
 // state), and from the release with lineages on, lineage (which history
 // it belongs to) and extra (state the previous release's data has no room
 // for). A previous release writes id and data only; it reads those two.
+// From the release with parts on (parts.go), the state is in parts of
+// their own keys, data holds a note the previous release refuses, and
+// parts_id says which id the parts hold: a previous release's write of id
+// and data leaves it behind, and its data is read then.
 
 // Checkpoint is a checkpoint as stored.
 type Checkpoint struct {
 	ID      string
 	Lineage string
-	Data    []byte
+	Data    []byte // the state whole, as the previous release writes it
 	Extra   []byte
+	// Parts is the state in parts (when Data is not): what LoadCheckpoint
+	// found, with Gen, the write of the parts they are of (ReadParts); or
+	// what WriteCheckpoint writes, sending Body only for the parts whose
+	// digest the store does not hold.
+	Parts []Part
+	Gen   int64
+	Body  func(name string) ([]byte, error)
 }
 
 // Head is what a replica checks about the store without fetching a
@@ -51,8 +62,8 @@ type Head struct {
 // no entry's data: XINFO STREAM's first and last entries are reduced to
 // their IDs, so a forged huge entry costs nothing here.
 var headScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'id', 'lineage')
-local size = redis.call('HSTRLEN', KEYS[1], 'data') + redis.call('HSTRLEN', KEYS[1], 'extra')
+local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'parts_id', 'parts_size')
+` + luaCheckpointSize + `
 local t = redis.call('TIME')
 local out = {h[1] or '', h[2] or '', size, t[1], t[2], 0, '', '', '', '', 0, 0, redis.call('EXISTS', KEYS[3])}
 if redis.call('TYPE', KEYS[2]).ok == 'stream' then
@@ -116,22 +127,30 @@ func (s *Client) MarkSynced(ctx context.Context, ttl time.Duration) error {
 // its bound: its data was not fetched.
 var ErrCheckpointTooLarge = errors.New("store: the checkpoint is larger than its bound")
 
-// loadCheckpointScript: KEYS checkpoint hash; ARGV the bound in bytes. The
-// data is sent only within the bound.
-var loadCheckpointScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'id', 'lineage')
+// loadCheckpointScript: KEYS checkpoint hash, its parts' digests; ARGV
+// the bound in bytes, the most parts. The data is sent only within the
+// bound: the whole data, or the parts' names and digests (their bytes come
+// with ReadParts).
+var loadCheckpointScript = redis.NewScript(luaScan + `
+local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'parts_id', 'parts_size', 'parts_gen')
 if not h[1] then return {} end
-local size = redis.call('HSTRLEN', KEYS[1], 'data') + redis.call('HSTRLEN', KEYS[1], 'extra')
+` + luaCheckpointSize + `
 if size > tonumber(ARGV[1]) then return {h[1], h[2] or '', size} end
+if h[3] == h[1] then
+  local out = {h[1], h[2] or '', size, '', redis.call('HGET', KEYS[1], 'extra') or '', h[5] or '0'}
+  if not scan(KEYS[2], out, tonumber(ARGV[2])) then return {h[1], h[2] or '', size} end
+  return out
+end
 local d = redis.call('HMGET', KEYS[1], 'data', 'extra')
 return {h[1], h[2] or '', size, d[1] or '', d[2] or ''}
 `)
 
-// LoadCheckpoint returns the checkpoint when its data and extra together
-// are at most maxBytes (ErrCheckpointTooLarge otherwise, without them); ok
-// is false when there is none.
+// LoadCheckpoint returns the checkpoint when its data (or parts) and
+// extra together are at most maxBytes and it has at most
+// MaxCheckpointParts parts (ErrCheckpointTooLarge otherwise, without
+// them); ok is false when there is none. The parts' bytes are ReadParts'.
 func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoint, ok bool, err error) {
-	vals, err := loadCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint")}, maxBytes).Slice()
+	vals, err := loadCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint"), s.key("checkpoint", "digests")}, maxBytes, MaxCheckpointParts).Slice()
 	if err = s.readOutcome(ctx, "checkpoint", err); err != nil {
 		return Checkpoint{}, false, fmt.Errorf("store: checkpoint: %w", err)
 	}
@@ -146,48 +165,41 @@ func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoi
 		return v
 	}
 	c = Checkpoint{ID: str(0), Lineage: str(1)}
-	if len(vals) < 5 {
+	switch {
+	case len(vals) < 5:
 		return c, true, ErrCheckpointTooLarge
+	case len(vals) == 5:
+		c.Data, c.Extra = []byte(str(3)), []byte(str(4))
+		return c, true, nil
 	}
-	c.Data, c.Extra = []byte(str(3)), []byte(str(4))
+	c.Extra = []byte(str(4))
+	c.Gen, _ = strconv.ParseInt(str(5), 10, 64)
+	c.Parts = make([]Part, 0, (len(vals)-6)/2)
+	for i := 6; i+1 < len(vals); i += 2 {
+		c.Parts = append(c.Parts, Part{Name: str(i), Digest: str(i + 1)})
+	}
 	return c, true, nil
 }
 
-// writeCheckpointScript: KEYS checkpoint hash; ARGV id, lineage, data,
-// extra, replace. It writes when there is no checkpoint, when the one
-// there is replace's (an ID the caller found invalid), or when it is of
-// the same lineage and holds no later event. Stream IDs compare as
-// (milliseconds, sequence) pairs of numbers: as strings "9-0" would sort
-// after "10-0".
-var writeCheckpointScript = redis.NewScript(`
-local nm, ns = string.match(ARGV[1], '^(%d+)%-(%d+)$')
-if not nm then return redis.error_reply('not a stream ID') end
-local cur = redis.call('HMGET', KEYS[1], 'id', 'lineage')
-if cur[1] and not (ARGV[5] ~= '' and cur[1] == ARGV[5]) then
-  if (cur[2] or '') ~= ARGV[2] then return 0 end
+// luaCheckpointAllowed defines allowed(key, id, lineage, replace): whether
+// a checkpoint at id of lineage may be written over the one in the hash
+// key. It may when there is none, when the one there is replace's (an ID
+// the caller found invalid), or when it is of the same lineage and holds
+// no later event. Stream IDs compare as (milliseconds, sequence) pairs of
+// numbers: as strings "9-0" would sort after "10-0".
+const luaCheckpointAllowed = `
+local function allowed(key, id, lineage, replace)
+  local nm, ns = string.match(id, '^(%d+)%-(%d+)$')
+  if not nm then error('not a stream ID') end
+  local cur = redis.call('HMGET', key, 'id', 'lineage')
+  if not cur[1] or (replace ~= '' and cur[1] == replace) then return true end
+  if (cur[2] or '') ~= lineage then return false end
   local cm, cs = string.match(cur[1], '^(%d+)%-(%d+)$')
-  if cm then
-    nm, ns, cm, cs = tonumber(nm), tonumber(ns), tonumber(cm), tonumber(cs)
-    if nm < cm or (nm == cm and ns < cs) then return 0 end
-  end
+  if not cm then return true end
+  nm, ns, cm, cs = tonumber(nm), tonumber(ns), tonumber(cm), tonumber(cs)
+  return not (nm < cm or (nm == cm and ns < cs))
 end
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[3], 'extra', ARGV[4])
-return 1
-`)
-
-// WriteCheckpoint stores c unless the store holds a checkpoint of another
-// lineage, or a later one of c's, other than the one whose ID is replace
-// (empty: none); it reports whether it stored it.
-func (s *Client) WriteCheckpoint(ctx context.Context, c Checkpoint, replace string) (bool, error) {
-	if _, _, ok := parseID(c.ID); !ok {
-		return false, fmt.Errorf("store: checkpoint: %q is not a stream ID", c.ID)
-	}
-	saved, err := writeCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace).Int64()
-	if err = s.outcome(ctx, "checkpoint", err); err != nil {
-		return false, fmt.Errorf("store: checkpoint: %w", err)
-	}
-	return saved == 1, nil
-}
+`
 
 // Ahead reports whether stream ID id is more than by after now, or is
 // not a stream ID: an ID no event of the store's clock can reach soon.

@@ -34,13 +34,13 @@ func TestWriteCheckpointKeepsTheLatestOfItsLineage(t *testing.T) {
 		{"3-0", "M", "10-0", true},   // in place of this one
 		{"4-0", "M", "", true},
 	} {
-		saved, err := s.WriteCheckpoint(ctx, Checkpoint{ID: c.id, Lineage: c.lineage, Data: []byte("state " + c.id), Extra: []byte("x")}, c.replace)
+		saved, err := s.WriteCheckpoint(ctx, onePart(c.id, c.lineage, "state "+c.id, "x"), c.replace)
 		if err != nil || saved != c.saved {
 			t.Fatalf("WriteCheckpoint(%s, %s, %s): %v, %v; want %v", c.id, c.lineage, c.replace, saved, err, c.saved)
 		}
 	}
 	c, ok, err := s.LoadCheckpoint(ctx, 1<<20)
-	if err != nil || !ok || c.ID != "4-0" || c.Lineage != "M" || string(c.Data) != "state 4-0" || string(c.Extra) != "x" {
+	if err != nil || !ok || c.ID != "4-0" || c.Lineage != "M" || readOnePart(t, s.Client, c) != "state 4-0" || string(c.Extra) != "x" {
 		t.Fatalf("LoadCheckpoint: %+v, %v, %v", c, ok, err)
 	}
 	if _, ok, err := s.LoadCheckpoint(ctx, 5); !ok || !errors.Is(err, ErrCheckpointTooLarge) {
@@ -69,7 +69,7 @@ func TestHeadShowsTheStreamsBounds(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	if _, err := s.WriteCheckpoint(ctx, Checkpoint{ID: ids[1], Lineage: "L", Data: []byte("12345")}, ""); err != nil {
+	if _, err := s.WriteCheckpoint(ctx, onePart(ids[1], "L", "12345", ""), ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.MarkSynced(ctx, time.Minute); err != nil {
@@ -86,4 +86,23 @@ func TestHeadShowsTheStreamsBounds(t *testing.T) {
 	if !Adjacent("5-1", "5-2") || Adjacent("5-1", "6-0") || !Before("9-0", "10-0") {
 		t.Error("Adjacent or Before misorders IDs")
 	}
+}
+
+// onePart is a checkpoint whose state is one part, data.
+func onePart(id, lineage, data, extra string) Checkpoint {
+	return Checkpoint{ID: id, Lineage: lineage, Extra: []byte(extra), Parts: []Part{{Name: "s", Digest: data}},
+		Body: func(string) ([]byte, error) { return []byte(data), nil }}
+}
+
+// readOnePart reads back onePart's data.
+func readOnePart(t *testing.T, s *Client, c Checkpoint) string {
+	t.Helper()
+	if len(c.Parts) != 1 || c.Parts[0].Name != "s" {
+		t.Fatalf("parts %+v; want one, s", c.Parts)
+	}
+	b, err := s.ReadParts(context.Background(), c.Gen, []string{"s"}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b[0])
 }
