@@ -41,6 +41,9 @@ type SuiteOptions struct {
 	// Planning is the scheduler's cost per request at a small and a large
 	// number of addresses; no sizes: not measured.
 	Planning PlanningOptions
+	// Checkpoint is the store's checkpoint at scale; no Addresses: not
+	// measured.
+	Checkpoint CheckpointOptions
 	// Only names the one part to run (OnlyWebhookAccounts, OnlyReplicas,
 	// OnlyWebhookStore, OnlyPlanning); empty: all.
 	Only string
@@ -109,6 +112,8 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 			err = measureReplicas(r, o.Replicas, progress)
 		case OnlyPlanning:
 			err = measurePlanning(r, o.Planning, progress)
+		case OnlyCheckpoint:
+			err = measureCheckpoint(r, o.Checkpoint, progress)
 		default:
 			return r, fmt.Errorf("suite: no part %q to run alone (only %s)", o.Only, OnlyParts)
 		}
@@ -194,6 +199,9 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 	if err := measureReplicas(r, o.Replicas, progress); err != nil {
 		return r, err
 	}
+	if err := measureCheckpoint(r, o.Checkpoint, progress); err != nil {
+		return r, err
+	}
 
 	for _, rpm := range o.Budgets {
 		fmt.Fprintf(progress, "budget: %d/min for %s of fake time\n", rpm, o.BudgetRun)
@@ -229,10 +237,13 @@ const (
 	OnlyReplicas = "replicas"
 	// OnlyPlanning is the scheduler's cost per request (seconds).
 	OnlyPlanning = "planning"
+	// OnlyCheckpoint is the store's checkpoint at scale (a few minutes of
+	// real time: the snapshot interval is a real minute).
+	OnlyCheckpoint = "checkpoint"
 )
 
 // OnlyParts lists them for messages and flags.
-const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning
+const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning + ", " + OnlyCheckpoint
 
 func measureWebhookStore(r *Report, o WebhookOptions, progress io.Writer) error {
 	if o.Rounds == 0 {
@@ -272,6 +283,30 @@ func measureReplicas(r *Report, o ReplicasOptions, progress io.Writer) error {
 		return fmt.Errorf("replicas: %w", err)
 	}
 	r.Replicas = &res
+	return nil
+}
+
+func measureCheckpoint(r *Report, o CheckpointOptions, progress io.Writer) error {
+	if o.Addresses == 0 {
+		return nil
+	}
+	if o.Exporter == "" {
+		dir, err := os.MkdirTemp("", "breach-bench-build-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(progress, "checkpoint: building %s\n", ExporterPackage)
+		if o.Exporter, err = BuildExporter(dir); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(progress, "checkpoint: %d addresses, a replica of a real redis-server, %d quiet minutes of real time, %d starts from the store\n", o.Addresses, o.QuietMinutes, o.Starts)
+	res, err := MeasureCheckpoint(o)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	r.Checkpoint = &res
 	return nil
 }
 
@@ -343,6 +378,7 @@ func figures(r *Report) []Figure {
 	fs = append(fs, replicatedFigures(r)...)
 	fs = append(fs, deployedFigures(r.Deployed)...)
 	fs = append(fs, userCostFigures(r.UserCost)...)
+	fs = append(fs, checkpointFigures(r.Checkpoint)...)
 	for _, b := range r.Budget {
 		name := fmt.Sprintf("budget used at %d/min", b.RequestsPerMinute)
 		fs = append(fs,
