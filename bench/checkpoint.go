@@ -106,7 +106,7 @@ func MeasureCheckpoint(o CheckpointOptions) (CheckpointResult, error) {
 
 	// The baseline start: the snapshot from the state folder, no store.
 	if res.FolderSamples, err = timeStarts(o.Starts, func(int) (float64, error) {
-		return timeReady(client, o.Exporter, rs.dir, rs.storage)
+		return timeReady(client, o.Exporter, rs.dir, rs.storage, o.Addresses, false)
 	}); err != nil {
 		return res, fmt.Errorf("start from the state folder: %w", err)
 	}
@@ -154,7 +154,7 @@ func MeasureCheckpoint(o CheckpointOptions) (CheckpointResult, error) {
 	}
 
 	if res.StartSamples, err = timeStarts(o.Starts+1, func(i int) (float64, error) {
-		return timeStoreStart(client, o.Exporter, storeDir, filepath.Join(rs.dir, fmt.Sprintf("empty-%d", i)), o.Addresses, i == o.Starts)
+		return timeReady(client, o.Exporter, storeDir, filepath.Join(rs.dir, fmt.Sprintf("empty-%d", i)), o.Addresses, i == o.Starts)
 	}); err != nil {
 		return res, fmt.Errorf("start from the store: %w", err)
 	}
@@ -243,9 +243,10 @@ func quietMinutes(ctx context.Context, rdb *redis.Client, writer *exporterProces
 	return nil
 }
 
-// timeStoreStart times exec to /-/ready of a replica on the empty folder
-// storage, then checks that it serves every address.
-func timeStoreStart(client *http.Client, bin, dir, storage string, addresses int, oneCore bool) (float64, error) {
+// timeReady times exec to /-/ready of the binary on the config in dir and
+// the folder storage (killed after: it writes no snapshot), then checks
+// that it serves every address.
+func timeReady(client *http.Client, bin, dir, storage string, addresses int, oneCore bool) (float64, error) {
 	p, err := startExporter(bin, dir, storage, "1h", oneCore)
 	if err != nil {
 		return 0, err
@@ -263,20 +264,6 @@ func timeStoreStart(client *http.Client, bin, dir, storage string, addresses int
 		return 0, p.failed(fmt.Errorf("ready serving %d addresses, want %d", n, addresses))
 	}
 	return took, nil
-}
-
-// timeReady times exec to /-/ready of the binary on the config in dir and
-// the folder storage, which it leaves as it was (killed: no snapshot).
-func timeReady(client *http.Client, bin, dir, storage string) (float64, error) {
-	p, err := startExporter(bin, dir, storage, "1h", false)
-	if err != nil {
-		return 0, err
-	}
-	defer p.kill()
-	if err := waitServing(client, "http://"+p.web+"/-/ready", p.exited); err != nil {
-		return 0, p.failed(err)
-	}
-	return time.Since(p.started).Seconds(), nil
 }
 
 // servedAddresses counts the addresses whose state is served.

@@ -262,16 +262,10 @@ func measureReplicas(r *Report, o ReplicasOptions, progress io.Writer) error {
 	if o.Replicas == 0 {
 		return nil
 	}
-	if o.Exporter == "" {
-		dir, err := os.MkdirTemp("", "breach-bench-build-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		fmt.Fprintf(progress, "replicas: building %s\n", ExporterPackage)
-		if o.Exporter, err = BuildExporter(dir); err != nil {
-			return err
-		}
+	cleanup, err := buildUnlessGiven(&o.Exporter, "replicas", progress)
+	defer cleanup()
+	if err != nil {
+		return err
 	}
 	span := fmt.Sprintf("%d whole windows", o.Windows)
 	if o.Windows < 1 {
@@ -286,20 +280,29 @@ func measureReplicas(r *Report, o ReplicasOptions, progress io.Writer) error {
 	return nil
 }
 
+// buildUnlessGiven builds the exporter binary into *exe when it names
+// none; cleanup removes what it built.
+func buildUnlessGiven(exe *string, part string, progress io.Writer) (cleanup func(), err error) {
+	if *exe != "" {
+		return func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "breach-bench-build-")
+	if err != nil {
+		return func() {}, err
+	}
+	fmt.Fprintf(progress, "%s: building %s\n", part, ExporterPackage)
+	*exe, err = BuildExporter(dir)
+	return func() { os.RemoveAll(dir) }, err
+}
+
 func measureCheckpoint(r *Report, o CheckpointOptions, progress io.Writer) error {
 	if o.Addresses == 0 {
 		return nil
 	}
-	if o.Exporter == "" {
-		dir, err := os.MkdirTemp("", "breach-bench-build-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		fmt.Fprintf(progress, "checkpoint: building %s\n", ExporterPackage)
-		if o.Exporter, err = BuildExporter(dir); err != nil {
-			return err
-		}
+	cleanup, err := buildUnlessGiven(&o.Exporter, "checkpoint", progress)
+	defer cleanup()
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(progress, "checkpoint: %d addresses, a replica of a real redis-server, %d quiet minutes of real time, %d starts from the store\n", o.Addresses, o.QuietMinutes, o.Starts)
 	res, err := MeasureCheckpoint(o)
