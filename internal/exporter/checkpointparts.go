@@ -186,6 +186,9 @@ func (e invalidParts) Unwrap() error { return e.err }
 // The parts of a piece are decompressed and decoded on every core: a start
 // waits for them.
 func (r *replicas) loadParts(ctx context.Context, c sharedstore.Checkpoint) (persist.State, error) {
+	if !slices.ContainsFunc(c.Parts, func(p sharedstore.Part) bool { return p.Name == metaPart }) {
+		return persist.State{}, invalidParts{errors.New("no part " + metaPart + ": not a checkpoint this release writes")}
+	}
 	workers := runtime.GOMAXPROCS(0)
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(workers), zstd.WithDecoderMaxMemory(maxPartBytes))
 	if err != nil {

@@ -155,6 +155,27 @@ func TestCheckpointPartOverItsBoundIsRefused(t *testing.T) {
 	}
 }
 
+// A checkpoint in parts without the part every write has is not one this
+// release wrote: it is not loaded (an empty state in place of the
+// cluster's), and is counted.
+func TestCheckpointWithoutItsMetaPartIsRefused(t *testing.T) {
+	store := testkit.StartRedis(t)
+	r := storeReplicas(t, store)
+	ctx := context.Background()
+	c := sharedstore.Checkpoint{ID: "1-0", Lineage: "L", Parts: []sharedstore.Part{{Name: "a1", Digest: "x"}},
+		Body: func(string) ([]byte, error) { return []byte("x"), nil }}
+	if _, err := r.shared.WriteCheckpoint(ctx, c, ""); err != nil {
+		t.Fatal(err)
+	}
+	head, err := r.shared.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok := r.loadCheckpoint(ctx, head); ok || testutil.ToFloat64(r.dropped) != 1 {
+		t.Fatalf("loaded %v, %v counted; want refused and counted", ok, testutil.ToFloat64(r.dropped))
+	}
+}
+
 // A checkpoint the previous release wrote over one in parts (its id and
 // data, the state whole) is loaded from its data.
 func TestCheckpointOfThePreviousReleaseOverPartsLoads(t *testing.T) {
