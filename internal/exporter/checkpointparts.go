@@ -4,6 +4,7 @@ package exporter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -52,6 +53,7 @@ const (
 	checkpointBuckets = 4096
 	metaPart          = "meta"
 	bucketPrefix      = "a"
+	newsPrefix        = "n" // the news of a bucket's addresses
 	// maxPartBytes bounds one part decompressed: a part of a deployment
 	// at the state snapshot's bound (1 GiB) has a few hundred KB.
 	maxPartBytes = 64 << 20
@@ -79,23 +81,46 @@ func bucketOf(email string) int {
 	return int(h.Sum64() % checkpointBuckets)
 }
 
-func bucketName(i int) string { return bucketPrefix + strconv.Itoa(i) }
+func bucketName(prefix string, i int) string { return prefix + strconv.Itoa(i) }
 
 // stateParts is a checkpoint's state split in parts.
 type stateParts struct {
 	meta    persist.State
 	buckets [checkpointBuckets][]watchlist.SavedEntry
+	news    [checkpointBuckets][]addressExtra
+}
+
+// newsPart is the content of a bucket's news part, in persist's framing.
+type newsPart struct {
+	V    int            `json:"v"`
+	News []addressExtra `json:"news"`
 }
 
 // splitState splits st's shared state (its per-replica parts, the
-// receiver's counts and the journal's point, are not a checkpoint's).
-func splitState(st persist.State) *stateParts {
+// receiver's counts and the journal's point, are not a checkpoint's), and
+// the news by key (newsOf's order).
+func splitState(st persist.State, news []addressExtra) *stateParts {
 	p := &stateParts{meta: persist.State{Watchlist: watchlist.Saved{Accounts: st.Watchlist.Accounts}, Seen: st.Seen}}
 	for _, e := range st.Watchlist.Entries {
 		b := bucketOf(e.Address.Email)
 		p.buckets[b] = append(p.buckets[b], e)
 	}
+	for _, n := range news {
+		b := bucketOf(n.Key)
+		p.news[b] = append(p.news[b], n)
+	}
 	return p
+}
+
+// newsOf is each address's news, by key: copied, so that the watchlist
+// may change them once its lock is released.
+func newsOf(news map[string]watchlist.News) []addressExtra {
+	out := make([]addressExtra, 0, len(news))
+	for k, n := range news {
+		out = append(out, addressExtra{Key: k, NewDatabases: n.NewDatabases, SensitiveFields: n.SensitiveFields})
+	}
+	slices.SortFunc(out, func(a, b addressExtra) int { return strings.Compare(a.Key, b.Key) })
+	return out
 }
 
 // raw is the named part's content, uncompressed.
@@ -103,15 +128,19 @@ func (p *stateParts) raw(name string) ([]byte, error) {
 	if name == metaPart {
 		return persist.Encode(p.meta, partTime)
 	}
-	i, ok := bucketIndex(name)
+	if i, ok := bucketIndex(name, newsPrefix); ok {
+		return persist.Framed(newsPart{V: eventFormat, News: p.news[i]})
+	}
+	i, ok := bucketIndex(name, bucketPrefix)
 	if !ok {
 		return nil, fmt.Errorf("no part %q", name)
 	}
 	return persist.Encode(persist.State{Watchlist: watchlist.Saved{Entries: p.buckets[i]}}, partTime)
 }
 
-func bucketIndex(name string) (int, bool) {
-	s, ok := strings.CutPrefix(name, bucketPrefix)
+// bucketIndex is the bucket of a part's name of prefix.
+func bucketIndex(name, prefix string) (int, bool) {
+	s, ok := strings.CutPrefix(name, prefix)
 	if !ok || s == "" || s[0] == '0' && s != "0" || s[0] == '+' {
 		return 0, false
 	}
@@ -124,12 +153,15 @@ func bucketIndex(name string) (int, bool) {
 func partDigest(raw []byte) string { return persist.Checksum(raw) }
 
 // list is the parts with their digests: the meta part and every bucket
-// that holds an address.
+// that holds an address, or news.
 func (p *stateParts) list() ([]sharedstore.Part, error) {
 	names := []string{metaPart}
-	for i, b := range p.buckets {
-		if len(b) > 0 {
-			names = append(names, bucketName(i))
+	for i := range checkpointBuckets {
+		if len(p.buckets[i]) > 0 {
+			names = append(names, bucketName(bucketPrefix, i))
+		}
+		if len(p.news[i]) > 0 {
+			names = append(names, bucketName(newsPrefix, i))
 		}
 	}
 	parts := make([]sharedstore.Part, len(names))
@@ -143,10 +175,10 @@ func (p *stateParts) list() ([]sharedstore.Part, error) {
 	return parts, nil
 }
 
-// checkpointOf is the checkpoint of st at id: its parts and, for those
-// the store lacks, their compressed bytes.
-func checkpointOf(st persist.State, id string) (sharedstore.Checkpoint, error) {
-	p := splitState(st)
+// checkpointOf is the checkpoint of st and news at id: its parts and, for
+// those the store lacks, their compressed bytes.
+func checkpointOf(st persist.State, news []addressExtra, id string) (sharedstore.Checkpoint, error) {
+	p := splitState(st, news)
 	parts, err := p.list()
 	if err != nil {
 		return sharedstore.Checkpoint{}, err
@@ -182,21 +214,22 @@ type invalidParts struct{ err error }
 func (e invalidParts) Error() string { return e.err.Error() }
 func (e invalidParts) Unwrap() error { return e.err }
 
-// loadParts reads c's parts in pieces and returns the state they hold.
+// loadParts reads c's parts in pieces and returns the state and the news
+// they hold.
 // The parts of a piece are decompressed and decoded on every core: a start
 // waits for them.
-func (r *replicas) loadParts(ctx context.Context, c sharedstore.Checkpoint) (persist.State, error) {
+func (r *replicas) loadParts(ctx context.Context, c sharedstore.Checkpoint) (persist.State, []addressExtra, error) {
 	if !slices.ContainsFunc(c.Parts, func(p sharedstore.Part) bool { return p.Name == metaPart }) {
-		return persist.State{}, invalidParts{errors.New("no part " + metaPart + ": not a checkpoint this release writes")}
+		return persist.State{}, nil, invalidParts{errors.New("no part " + metaPart + ": not a checkpoint this release writes")}
 	}
 	workers := runtime.GOMAXPROCS(0)
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(workers), zstd.WithDecoderMaxMemory(maxPartBytes))
 	if err != nil {
-		return persist.State{}, err
+		return persist.State{}, nil, err
 	}
 	defer dec.Close()
 	pd := &partsDecoder{dec: dec, workers: workers}
-	var st persist.State
+	var st loadedParts
 	var fetched int64
 	for piece := range slices.Chunk(c.Parts, partsPerRead) {
 		names := make([]string, len(piece))
@@ -206,18 +239,24 @@ func (r *replicas) loadParts(ctx context.Context, c sharedstore.Checkpoint) (per
 		bodies, err := r.shared.ReadParts(ctx, c.Gen, names, maxCheckpointBytes-fetched)
 		switch {
 		case errors.Is(err, sharedstore.ErrCheckpointTooLarge):
-			return persist.State{}, invalidParts{err}
+			return persist.State{}, nil, invalidParts{err}
 		case err != nil:
-			return persist.State{}, err
+			return persist.State{}, nil, err
 		}
 		for _, b := range bodies {
 			fetched += int64(len(b))
 		}
 		if err := pd.piece(&st, piece, bodies); err != nil {
-			return persist.State{}, invalidParts{err}
+			return persist.State{}, nil, invalidParts{err}
 		}
 	}
-	return st, nil
+	return st.state, st.news, nil
+}
+
+// loadedParts is what the parts read so far hold.
+type loadedParts struct {
+	state persist.State
+	news  []addressExtra
 }
 
 // partsDecoder decodes the parts of a checkpoint, at most maxCheckpointBytes
@@ -230,8 +269,8 @@ type partsDecoder struct {
 
 // piece decodes the parts of one piece, workers at a time, and adds their
 // state to st in the piece's order.
-func (pd *partsDecoder) piece(st *persist.State, parts []sharedstore.Part, bodies [][]byte) error {
-	states := make([]persist.State, len(parts))
+func (pd *partsDecoder) piece(st *loadedParts, parts []sharedstore.Part, bodies [][]byte) error {
+	states := make([]loadedParts, len(parts))
 	errs := make([]error, len(parts))
 	slots := make(chan struct{}, pd.workers)
 	var wg sync.WaitGroup
@@ -248,45 +287,73 @@ func (pd *partsDecoder) piece(st *persist.State, parts []sharedstore.Part, bodie
 			return fmt.Errorf("part %s: %w", breach.LabelValue(p.Name, breach.MaxValueBytes), errs[i])
 		}
 		if p.Name == metaPart {
-			st.Watchlist.Accounts, st.Seen = states[i].Watchlist.Accounts, states[i].Seen
+			st.state.Watchlist.Accounts, st.state.Seen = states[i].state.Watchlist.Accounts, states[i].state.Seen
 		}
-		st.Watchlist.Entries = append(st.Watchlist.Entries, states[i].Watchlist.Entries...)
+		st.state.Watchlist.Entries = append(st.state.Watchlist.Entries, states[i].state.Watchlist.Entries...)
+		st.news = append(st.news, states[i].news...)
 	}
 	return nil
 }
 
 // part decompresses, checks and decodes one part.
-func (pd *partsDecoder) part(part sharedstore.Part, body []byte) (persist.State, error) {
+func (pd *partsDecoder) part(part sharedstore.Part, body []byte) (loadedParts, error) {
 	raw, err := pd.dec.DecodeAll(body, nil)
 	if err != nil {
-		return persist.State{}, err
+		return loadedParts{}, err
 	}
 	if pd.decoded.Add(int64(len(raw))) > maxCheckpointBytes {
-		return persist.State{}, fmt.Errorf("over %d bytes decompressed", int64(maxCheckpointBytes))
+		return loadedParts{}, fmt.Errorf("over %d bytes decompressed", int64(maxCheckpointBytes))
 	}
 	return decodePart(part, raw)
 }
 
 // decodePart checks part's content raw and decodes it.
-func decodePart(part sharedstore.Part, raw []byte) (persist.State, error) {
+func decodePart(part sharedstore.Part, raw []byte) (loadedParts, error) {
 	if partDigest(raw) != part.Digest {
-		return persist.State{}, errors.New("its content does not match its digest")
+		return loadedParts{}, errors.New("its content does not match its digest")
+	}
+	if i, ok := bucketIndex(part.Name, newsPrefix); ok {
+		news, err := decodeNews(raw, i)
+		return loadedParts{news: news}, err
 	}
 	ps, err := persist.DecodeShared(raw)
 	if err != nil {
-		return persist.State{}, err
+		return loadedParts{}, err
 	}
 	if part.Name == metaPart {
-		return persist.State{Watchlist: watchlist.Saved{Accounts: ps.Watchlist.Accounts}, Seen: ps.Seen}, nil
+		return loadedParts{state: persist.State{Watchlist: watchlist.Saved{Accounts: ps.Watchlist.Accounts}, Seen: ps.Seen}}, nil
 	}
-	i, ok := bucketIndex(part.Name)
+	i, ok := bucketIndex(part.Name, bucketPrefix)
 	if !ok {
-		return persist.State{}, errors.New("not a part this release writes")
+		return loadedParts{}, errors.New("not a part this release writes")
 	}
 	for _, e := range ps.Watchlist.Entries {
 		if bucketOf(e.Address.Email) != i {
-			return persist.State{}, errors.New("an address of another part")
+			return loadedParts{}, errors.New("an address of another part")
 		}
 	}
-	return persist.State{Watchlist: watchlist.Saved{Entries: ps.Watchlist.Entries}}, nil
+	return loadedParts{state: persist.State{Watchlist: watchlist.Saved{Entries: ps.Watchlist.Entries}}}, nil
+}
+
+// decodeNews reads the news part of bucket i: of its addresses only, in a
+// version this release reads (the values are held to their bounds where
+// the watchlist takes them, RestoreContinuity).
+func decodeNews(raw []byte, i int) ([]addressExtra, error) {
+	body, err := persist.Unframed(raw)
+	if err != nil {
+		return nil, err
+	}
+	var n newsPart
+	if err := json.Unmarshal(body, &n); err != nil {
+		return nil, err
+	}
+	if n.V < 1 || n.V > eventFormat {
+		return nil, fmt.Errorf("%w: version %d", errLaterFormat, n.V)
+	}
+	for _, x := range n.News {
+		if bucketOf(x.Key) != i {
+			return nil, errors.New("news of an address of another part")
+		}
+	}
+	return n.News, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,16 +55,24 @@ func storeReplicas(t *testing.T, r *testkit.Redis) *replicas {
 	return &replicas{shared: c, logger: log.NewNopLogger(), dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "dropped"})}
 }
 
+// Every part a checkpoint can have is within what the store's client
+// reads: a bucket's addresses and news for each bucket, and meta.
+func TestCheckpointPartsFitTheClientsBound(t *testing.T) {
+	if n := 2*checkpointBuckets + 1; n > sharedstore.MaxCheckpointParts {
+		t.Fatalf("up to %d parts, the client reads %d", n, sharedstore.MaxCheckpointParts)
+	}
+}
+
 // A change of one address changes one part: a quiet minute's checkpoint
 // sends the parts of the addresses read in it, not the state.
 func TestCheckpointPartsChangeWithTheirAddresses(t *testing.T) {
 	st := partsState(1000)
-	before, err := checkpointOf(st, "1-0")
+	before, err := checkpointOf(st, nil, "1-0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.Watchlist.Entries[500].Sources[0].BreachCount++
-	after, err := checkpointOf(st, "2-0")
+	after, err := checkpointOf(st, nil, "2-0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +85,16 @@ func TestCheckpointPartsChangeWithTheirAddresses(t *testing.T) {
 			changed = append(changed, after.Parts[i].Name)
 		}
 	}
-	if want := bucketName(bucketOf(st.Watchlist.Entries[500].Address.Email)); len(changed) != 1 || changed[0] != want {
+	if want := bucketName(bucketPrefix, bucketOf(st.Watchlist.Entries[500].Address.Email)); len(changed) != 1 || changed[0] != want {
 		t.Fatalf("parts changed: %v; want %s alone", changed, want)
+	}
+	withNews, err := checkpointOf(st, []addressExtra{{Key: "user00042@example.com", NewDatabases: 1}}, "3-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := bucketName(newsPrefix, bucketOf("user00042@example.com")); len(withNews.Parts) != len(after.Parts)+1 ||
+		!slices.ContainsFunc(withNews.Parts, func(p sharedstore.Part) bool { return p.Name == want }) {
+		t.Fatalf("news of one address: %d parts, want one more, %s", len(withNews.Parts), want)
 	}
 }
 
@@ -89,7 +106,8 @@ func TestCheckpointInPartsLoadsBack(t *testing.T) {
 	ctx := context.Background()
 	st := partsState(3000)
 	st.Seen = []breach.RememberedWebhook{{Digest: [32]byte{1}, At: time.Now().UTC().Truncate(time.Second)}}
-	c, err := checkpointOf(st, "1-0")
+	news := []addressExtra{{Key: "user00007@example.com", NewDatabases: 2}, {Key: "user02999@example.com", SensitiveFields: 1}}
+	c, err := checkpointOf(st, news, "1-0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +119,10 @@ func TestCheckpointInPartsLoadsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _, lineage, ok := r.loadCheckpoint(ctx, head)
+	got, extra, lineage, ok := r.loadCheckpoint(ctx, head)
+	if extra == nil || len(extra.News) != 2 || extra.continuity().News["user00007@example.com"].NewDatabases != 2 {
+		t.Errorf("news loaded: %+v; want both addresses'", extra)
+	}
 	if !ok || lineage != "L" || got.Stream != "1-0" || len(got.Watchlist.Entries) != 3000 || len(got.Seen) != 1 ||
 		len(got.Watchlist.Accounts) != 1 || got.Watchlist.Accounts[0].Plan != "pro" {
 		t.Fatalf("loaded %v: %s, %s, %d addresses, %d seen, accounts %v", ok, lineage, got.Stream, len(got.Watchlist.Entries), len(got.Seen), got.Watchlist.Accounts)
@@ -182,7 +203,7 @@ func TestCheckpointOfThePreviousReleaseOverPartsLoads(t *testing.T) {
 	store := testkit.StartRedis(t)
 	r := storeReplicas(t, store)
 	ctx := context.Background()
-	c, err := checkpointOf(partsState(10), "1-0")
+	c, err := checkpointOf(partsState(10), nil, "1-0")
 	if err != nil {
 		t.Fatal(err)
 	}

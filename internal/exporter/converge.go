@@ -3,6 +3,7 @@
 package exporter
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -81,6 +82,10 @@ type convergence struct {
 	replace  string // an invalid checkpoint's ID, to write over
 	extra    []byte // the continuity taken with the state (take), for its checkpoint
 	start    *checkpointExtra
+
+	// news is the continuity's news, by key (take's, with extra), for the
+	// checkpoint's news parts. Under replicas.applying.
+	news []addressExtra
 
 	synced atomic.Bool
 
@@ -214,7 +219,7 @@ func (r *replicas) loadCheckpoint(ctx context.Context, head sharedstore.Head) (p
 		return persist.State{}, nil, "", false
 	}
 	for range checkpointLoadTries {
-		c, st, err := r.fetchCheckpoint(ctx, head.Now)
+		c, st, news, err := r.fetchCheckpoint(ctx, head.Now)
 		if errors.Is(err, sharedstore.ErrCheckpointMoved) {
 			continue
 		}
@@ -230,33 +235,38 @@ func (r *replicas) loadCheckpoint(ctx context.Context, head sharedstore.Head) (p
 		if x, ok := decodeExtra(c.Extra, c.ID); ok {
 			extra = &x
 		}
+		if len(news) > 0 {
+			extra = cmp.Or(extra, &checkpointExtra{V: eventFormat, ID: c.ID})
+			extra.News = append(extra.News, news...)
+		}
 		return st, extra, c.Lineage, true
 	}
 	return persist.State{}, nil, "", false
 }
 
-// fetchCheckpoint reads the checkpoint, whole or in parts; an error that
-// says it cannot be valid is an invalidParts.
-func (r *replicas) fetchCheckpoint(ctx context.Context, now time.Time) (sharedstore.Checkpoint, persist.State, error) {
+// fetchCheckpoint reads the checkpoint, whole or in parts (with the news
+// its parts hold); an error that says it cannot be valid is an
+// invalidParts.
+func (r *replicas) fetchCheckpoint(ctx context.Context, now time.Time) (sharedstore.Checkpoint, persist.State, []addressExtra, error) {
 	c, ok, err := r.shared.LoadCheckpoint(ctx, maxCheckpointBytes)
 	switch {
 	case errors.Is(err, sharedstore.ErrCheckpointTooLarge):
-		return c, persist.State{}, invalidParts{err}
+		return c, persist.State{}, nil, invalidParts{err}
 	case err != nil:
-		return c, persist.State{}, err
+		return c, persist.State{}, nil, err
 	case !ok:
-		return c, persist.State{}, errors.New("no checkpoint")
+		return c, persist.State{}, nil, errors.New("no checkpoint")
 	case !validCheckpointID(c.ID, now):
-		return c, persist.State{}, invalidParts{errors.New("its ID is past the store's clock")}
+		return c, persist.State{}, nil, invalidParts{errors.New("its ID is past the store's clock")}
 	case c.Parts != nil:
-		st, err := r.loadParts(ctx, c)
-		return c, st, err
+		st, news, err := r.loadParts(ctx, c)
+		return c, st, news, err
 	}
 	st, err := persist.DecodeShared(c.Data)
 	if err != nil {
 		err = invalidParts{err}
 	}
-	return c, st, err
+	return c, st, nil, err
 }
 
 // validHead reports whether the checkpoint the head shows could be
@@ -574,11 +584,15 @@ func (r *replicas) take(f func()) string {
 	defer r.applying.Unlock()
 	f()
 	r.held.complete = !r.holdingAlerts()
-	r.sync.extra = nil
+	r.sync.extra, r.sync.news = nil, nil
 	if !r.sync.synced.Load() {
 		return ""
 	}
-	r.sync.extra = encodeContinuity(r.watchlist.SaveContinuity(), r.last)
+	c := r.watchlist.SaveContinuity()
+	// The news go in parts of their own (checkpointparts.go): a write
+	// sends those of the addresses whose news changed.
+	r.sync.news = newsOf(c.News)
+	r.sync.extra = encodeContinuity(watchlist.Continuity{Up: c.Up}, r.last)
 	return r.last
 }
 
@@ -594,12 +608,12 @@ func (r *replicas) checkpoint(ctx context.Context, st persist.State, id string) 
 	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
 	defer cancel()
 	r.applying.Lock()
-	complete, lineage, extra, replace := r.held.complete, r.sync.lineage, r.sync.extra, r.sync.replace
+	complete, lineage, extra, news, replace := r.held.complete, r.sync.lineage, r.sync.extra, r.sync.news, r.sync.replace
 	r.applying.Unlock()
 	if !complete {
 		return nil // a state that lacks the alerts held (unwatched.go)
 	}
-	c, err := checkpointOf(st, id)
+	c, err := checkpointOf(st, news, id)
 	if err != nil {
 		return err
 	}
@@ -644,10 +658,7 @@ func encodeContinuity(c watchlist.Continuity, id string) []byte {
 		x.Accounts = append(x.Accounts, accountExtra{Name: name, Up: up})
 	}
 	slices.SortFunc(x.Accounts, func(a, b accountExtra) int { return strings.Compare(a.Name, b.Name) })
-	for k, n := range c.News {
-		x.News = append(x.News, addressExtra{Key: k, NewDatabases: n.NewDatabases, SensitiveFields: n.SensitiveFields})
-	}
-	slices.SortFunc(x.News, func(a, b addressExtra) int { return strings.Compare(a.Key, b.Key) })
+	x.News = newsOf(c.News)
 	data, _ := json.Marshal(x) // the types cannot fail to encode
 	return data
 }

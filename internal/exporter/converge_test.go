@@ -124,14 +124,14 @@ func (s *storeSetup) checkpointState(t *testing.T) (persist.State, bool) {
 	var st persist.State
 	for name, digest := range digests {
 		raw, err := dec.DecodeAll([]byte(parts[name]), nil)
-		var ps persist.State
+		var ps loadedParts
 		if err == nil {
 			ps, err = decodePart(sharedstore.Part{Name: name, Digest: digest}, raw)
 		}
 		if err != nil {
 			t.Fatalf("the store's checkpoint, part %s: %v", name, err)
 		}
-		st.Watchlist.Entries = append(st.Watchlist.Entries, ps.Watchlist.Entries...)
+		st.Watchlist.Entries = append(st.Watchlist.Entries, ps.state.Watchlist.Entries...)
 	}
 	return st, true
 }

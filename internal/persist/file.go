@@ -172,6 +172,14 @@ func Encode(st State, now time.Time) ([]byte, error) {
 	return framed(f)
 }
 
+// Framed is v in the shape of a state folder's file (framed): for other
+// data kept beside a state snapshot's form, such as parts of a checkpoint.
+func Framed(v any) ([]byte, error) { return framed(v) }
+
+// Unframed checks the checksum line of data in Framed's shape and returns
+// the JSON after it.
+func Unframed(data []byte) ([]byte, error) { return checksummed(data) }
+
 // framed is v as JSON after the line with its SHA-256: the shape of every
 // file of the state folder but the journal.
 func framed(v any) ([]byte, error) {

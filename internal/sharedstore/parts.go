@@ -22,7 +22,7 @@ import (
 
 // MaxCheckpointParts bounds the parts of a checkpoint: a store that holds
 // more is not read (LoadCheckpoint), and is written from scratch.
-const MaxCheckpointParts = 8192
+const MaxCheckpointParts = 1 << 14
 
 // partsNote is the checkpoint's data while the state is in parts: the
 // previous release reads data as a state snapshot, refuses this one as no
