@@ -134,3 +134,37 @@ func TestCheckpointOfThePreviousReleaseIsReadWhole(t *testing.T) {
 		t.Fatalf("LoadCheckpoint: %+v, %v", got, err)
 	}
 }
+
+// A write of the whole state over a checkpoint in parts of the same ID is
+// read whole (the previous release reads its data): it removes parts_id,
+// and keeps the parts, on which the next write in parts builds; that write
+// puts the note back in data, so no whole state is left beside a later ID.
+func TestWholeWriteOverPartsIsReadWhole(t *testing.T) {
+	r := testkit.StartRedis(t)
+	s := open(t, r, "a", "")
+	ctx := context.Background()
+	var sent []string
+	if _, err := s.WriteCheckpoint(ctx, partsOf("5-0", map[string]string{"p": "new"}, &sent), ""); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := s.Head(ctx); err != nil || !h.Parts {
+		t.Fatalf("head %+v, %v; want in parts", h, err)
+	}
+	if saved, err := s.WriteCheckpoint(ctx, Checkpoint{ID: "5-0", Lineage: "L", Data: []byte("whole"), Extra: []byte("x")}, ""); err != nil || !saved {
+		t.Fatalf("the whole write: %v, %v", saved, err)
+	}
+	got, ok, err := s.LoadCheckpoint(ctx, 1<<20)
+	if err != nil || !ok || string(got.Data) != "whole" || got.Parts != nil {
+		t.Fatalf("LoadCheckpoint: %+v, %v, %v; want the whole data", got, ok, err)
+	}
+	if h, err := s.Head(ctx); err != nil || h.Parts || h.Size != int64(len("whole")+len("x")) {
+		t.Fatalf("head %+v, %v; want whole, of the data's and the extra's size", h, err)
+	}
+	sent = nil
+	if saved, err := s.WriteCheckpoint(ctx, partsOf("6-0", map[string]string{"p": "new", "q": "more"}, &sent), ""); err != nil || !saved || !slices.Equal(sent, []string{"q"}) {
+		t.Fatalf("the write in parts after the whole one: %v, %v, sent %v", saved, err, sent)
+	}
+	if note, err := raw(t, r).HGet(ctx, "breach_exporter:checkpoint", "data").Result(); err != nil || note != partsNote {
+		t.Fatalf("data after the write in parts: %q, %v; want the note", note, err)
+	}
+}
