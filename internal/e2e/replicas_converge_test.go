@@ -155,10 +155,12 @@ const previousRelease = "28b5cca"
 
 // TestReplicasUpgradeAndRollback runs two builds as replicas of one store,
 // as a rolling upgrade and a rollback do: three replicas of the previous release, upgraded one
-// at a time to this one, then one rolled back, with signed alerts arriving
-// the whole time. Every alert answered 204 is counted once, the same on
-// every replica, whichever build serves it. It needs the repository's
-// history (git) to build the previous release.
+// at a time to this one, then one rolled back, and replaced onto an empty
+// folder, with signed alerts arriving the whole time. Every alert answered
+// 204 is counted once, the same on every replica, whichever build serves
+// it, and the previous release on the empty folder starts from the store's
+// checkpoint, which this release writes whole beside it. It needs the
+// repository's history (git) to build the previous release.
 func TestReplicasUpgradeAndRollback(t *testing.T) {
 	if os.Getenv("BREACH_E2E_REPLICAS") != "1" {
 		t.Skip("set BREACH_E2E_REPLICAS=1 to run the three-replica tests (make replicas-test)")

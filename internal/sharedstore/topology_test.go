@@ -102,6 +102,10 @@ func TestTopologyClusterOverTLS(t *testing.T) {
 	if h, err := b.Head(ctx); err != nil || !h.HasCheckpoint || h.ID != last {
 		t.Fatalf("head: %+v, %v", h, err)
 	}
+	// The alive keys are on the shard of the hash tag: both replicas'.
+	if lowest, complete, err := b.Formats(ctx); err != nil || lowest != Format || !complete {
+		t.Errorf("Formats on a cluster: %d, %v, %v; want %d, complete", lowest, complete, err, Format)
+	}
 	must(t, a.MarkSynced(ctx, time.Second))
 	a.countReplicas(ctx)
 	if a.waitRefused.Load() || a.storeReplicas.Load() != 0 {
