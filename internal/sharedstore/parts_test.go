@@ -98,17 +98,25 @@ func TestCheckpointPartsSendOnlyWhatChanged(t *testing.T) {
 	}
 }
 
+// inParts is a store whose checkpoint is in parts, one part p, at 5-0.
+func inParts(t *testing.T) (*testkit.Redis, replica) {
+	t.Helper()
+	r := testkit.StartRedis(t)
+	s := open(t, r, "a", "")
+	var sent []string
+	if _, err := s.WriteCheckpoint(context.Background(), partsOf("5-0", map[string]string{"p": "new"}, &sent), ""); err != nil {
+		t.Fatal(err)
+	}
+	return r, s
+}
+
 // The previous release writes id and data over the checkpoint: its data
 // is read then, not the parts of an older ID; and it reads the note in
 // data, not a state.
 func TestCheckpointOfThePreviousReleaseIsReadWhole(t *testing.T) {
-	r := testkit.StartRedis(t)
-	s := open(t, r, "a", "")
+	r, s := inParts(t)
 	ctx := context.Background()
 	var sent []string
-	if _, err := s.WriteCheckpoint(ctx, partsOf("5-0", map[string]string{"p": "new"}, &sent), ""); err != nil {
-		t.Fatal(err)
-	}
 	c := raw(t, r)
 	if note, err := c.HGet(ctx, "breach_exporter:checkpoint", "data").Result(); err != nil || note != partsNote {
 		t.Fatalf("data while in parts: %q, %v", note, err)
@@ -140,13 +148,9 @@ func TestCheckpointOfThePreviousReleaseIsReadWhole(t *testing.T) {
 // and keeps the parts, on which the next write in parts builds; that write
 // puts the note back in data, so no whole state is left beside a later ID.
 func TestWholeWriteOverPartsIsReadWhole(t *testing.T) {
-	r := testkit.StartRedis(t)
-	s := open(t, r, "a", "")
+	r, s := inParts(t)
 	ctx := context.Background()
 	var sent []string
-	if _, err := s.WriteCheckpoint(ctx, partsOf("5-0", map[string]string{"p": "new"}, &sent), ""); err != nil {
-		t.Fatal(err)
-	}
 	if h, err := s.Head(ctx); err != nil || !h.Parts {
 		t.Fatalf("head %+v, %v; want in parts", h, err)
 	}
