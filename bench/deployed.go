@@ -351,6 +351,12 @@ type exporterProcess struct {
 // startExporterProcess starts the binary over the config and snapshot in
 // dir, on one core.
 func startExporterProcess(bin, dir, storage string) (*exporterProcess, error) {
+	return startExporter(bin, dir, storage, "1h", true)
+}
+
+// startExporter is startExporterProcess with the snapshot interval, on one
+// core or on every core of the machine.
+func startExporter(bin, dir, storage, snapshotInterval string, oneCore bool) (*exporterProcess, error) {
 	web, err := freeLoopbackAddress()
 	if err != nil {
 		return nil, err
@@ -361,9 +367,12 @@ func startExporterProcess(bin, dir, storage string) (*exporterProcess, error) {
 	}
 	p := &exporterProcess{exited: make(chan struct{}), logs: &bytes.Buffer{}, web: web, hook: hook}
 	p.cmd = exec.Command(bin, "--config.file", filepath.Join(dir, "config.yml"),
-		"--storage.path", storage, "--storage.snapshot-interval", "1h",
+		"--storage.path", storage, "--storage.snapshot-interval", snapshotInterval,
 		"--web.listen-address", web, "--webhook.listen-address", hook, "--log.level", "warn")
-	p.cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+	p.cmd.Env = os.Environ()
+	if oneCore {
+		p.cmd.Env = append(p.cmd.Env, "GOMAXPROCS=1")
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	p.started = time.Now()
 	if err := p.cmd.Start(); err != nil {

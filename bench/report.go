@@ -116,6 +116,8 @@ type Report struct {
 	// polling with several replicas sharing one key.
 	WebhookStore *WebhookStoreResult `json:"webhook_store,omitempty"`
 	Replicas     *ReplicasResult     `json:"replicas,omitempty"`
+	// Checkpoint is the store's checkpoint at scale.
+	Checkpoint *CheckpointResult `json:"checkpoint,omitempty"`
 	// Scrape is the collector alone, in process; Deployed the built
 	// binary over HTTP.
 	Scrape   []ScrapePair     `json:"scrape,omitempty"`

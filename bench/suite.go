@@ -43,8 +43,12 @@ type SuiteOptions struct {
 	Planning PlanningOptions
 	// Owners is the cost of owner labels; no Addresses: not measured.
 	Owners OwnersOptions
+	// Checkpoint is the store's checkpoint at scale; no Addresses: not
+	// measured.
+	Checkpoint CheckpointOptions
 	// Only names the one part to run (OnlyWebhookAccounts, OnlyReplicas,
-	// OnlyWebhookStore, OnlyPlanning, OnlyOwners, OnlyUserCost); empty: all.
+	// OnlyWebhookStore, OnlyPlanning, OnlyOwners, OnlyUserCost,
+	// OnlyCheckpoint); empty: all.
 	Only string
 	// BudgetRun is the fake time each budget run lasts.
 	BudgetRun time.Duration
@@ -115,6 +119,8 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 			err = measureOwners(r, o.Owners, progress)
 		case OnlyUserCost:
 			err = measureUserCost(r, o, progress)
+		case OnlyCheckpoint:
+			err = measureCheckpoint(r, o.Checkpoint, progress)
 		default:
 			return r, fmt.Errorf("suite: no part %q to run alone (only %s)", o.Only, OnlyParts)
 		}
@@ -188,6 +194,9 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 	if err := measureReplicas(r, o.Replicas, progress); err != nil {
 		return r, err
 	}
+	if err := measureCheckpoint(r, o.Checkpoint, progress); err != nil {
+		return r, err
+	}
 
 	for _, rpm := range o.Budgets {
 		fmt.Fprintf(progress, "budget: %d/min for %s of fake time\n", rpm, o.BudgetRun)
@@ -230,10 +239,13 @@ const (
 	OnlyOwners = "owners"
 	// OnlyUserCost is what a real Prometheus pays (o.UserCost).
 	OnlyUserCost = "user-cost"
+	// OnlyCheckpoint is the store's checkpoint at scale (a few minutes of
+	// real time: the snapshot interval is a real minute).
+	OnlyCheckpoint = "checkpoint"
 )
 
 // OnlyParts lists them for messages and flags.
-const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning + ", " + OnlyOwners + ", " + OnlyUserCost
+const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning + ", " + OnlyOwners + ", " + OnlyUserCost + ", " + OnlyCheckpoint
 
 func measureWebhookStore(r *Report, o WebhookOptions, progress io.Writer) error {
 	if o.Rounds == 0 {
@@ -252,16 +264,10 @@ func measureReplicas(r *Report, o ReplicasOptions, progress io.Writer) error {
 	if o.Replicas == 0 {
 		return nil
 	}
-	if o.Exporter == "" {
-		dir, err := os.MkdirTemp("", "breach-bench-build-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		fmt.Fprintf(progress, "replicas: building %s\n", ExporterPackage)
-		if o.Exporter, err = BuildExporter(dir); err != nil {
-			return err
-		}
+	cleanup, err := buildUnlessGiven(&o.Exporter, "replicas", progress)
+	defer cleanup()
+	if err != nil {
+		return err
 	}
 	span := fmt.Sprintf("%d whole windows", o.Windows)
 	if o.Windows < 1 {
@@ -273,6 +279,39 @@ func measureReplicas(r *Report, o ReplicasOptions, progress io.Writer) error {
 		return fmt.Errorf("replicas: %w", err)
 	}
 	r.Replicas = &res
+	return nil
+}
+
+// buildUnlessGiven builds the exporter binary into *exe when it names
+// none; cleanup removes what it built.
+func buildUnlessGiven(exe *string, part string, progress io.Writer) (cleanup func(), err error) {
+	if *exe != "" {
+		return func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "breach-bench-build-")
+	if err != nil {
+		return func() {}, err
+	}
+	fmt.Fprintf(progress, "%s: building %s\n", part, ExporterPackage)
+	*exe, err = BuildExporter(dir)
+	return func() { os.RemoveAll(dir) }, err
+}
+
+func measureCheckpoint(r *Report, o CheckpointOptions, progress io.Writer) error {
+	if o.Addresses == 0 {
+		return nil
+	}
+	cleanup, err := buildUnlessGiven(&o.Exporter, "checkpoint", progress)
+	defer cleanup()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "checkpoint: %d addresses, a replica of a real redis-server, %d quiet minutes of real time, %d starts from the store\n", o.Addresses, o.QuietMinutes, o.Starts)
+	res, err := MeasureCheckpoint(o)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	r.Checkpoint = &res
 	return nil
 }
 
@@ -344,6 +383,7 @@ func figures(r *Report) []Figure {
 	fs = append(fs, replicatedFigures(r)...)
 	fs = append(fs, deployedFigures(r.Deployed)...)
 	fs = append(fs, userCostFigures(r.UserCost)...)
+	fs = append(fs, checkpointFigures(r.Checkpoint)...)
 	for _, b := range r.Budget {
 		name := fmt.Sprintf("budget used at %d/min", b.RequestsPerMinute)
 		fs = append(fs,

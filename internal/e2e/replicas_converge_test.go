@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,10 +155,12 @@ const previousRelease = "28b5cca"
 
 // TestReplicasUpgradeAndRollback runs two builds as replicas of one store,
 // as a rolling upgrade and a rollback do: three replicas of the previous release, upgraded one
-// at a time to this one, then one rolled back, with signed alerts arriving
-// the whole time. Every alert answered 204 is counted once, the same on
-// every replica, whichever build serves it. It needs the repository's
-// history (git) to build the previous release.
+// at a time to this one, then one rolled back, and replaced onto an empty
+// folder, with signed alerts arriving the whole time. Every alert answered
+// 204 is counted once, the same on every replica, whichever build serves
+// it, and the previous release on the empty folder starts from the store's
+// checkpoint, which this release writes whole beside it. It needs the
+// repository's history (git) to build the previous release.
 func TestReplicasUpgradeAndRollback(t *testing.T) {
 	if os.Getenv("BREACH_E2E_REPLICAS") != "1" {
 		t.Skip("set BREACH_E2E_REPLICAS=1 to run the three-replica tests (make replicas-test)")
@@ -184,25 +187,55 @@ func TestReplicasUpgradeAndRollback(t *testing.T) {
 		at      int
 		replica int
 		bin     string
-	}{{100, 0, newBin}, {200, 1, newBin}, {300, 2, newBin}, {420, 1, oldBin}} // the last: a rollback
+		empty   bool
+	}{
+		{100, 0, newBin, false}, {200, 1, newBin, false}, {300, 2, newBin, false},
+		{420, 1, oldBin, false}, // a rollback, with its folder
+		{470, 1, oldBin, true},  // ... and onto an empty folder: it starts from the store's checkpoint
+	}
 	holdAt := 500
 	faults := map[int]chan struct{}{}
 	for _, st := range steps {
 		faults[st.at] = make(chan struct{})
 	}
+	var emptyStart string // the process of the last step
 	sent := rs.sendDuring(ctx, t, bodies, faults, holdAt, func() error {
 		for _, st := range steps {
 			if err := waitFor(ctx, faults[st.at]); err != nil {
 				return err
 			}
 			rs.bin = st.bin
-			if err := rs.restart(ctx, rs.replicas[st.replica], false); err != nil {
+			r := rs.replicas[st.replica]
+			if !st.empty {
+				if err := rs.restart(ctx, r, false); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := rs.replaceEmpty(ctx, r, "rollback-empty"); err != nil {
 				return err
 			}
+			rs.mu.Lock()
+			emptyStart = r.name
+			rs.mu.Unlock()
 		}
 		return nil
 	})
 	rs.checkRun(ctx, t, sent, convergeBodies)
+	// The replicas of this release write the checkpoint whole while one of
+	// the previous release is alive: a replica of it on an empty folder
+	// loads it (28b5cca logs the start from the store's checkpoint only
+	// after decoding it).
+	if emptyStart == "" {
+		return // faults failed, reported above
+	}
+	log, err := os.ReadFile(rs.process(emptyStart).logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "Starting from the store's checkpoint") {
+		t.Errorf("the replica of %s started on an empty folder did not start from the store's checkpoint (%s)", previousRelease, emptyStart)
+	}
 }
 
 // sendDuring sends bodies 100 ms apart while faults runs: its steps wait

@@ -3,10 +3,10 @@
 package exporter
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -86,10 +86,10 @@ const (
 // convergence is the replica's side of the lineage.
 type convergence struct {
 	// Under replicas.applying.
-	lineage  string // the lineage the state descends from
-	descends bool   // false until a checkpoint was loaded or a lineage started
-	replace  string // an invalid checkpoint's ID, to write over
-	extra    []byte // the continuity taken with the state (take), for its checkpoint
+	lineage  string           // the lineage the state descends from
+	descends bool             // false until a checkpoint was loaded or a lineage started
+	replace  string           // an invalid checkpoint's ID, to write over
+	extra    *checkpointExtra // the continuity taken with the state (take), for its checkpoint
 	start    *checkpointExtra
 	// fresh: the lineage was started here and no checkpoint of it is
 	// written yet; its first is sharedstore.Checkpoint.New, and may
@@ -233,33 +233,60 @@ func (r *replicas) start(local *persist.State) *persist.State {
 
 // loadCheckpoint fetches the store's checkpoint, bounded before it is
 // fetched, and decodes and checks it; one that fails is counted once and
-// not loaded.
+// not loaded. A load that another replica's write interrupts starts again.
 func (r *replicas) loadCheckpoint(ctx context.Context, head sharedstore.Head) (persist.State, *checkpointExtra, string, bool) {
 	if !head.HasCheckpoint || !r.validHead(head) {
 		return persist.State{}, nil, "", false
 	}
-	c, ok, err := r.shared.LoadCheckpoint(ctx, maxCheckpointBytes)
-	if err != nil || !ok {
-		if errors.Is(err, sharedstore.ErrCheckpointTooLarge) {
+	for range checkpointLoadTries {
+		c, st, news, err := r.fetchCheckpoint(ctx, head.Now)
+		if errors.Is(err, sharedstore.ErrCheckpointMoved) {
+			continue
+		}
+		var invalid invalidParts
+		if errors.As(err, &invalid) {
 			r.invalidCheckpoint(c.ID, err)
 		}
-		return persist.State{}, nil, "", false
+		if err != nil {
+			return persist.State{}, nil, "", false
+		}
+		st.Stream = c.ID
+		var extra *checkpointExtra
+		if x, ok := decodeExtra(c.Extra, c.ID); ok {
+			extra = &x
+		}
+		if len(news) > 0 {
+			extra = cmp.Or(extra, &checkpointExtra{V: eventFormat, ID: c.ID})
+			extra.News = append(extra.News, news...)
+		}
+		return st, extra, c.Lineage, true
 	}
-	if !validCheckpointID(c.ID, head.Now) {
-		r.invalidCheckpoint(c.ID, errors.New("its ID is past the store's clock"))
-		return persist.State{}, nil, "", false
+	return persist.State{}, nil, "", false
+}
+
+// fetchCheckpoint reads the checkpoint, whole or in parts (with the news
+// its parts hold); an error that says it cannot be valid is an
+// invalidParts.
+func (r *replicas) fetchCheckpoint(ctx context.Context, now time.Time) (sharedstore.Checkpoint, persist.State, []addressExtra, error) {
+	c, ok, err := r.shared.LoadCheckpoint(ctx, maxCheckpointBytes)
+	switch {
+	case errors.Is(err, sharedstore.ErrCheckpointTooLarge):
+		return c, persist.State{}, nil, invalidParts{err}
+	case err != nil:
+		return c, persist.State{}, nil, err
+	case !ok:
+		return c, persist.State{}, nil, errors.New("no checkpoint")
+	case !validCheckpointID(c.ID, now):
+		return c, persist.State{}, nil, invalidParts{errors.New("its ID is past the store's clock")}
+	case c.Parts != nil:
+		st, news, err := r.loadParts(ctx, c)
+		return c, st, news, err
 	}
 	st, err := persist.DecodeShared(c.Data)
 	if err != nil {
-		r.invalidCheckpoint(c.ID, err)
-		return persist.State{}, nil, "", false
+		err = invalidParts{err}
 	}
-	st.Stream = c.ID
-	var extra *checkpointExtra
-	if x, ok := decodeExtra(c.Extra, c.ID); ok {
-		extra = &x
-	}
-	return st, extra, c.Lineage, true
+	return c, st, nil, err
 }
 
 // validHead reports whether the checkpoint the head shows could be
@@ -430,6 +457,7 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 	r.applying.Unlock()
 	r.settleDuplicates()
 	if r.sync.synced.Load() {
+		r.partsUnread(ctx, head)
 		_ = r.shared.MarkSynced(ctx, syncedTTL)
 		if r.sync.urgent {
 			r.writeNow(ctx)
@@ -442,13 +470,14 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 // invalid or of an older lineage than this synced replica's, rather than
 // at the next snapshot tick: replicas that are not synced wait for it.
 // The per-replica parts are the snapshot's business, not the checkpoint's.
+// It has the time a snapshot's write has, not the round's second: a first
+// write of many addresses encodes and sends every part.
 func (r *replicas) writeNow(ctx context.Context) {
 	var st persist.State
 	st.Stream = r.take(func() { st.Watchlist, _ = r.watchlist.Save() })
-	data, err := persist.Encode(st, time.Now())
-	if err == nil {
-		err = r.checkpoint(ctx, data, st.Stream)
-	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+	defer cancel()
+	err := r.checkpoint(wctx, st, nil, st.Stream)
 	if err == nil {
 		r.sync.urgent = false
 	}
@@ -668,25 +697,33 @@ func (r *replicas) take(f func()) string {
 	}
 	x := checkpointExtra{V: eventFormat, ID: r.last, Page: pageWires(r.page.entries)}
 	x.HeldAfter, x.Held = r.heldExtra()
-	r.sync.extra = encodeContinuity(x, r.watchlist.SaveContinuity())
+	x = withContinuity(x, r.watchlist.SaveContinuity())
+	r.sync.extra = &x
 	return r.last
 }
 
-// checkpoint writes data, the encoded state after event id (take's), as
-// the store's checkpoint unless the store holds one of another lineage or
-// a later one. It holds this replica's snapshot whole: a start takes the
-// shared state from it and keeps its own per-replica parts (the
-// receiver's counts, the journal's point).
-func (r *replicas) checkpoint(ctx context.Context, data []byte, id string) error {
+// checkpoint writes st, the state after event id (take's), as the store's
+// checkpoint unless the store holds one of another lineage or a later one
+// (then it sends no part of it): in parts, or whole (data: st encoded,
+// nil when the caller has not encoded it) while a replica that reads it
+// only whole is alive (checkpointOf). A start takes the shared state from
+// it and keeps its own per-replica parts (the receiver's counts, the
+// journal's point), which the checkpoint does not hold.
+func (r *replicas) checkpoint(ctx context.Context, st persist.State, data []byte, id string) error {
 	if id == "" {
 		return nil // not synced
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
 	defer cancel()
 	r.applying.Lock()
-	c := sharedstore.Checkpoint{ID: id, Lineage: r.sync.lineage, Data: data, Extra: r.sync.extra, New: r.sync.fresh, From: r.sync.from}
-	replace := r.sync.replace
+	extra, lineage, replace := r.sync.extra, r.sync.lineage, r.sync.replace
+	isNew, from := r.sync.fresh, r.sync.from
 	r.applying.Unlock()
+	c, err := r.checkpointOf(ctx, st, data, extra, id)
+	if err != nil {
+		return err
+	}
+	c.Lineage, c.New, c.From = lineage, isNew, from
 	saved, err := r.shared.WriteCheckpoint(ctx, c, replace)
 	if saved {
 		r.applying.Lock()
@@ -722,19 +759,15 @@ func (x *checkpointExtra) continuity() watchlist.Continuity {
 	return c
 }
 
-// encodeContinuity is the checkpoint's extra x (its event ID, the page's
+// withContinuity is the checkpoint's extra x (its event ID, the page's
 // acknowledgements, the alerts held) with c, in a stable order.
-func encodeContinuity(x checkpointExtra, c watchlist.Continuity) []byte {
+func withContinuity(x checkpointExtra, c watchlist.Continuity) checkpointExtra {
 	for name, up := range c.Up {
 		x.Accounts = append(x.Accounts, accountExtra{Name: name, Up: up})
 	}
 	slices.SortFunc(x.Accounts, func(a, b accountExtra) int { return strings.Compare(a.Name, b.Name) })
-	for k, n := range c.News {
-		x.News = append(x.News, addressExtra{Key: k, NewDatabases: n.NewDatabases, SensitiveFields: n.SensitiveFields})
-	}
-	slices.SortFunc(x.News, func(a, b addressExtra) int { return strings.Compare(a.Key, b.Key) })
-	data, _ := json.Marshal(x) // the types cannot fail to encode
-	return data
+	x.News = newsOf(c.News)
+	return x
 }
 
 func orZero(id string) string {

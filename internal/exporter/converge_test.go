@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -88,17 +89,49 @@ func (s *storeSetup) checkpointed(t *testing.T) {
 	})
 }
 
-// checkpointState decodes the store's checkpoint; ok is false when there
-// is none.
+// checkpointState decodes the store's checkpoint, whole or in parts; ok is
+// false when there is none.
 func (s *storeSetup) checkpointState(t *testing.T) (persist.State, bool) {
 	t.Helper()
-	data, err := s.redis.HGet(context.Background(), checkpointKey, "data").Bytes()
-	if err != nil {
+	ctx := context.Background()
+	// One transaction: the replicas write checkpoints meanwhile.
+	var head *redis.SliceCmd
+	var digestsCmd, partsCmd *redis.MapStringStringCmd
+	if _, err := s.redis.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		head = p.HMGet(ctx, checkpointKey, "id", "parts_id", "data")
+		digestsCmd, partsCmd = p.HGetAll(ctx, checkpointKey+":digests"), p.HGetAll(ctx, checkpointKey+":parts")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h := head.Val()
+	if h[0] == nil {
 		return persist.State{}, false
 	}
-	st, err := persist.DecodeShared(data)
+	if h[0] != h[1] {
+		st, err := persist.DecodeShared([]byte(h[2].(string)))
+		if err != nil {
+			t.Fatalf("the store's checkpoint: %v", err)
+		}
+		return st, true
+	}
+	digests, parts := digestsCmd.Val(), partsCmd.Val()
+	dec, err := zstd.NewReader(nil)
 	if err != nil {
-		t.Fatalf("the store's checkpoint: %v", err)
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	var st persist.State
+	for name, digest := range digests {
+		raw, err := dec.DecodeAll([]byte(parts[name]), nil)
+		var ps loadedParts
+		if err == nil {
+			ps, err = decodePart(sharedstore.Part{Name: name, Digest: digest}, raw)
+		}
+		if err != nil {
+			t.Fatalf("the store's checkpoint, part %s: %v", name, err)
+		}
+		st.Watchlist.Entries = append(st.Watchlist.Entries, ps.state.Watchlist.Entries...)
 	}
 	return st, true
 }

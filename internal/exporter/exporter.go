@@ -852,8 +852,8 @@ func (e *Exporter) cutState() *stateCut {
 	return c
 }
 
-// saveReplicated encodes c once for the store's checkpoint and the local
-// snapshot and writes both. written is false when the snapshot waits: the
+// saveReplicated writes the store's checkpoint of c (in parts,
+// converge.go) and the local snapshot. written is false when the snapshot waits: the
 // snapshot, its journal point and the receiver's counts go together,
 // written once the store holds every alert again.
 func (e *Exporter) saveReplicated(c *stateCut) (written bool, _ error) {
@@ -862,7 +862,7 @@ func (e *Exporter) saveReplicated(c *stateCut) (written bool, _ error) {
 	if err != nil {
 		return false, err
 	}
-	e.writeCheckpoint(data, c.state.Stream)
+	e.writeCheckpoint(c.state, data)
 	switch {
 	case e.folder == nil:
 		return true, nil
@@ -872,13 +872,14 @@ func (e *Exporter) saveReplicated(c *stateCut) (written bool, _ error) {
 	return true, e.folder.SaveEncoded(data, start, now)
 }
 
-// writeCheckpoint writes data, the state at the stream's event id, as the
-// shared store's checkpoint (replicated.go); a failure is logged, not
-// returned: the local snapshot does not wait for the store.
-func (e *Exporter) writeCheckpoint(data []byte, id string) {
+// writeCheckpoint writes st, the state at the stream's event st.Stream
+// (data: encoded, for a checkpoint written whole), as the shared store's
+// checkpoint (converge.go); a failure is logged, not returned: the local
+// snapshot does not wait for the store.
+func (e *Exporter) writeCheckpoint(st persist.State, data []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	if err := e.replicas.checkpoint(ctx, data, id); err != nil {
+	if err := e.replicas.checkpoint(ctx, st, data, st.Stream); err != nil {
 		level.Warn(e.logger).Log("msg", "Could not write the checkpoint to the store; another replica's, or the next one, serves a start", "err", err)
 	}
 }

@@ -172,6 +172,14 @@ func Encode(st State, now time.Time) ([]byte, error) {
 	return framed(f)
 }
 
+// Framed is v in the shape of a state folder's file (framed): for other
+// data kept beside a state snapshot's form, such as parts of a checkpoint.
+func Framed(v any) ([]byte, error) { return framed(v) }
+
+// Unframed checks the checksum line of data in Framed's shape and returns
+// the JSON after it.
+func Unframed(data []byte) ([]byte, error) { return checksummed(data) }
+
 // framed is v as JSON after the line with its SHA-256: the shape of every
 // file of the state folder but the journal.
 func framed(v any) ([]byte, error) {
@@ -189,16 +197,9 @@ func framed(v any) ([]byte, error) {
 // unframed checks the checksum line of a framed file and returns its JSON
 // and the version it names, which is between 1 and newest.
 func unframed(data []byte, newest int) ([]byte, int, error) {
-	head, body, ok := bytes.Cut(data, []byte("\n"))
-	if !ok || len(head) != 2*sha256.Size {
-		return nil, 0, errors.New("no checksum line: not a state folder file, or truncated")
-	}
-	var want [sha256.Size]byte
-	if _, err := hex.Decode(want[:], head); err != nil {
-		return nil, 0, errors.New("the checksum line is not hexadecimal")
-	}
-	if sha256.Sum256(body) != want {
-		return nil, 0, errors.New("checksum mismatch: truncated or damaged")
+	body, err := checksummed(data)
+	if err != nil {
+		return nil, 0, err
 	}
 	var probe struct {
 		Version int `json:"version"`
@@ -206,10 +207,44 @@ func unframed(data []byte, newest int) ([]byte, int, error) {
 	if err := json.Unmarshal(body, &probe); err != nil {
 		return nil, 0, fmt.Errorf("not JSON: %w", err)
 	}
-	if probe.Version < 1 || probe.Version > newest {
-		return nil, 0, fmt.Errorf("version %d, this exporter reads versions 1 to %d", probe.Version, newest)
+	if err := checkVersion(probe.Version, newest); err != nil {
+		return nil, 0, err
 	}
 	return body, probe.Version, nil
+}
+
+func checkVersion(v, newest int) error {
+	if v < 1 || v > newest {
+		return fmt.Errorf("version %d, this exporter reads versions 1 to %d", v, newest)
+	}
+	return nil
+}
+
+// Checksum is the checksum line of a framed file's bytes (the SHA-256 of
+// the rest, in hex), unchecked; "" when it has none.
+func Checksum(data []byte) string {
+	head, _, ok := bytes.Cut(data, []byte("\n"))
+	if !ok || len(head) != 2*sha256.Size {
+		return ""
+	}
+	return string(head)
+}
+
+// checksummed checks the checksum line of a framed file and returns the
+// rest.
+func checksummed(data []byte) ([]byte, error) {
+	head, body, ok := bytes.Cut(data, []byte("\n"))
+	if !ok || len(head) != 2*sha256.Size {
+		return nil, errors.New("no checksum line: not a state folder file, or truncated")
+	}
+	var want [sha256.Size]byte
+	if _, err := hex.Decode(want[:], head); err != nil {
+		return nil, errors.New("the checksum line is not hexadecimal")
+	}
+	if sha256.Sum256(body) != want {
+		return nil, errors.New("checksum mismatch: truncated or damaged")
+	}
+	return body, nil
 }
 
 // Decode reads a snapshot file's bytes. Any damage, an unknown version or a
@@ -225,21 +260,31 @@ func Decode(data []byte) (State, error) { return decode(data, true) }
 func DecodeShared(data []byte) (State, error) { return decode(data, false) }
 
 func decode(data []byte, strict bool) (State, error) {
-	newest := version
-	if !strict {
-		newest = math.MaxInt
-	}
-	body, _, err := unframed(data, newest)
-	if err != nil {
-		return State{}, err
-	}
 	var f fileV1
-	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
+		body, _, err := unframed(data, version)
+		if err != nil {
+			return State{}, err
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
-	}
-	if err := dec.Decode(&f); err != nil {
-		return State{}, fmt.Errorf("decoding: %w", err)
+		if err := dec.Decode(&f); err != nil {
+			return State{}, fmt.Errorf("decoding: %w", err)
+		}
+	} else {
+		// Any version from 1 on, decoded at once: no probe of the version
+		// first, which would cost another pass over a checkpoint's every
+		// part.
+		body, err := checksummed(data)
+		if err != nil {
+			return State{}, err
+		}
+		if err := json.Unmarshal(body, &f); err != nil {
+			return State{}, fmt.Errorf("decoding: %w", err)
+		}
+		if err := checkVersion(f.Version, math.MaxInt); err != nil {
+			return State{}, err
+		}
 	}
 	f.Version = min(f.Version, version)
 	return f.state()

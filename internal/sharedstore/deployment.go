@@ -77,7 +77,7 @@ func (s *Client) Join(ctx context.Context) error {
 // holds another's.
 func (s *Client) check(ctx context.Context) error {
 	ctx = context.WithValue(ctx, joiningKey{}, true)
-	err := s.run(ctx, healthScript, s.rdb, []string{s.key("alive", s.replica)}, millis(3*s.pingEvery)).Err()
+	err := s.run(ctx, healthScript, s.rdb, []string{s.key("alive", s.replica)}, millis(3*s.pingEvery), Format).Err()
 	if err = s.outcome(ctx, opHealth, err); err != nil {
 		return err
 	}

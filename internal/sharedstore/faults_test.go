@@ -304,9 +304,16 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	must(t, err)
 	_, err = s.Last(ctx)
 	must(t, err)
-	_, err = s.WriteCheckpoint(ctx, Checkpoint{ID: ids[0], Lineage: "L", Data: []byte("c")}, "")
+	if lowest, complete, err := s.Formats(ctx); err != nil || lowest != Format || !complete {
+		t.Errorf("Formats: %d, %v, %v; want %d, complete", lowest, complete, err, Format)
+	}
+	_, err = s.WriteCheckpoint(ctx, Checkpoint{ID: ids[0], Lineage: "L", Data: []byte("whole")}, "")
 	must(t, err)
-	_, _, err = s.LoadCheckpoint(ctx, 1<<20)
+	_, err = s.WriteCheckpoint(ctx, onePart(ids[0], "L", "c", ""), "")
+	must(t, err)
+	ck, _, err := s.LoadCheckpoint(ctx, 1<<20)
+	must(t, err)
+	_, err = s.ReadParts(ctx, ck.Gen, []string{"s"}, 1<<20)
 	must(t, err)
 	_, err = s.Head(ctx)
 	must(t, err)

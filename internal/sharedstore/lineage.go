@@ -18,19 +18,32 @@ import (
 // for) and deployment (the identity of the deployment that wrote it). A
 // previous release writes id and data only; it reads those two. A
 // checkpoint without a deployment is taken as this deployment's.
+// From the release with parts on (parts.go), the state may be in parts of
+// their own keys instead: data then holds a note the previous release
+// refuses, and parts_id says which id the parts hold. A write of the whole
+// state (while a replica of an earlier format is alive, formats.go)
+// removes parts_id, and so does a previous release's write of id and data
+// leave it behind: data is read then.
 
 // Checkpoint is a checkpoint as stored.
 type Checkpoint struct {
 	ID      string
 	Lineage string
-	Data    []byte
+	Data    []byte // the state whole, as the previous release writes it
 	Extra   []byte
 	// New marks, on a write, the first checkpoint of a lineage the writer
 	// started (not read back): it may replace a checkpoint of From, the
 	// lineage the writer's state descended from ("" none), or of another
-	// lineage that holds an earlier event (writeCheckpointScript).
+	// lineage that holds an earlier event (luaCheckpointAllowed).
 	New  bool
 	From string
+	// Parts is the state in parts (when Data is not): what LoadCheckpoint
+	// found, with Gen, the write of the parts they are of (ReadParts); or
+	// what WriteCheckpoint writes, sending Body only for the parts whose
+	// digest the store does not hold.
+	Parts []Part
+	Gen   int64
+	Body  func(name string) ([]byte, error)
 }
 
 // Head is what a replica checks about the store without fetching a
@@ -39,7 +52,10 @@ type Checkpoint struct {
 type Head struct {
 	HasCheckpoint bool
 	ID, Lineage   string
-	Size          int64 // of data and extra together
+	Size          int64 // of data (or parts) and extra together
+	// Parts: the state is in parts only, which the previous release
+	// cannot read.
+	Parts bool
 	// Foreign: the checkpoint is another deployment's (counted and
 	// logged once): it is not to be loaded, and may be written over.
 	Foreign bool
@@ -62,10 +78,11 @@ type Head struct {
 // no entry's data: XINFO STREAM's first and last entries are reduced to
 // their IDs, so a forged huge entry costs nothing here.
 var headScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
-local size = redis.call('HSTRLEN', KEYS[1], 'data') + redis.call('HSTRLEN', KEYS[1], 'extra')
+local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'parts_id', 'parts_size', 'deployment')
+` + luaCheckpointSize + `
 local t = redis.call('TIME')
-local out = {h[1] or '', h[2] or '', size, t[1], t[2], 0, '', '', '', '', 0, 0, redis.call('EXISTS', KEYS[3]), h[3] or ''}
+local out = {h[1] or '', h[2] or '', size, t[1], t[2], 0, '', '', '', '', 0, 0, redis.call('EXISTS', KEYS[3]), h[5] or '', 0}
+if h[1] and h[3] == h[1] then out[15] = 1 end
 if redis.call('TYPE', KEYS[2]).ok == 'stream' then
   out[6] = 1
   local info = redis.call('XINFO', 'STREAM', KEYS[2])
@@ -89,8 +106,8 @@ func (s *Client) Head(ctx context.Context) (Head, error) {
 	if err = s.readOutcome(ctx, "checkpoint", err); err != nil {
 		return Head{}, fmt.Errorf("store: checkpoint: %w", err)
 	}
-	if len(vals) != 14 {
-		return Head{}, fmt.Errorf("store: checkpoint: %d values in the head, want 14", len(vals))
+	if len(vals) != 15 {
+		return Head{}, fmt.Errorf("store: checkpoint: %d values in the head, want 15", len(vals))
 	}
 	str := func(i int) string { v, _ := vals[i].(string); return v }
 	num := func(i int) int64 {
@@ -108,6 +125,7 @@ func (s *Client) Head(ctx context.Context) (Head, error) {
 		Now:    time.Unix(num(3), num(4)*1000),
 		Stream: num(5) == 1, First: str(6), Last: str(7), LastGiven: str(8), MaxDeleted: str(9),
 		Added: num(10), Length: num(11), SyncedAlive: num(12) == 1,
+		Parts: num(14) == 1,
 	}
 	if theirs := str(13); h.HasCheckpoint && !s.of(theirs) {
 		h.Foreign = true
@@ -135,27 +153,34 @@ var ErrCheckpointTooLarge = errors.New("store: the checkpoint is larger than its
 // another deployment: its data was not fetched.
 var ErrForeignCheckpoint = errors.New("store: the checkpoint is another deployment's")
 
-// loadCheckpointScript: KEYS checkpoint hash; ARGV the bound in bytes,
-// this deployment's identity. The data is sent only within the bound, and
-// only of a checkpoint of this deployment (or of none: the previous
-// release's).
-var loadCheckpointScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
+// loadCheckpointScript: KEYS checkpoint hash, its parts' digests; ARGV
+// the bound in bytes, the most parts, this deployment's identity. The
+// data is sent only within the bound, and only of a checkpoint of this
+// deployment (or of none: the previous release's): the whole data, or the
+// parts' names and digests (their bytes come with ReadParts).
+var loadCheckpointScript = redis.NewScript(luaScan + `
+local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'parts_id', 'parts_size', 'parts_gen', 'deployment')
 if not h[1] then return {} end
-local dep = h[3] or ''
-if dep ~= '' and dep ~= ARGV[2] then return {h[1], h[2] or '', dep} end
-local size = redis.call('HSTRLEN', KEYS[1], 'data') + redis.call('HSTRLEN', KEYS[1], 'extra')
+local dep = h[6] or ''
+if dep ~= '' and dep ~= ARGV[3] then return {h[1], h[2] or '', dep} end
+` + luaCheckpointSize + `
 if size > tonumber(ARGV[1]) then return {h[1], h[2] or '', dep, size} end
+if h[3] == h[1] then
+  local out = {h[1], h[2] or '', dep, size, '', redis.call('HGET', KEYS[1], 'extra') or '', h[5] or '0'}
+  if not scan(KEYS[2], out, tonumber(ARGV[2])) then return {h[1], h[2] or '', dep, size} end
+  return out
+end
 local d = redis.call('HMGET', KEYS[1], 'data', 'extra')
 return {h[1], h[2] or '', dep, size, d[1] or '', d[2] or ''}
 `)
 
 // LoadCheckpoint returns the checkpoint when it is this deployment's
-// (ErrForeignCheckpoint otherwise) and its data and extra together are at
-// most maxBytes (ErrCheckpointTooLarge otherwise), without the data when
-// it is not; ok is false when there is none.
+// (ErrForeignCheckpoint otherwise) and its data (or parts) and extra
+// together are at most maxBytes and it has at most MaxCheckpointParts
+// parts (ErrCheckpointTooLarge otherwise), without the data when it is
+// not; ok is false when there is none. The parts' bytes are ReadParts'.
 func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoint, ok bool, err error) {
-	vals, err := loadCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint")}, maxBytes, s.identity).Slice()
+	vals, err := loadCheckpointScript.Run(ctx, s.rdb, []string{s.key("checkpoint"), s.key("checkpoint", "digests")}, maxBytes, MaxCheckpointParts, s.identity).Slice()
 	if err = s.readOutcome(ctx, "checkpoint", err); err != nil {
 		return Checkpoint{}, false, fmt.Errorf("store: checkpoint: %w", err)
 	}
@@ -176,26 +201,36 @@ func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoi
 		return c, true, ErrForeignCheckpoint
 	case len(vals) < 6:
 		return c, true, ErrCheckpointTooLarge
+	case len(vals) == 6:
+		c.Data, c.Extra = []byte(str(4)), []byte(str(5))
+		return c, true, nil
 	}
-	c.Data, c.Extra = []byte(str(4)), []byte(str(5))
+	c.Extra = []byte(str(5))
+	c.Gen, _ = strconv.ParseInt(str(6), 10, 64)
+	c.Parts = make([]Part, 0, (len(vals)-7)/2)
+	for i := 7; i+1 < len(vals); i += 2 {
+		c.Parts = append(c.Parts, Part{Name: str(i), Digest: str(i + 1)})
+	}
 	return c, true, nil
 }
 
-// writeCheckpointScript: KEYS checkpoint hash; ARGV id, lineage, data,
-// extra, replace, new ('1': c.New), from. It writes when there is no
-// checkpoint, when the one there is replace's (an ID the caller found
-// invalid, or the one whose history the caller found lost) or another
-// deployment's (left behind by a store that lost its identity, which this
-// deployment then claimed), when it is of the same lineage and holds no
-// later event, or, for a new lineage's first, when it is of the lineage
-// the writer descended from, or holds an earlier event (or an ID that is
-// none). The last settles replicas that start new lineages at once (the
-// stream deleted, the store restarted from an older save) in favour of
-// the one that holds the most, whatever the order of their writes: the
-// others find a lineage not theirs and load it; of two that hold as much,
-// the first written stays. Stream IDs compare as (milliseconds, sequence)
-// pairs of numbers: as strings "9-0" would sort after "10-0".
-var writeCheckpointScript = newGuarded(`
+// luaCheckpointAllowed defines allowed(key, id, lineage, replace, new,
+// from): whether a checkpoint at id of lineage may be written over the one
+// in the hash key (a guarded script's: identity is this deployment's). It
+// may when there is none, when the one there is replace's (an ID the
+// caller found invalid, or the one whose history the caller found lost)
+// or another deployment's (left behind by a store that lost its identity,
+// which this deployment then claimed), when it is of the same lineage and
+// holds no later event, or, for a new lineage's first (new '1'), when it
+// is of the lineage the writer descended from (from), or holds an earlier
+// event (or an ID that is none). The last settles replicas that start new
+// lineages at once (the stream deleted, the store restarted from an older
+// save) in favour of the one that holds the most, whatever the order of
+// their writes: the others find a lineage not theirs and load it; of two
+// that hold as much, the first written stays. Stream IDs compare as
+// (milliseconds, sequence) pairs of numbers: as strings "9-0" would sort
+// after "10-0".
+const luaCheckpointAllowed = `
 local function before(a, b)
   local am, as = string.match(a, '^(%d+)%-(%d+)$')
   local bm, bs = string.match(b, '^(%d+)%-(%d+)$')
@@ -203,41 +238,55 @@ local function before(a, b)
   am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
   return am < bm or (am == bm and as < bs)
 end
-if not string.match(ARGV[1], '^(%d+)%-(%d+)$') then return redis.error_reply('not a stream ID') end
-local cur = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
-local theirs = cur[3] and cur[3] ~= '' and cur[3] ~= identity
-if cur[1] and not theirs and not (ARGV[5] ~= '' and cur[1] == ARGV[5]) then
-  local lineage = cur[2] or ''
-  if lineage == ARGV[2] then
-    if before(ARGV[1], cur[1]) then return 0 end
-  elseif ARGV[6] ~= '1' then
-    return 0
-  elseif not (ARGV[7] ~= '' and lineage == ARGV[7]) and before(cur[1], ARGV[1]) == false then
-    return 0
-  end
+local function allowed(key, id, lineage, replace, new, from)
+  if not string.match(id, '^(%d+)%-(%d+)$') then error('not a stream ID') end
+  local cur = redis.call('HMGET', key, 'id', 'lineage', 'deployment')
+  local theirs = cur[3] and cur[3] ~= '' and cur[3] ~= identity
+  if not cur[1] or theirs or (replace ~= '' and cur[1] == replace) then return true end
+  local held = cur[2] or ''
+  if held == lineage then return not before(id, cur[1]) end
+  if new ~= '1' then return false end
+  return (from ~= '' and held == from) or before(cur[1], id) ~= false
 end
+`
+
+// writeCheckpointScript: KEYS checkpoint hash; ARGV id, lineage, data,
+// extra, replace, new ('1': c.New), from. It writes the state whole, as
+// the previous release reads it, when luaCheckpointAllowed allows it, and
+// removes parts_id: the parts the store may hold are of an earlier write
+// (kept: a write in parts after it sends only what changed).
+var writeCheckpointScript = newGuarded(luaCheckpointAllowed + `
+if not allowed(KEYS[1], ARGV[1], ARGV[2], ARGV[5], ARGV[6], ARGV[7]) then return 0 end
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[3], 'extra', ARGV[4], 'deployment', identity)
+redis.call('HDEL', KEYS[1], 'parts_id')
 return 1
 `)
 
-// WriteCheckpoint stores c, as this deployment's, unless the store holds
-// a checkpoint of this deployment of another lineage (unless c.New and it
-// is of c.From or holds an earlier event), or a later one of c's, other
-// than the one whose ID is replace (empty: none); it reports whether it
-// stored it.
+// WriteCheckpoint stores c, as this deployment's, in parts when c.Parts
+// is set (writeParts), else whole, unless the store holds a checkpoint of
+// this deployment of another lineage (unless c.New and it is of c.From or
+// holds an earlier event), or a later one of c's, other than the one
+// whose ID is replace (empty: none); it reports whether it stored it.
 func (s *Client) WriteCheckpoint(ctx context.Context, c Checkpoint, replace string) (bool, error) {
 	if _, _, ok := parseID(c.ID); !ok {
 		return false, fmt.Errorf("store: checkpoint: %q is not a stream ID", c.ID)
 	}
-	isNew := ""
-	if c.New {
-		isNew = "1"
+	if c.Parts != nil {
+		return s.writeParts(ctx, c, replace)
 	}
-	saved, err := s.run(ctx, writeCheckpointScript, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace, isNew, c.From).Int64()
+	saved, err := s.run(ctx, writeCheckpointScript, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace, flag(c.New), c.From).Int64()
 	if err = s.outcome(ctx, "checkpoint", err); err != nil {
 		return false, fmt.Errorf("store: checkpoint: %w", err)
 	}
 	return saved == 1, nil
+}
+
+// flag is a boolean as a script's argument.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
 }
 
 // Ahead reports whether stream ID id is more than by after now, or is

@@ -18,14 +18,26 @@ import (
 // lineages at once settle on the one that holds the most).
 func TestWriteCheckpointKeepsTheLatestOfItsLineage(t *testing.T) {
 	r := testkit.StartRedis(t)
-	s := open(t, r, "a", "")
+	// The same rule whole and in parts, each on a prefix of its own.
+	for _, inParts := range []bool{false, true} {
+		prefix := map[bool]string{false: "whole", true: "parts"}[inParts]
+		t.Run(prefix, func(t *testing.T) { keepsTheLatestOfItsLineage(t, open(t, r, "a", prefix), inParts) })
+	}
+}
+
+func keepsTheLatestOfItsLineage(t *testing.T, s replica, inParts bool) {
 	ctx := context.Background()
 	if _, ok, err := s.LoadCheckpoint(ctx, 1<<20); ok || err != nil {
 		t.Fatalf("a checkpoint where there is none: %v, %v", ok, err)
 	}
 	write := func(id, lineage, replace, from string, isNew, want bool) {
 		t.Helper()
-		saved, err := s.WriteCheckpoint(ctx, Checkpoint{ID: id, Lineage: lineage, Data: []byte("state " + id), Extra: []byte("x"), New: isNew, From: from}, replace)
+		c := Checkpoint{ID: id, Lineage: lineage, Data: []byte("state " + id), Extra: []byte("x")}
+		if inParts {
+			c = onePart(id, lineage, "state "+id, "x")
+		}
+		c.New, c.From = isNew, from
+		saved, err := s.WriteCheckpoint(ctx, c, replace)
 		if err != nil || saved != want {
 			t.Fatalf("WriteCheckpoint(%s, %s, replace %q, from %q, new %v): %v, %v; want %v", id, lineage, replace, from, isNew, saved, err, want)
 		}
@@ -58,7 +70,11 @@ func TestWriteCheckpointKeepsTheLatestOfItsLineage(t *testing.T) {
 	write("4-0", "P", "", "M", true, false)
 	write("4-0", "P", "", "N", true, true)
 	c, ok, err := s.LoadCheckpoint(ctx, 1<<20)
-	if err != nil || !ok || c.ID != "4-0" || c.Lineage != "P" || string(c.Data) != "state 4-0" || string(c.Extra) != "x" {
+	data := string(c.Data)
+	if inParts && err == nil {
+		data = readOnePart(t, s.Client, c)
+	}
+	if err != nil || !ok || c.ID != "4-0" || c.Lineage != "P" || data != "state 4-0" || string(c.Extra) != "x" {
 		t.Fatalf("LoadCheckpoint: %+v, %v, %v", c, ok, err)
 	}
 	if _, ok, err := s.LoadCheckpoint(ctx, 5); !ok || !errors.Is(err, ErrCheckpointTooLarge) {
@@ -87,7 +103,7 @@ func TestHeadShowsTheStreamsBounds(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	if _, err := s.WriteCheckpoint(ctx, Checkpoint{ID: ids[1], Lineage: "L", Data: []byte("12345")}, ""); err != nil {
+	if _, err := s.WriteCheckpoint(ctx, onePart(ids[1], "L", "12345", ""), ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.MarkSynced(ctx, time.Minute); err != nil {
@@ -104,4 +120,23 @@ func TestHeadShowsTheStreamsBounds(t *testing.T) {
 	if !Adjacent("5-1", "5-2") || Adjacent("5-1", "6-0") || !Before("9-0", "10-0") {
 		t.Error("Adjacent or Before misorders IDs")
 	}
+}
+
+// onePart is a checkpoint whose state is one part, data.
+func onePart(id, lineage, data, extra string) Checkpoint {
+	return Checkpoint{ID: id, Lineage: lineage, Extra: []byte(extra), Parts: []Part{{Name: "s", Digest: data}},
+		Body: func(string) ([]byte, error) { return []byte(data), nil }}
+}
+
+// readOnePart reads back onePart's data.
+func readOnePart(t *testing.T, s *Client, c Checkpoint) string {
+	t.Helper()
+	if len(c.Parts) != 1 || c.Parts[0].Name != "s" {
+		t.Fatalf("parts %+v; want one, s", c.Parts)
+	}
+	b, err := s.ReadParts(context.Background(), c.Gen, []string{"s"}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b[0])
 }

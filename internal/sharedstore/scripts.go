@@ -229,11 +229,12 @@ if type(first) == 'table' and first[1] then firstID = first[1] end
 return {'1', field(info, 'last-generated-id'), firstID, field(info, 'max-deleted-entry-id') or '', now}
 `)
 
-// healthScript: KEYS this replica's alive key; ARGV its expiry (ms).
-// Guarded: it writes the deployment's identity where none is, and nothing
-// where the store holds another's.
+// healthScript: KEYS this replica's alive key; ARGV its expiry (ms), the
+// store format this release reads (formats.go). Guarded: it writes the
+// deployment's identity where none is, and nothing where the store holds
+// another's.
 var healthScript = newGuarded(`
-redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
 return 1
 `)
 

@@ -91,16 +91,20 @@ func TestTopologyClusterOverTLS(t *testing.T) {
 	if n != 50 {
 		t.Fatalf("%d events in the stream for 50 digests", n)
 	}
-	saved, err := a.WriteCheckpoint(ctx, Checkpoint{ID: last, Lineage: "L", Data: []byte("state"), Extra: []byte("x")}, "")
+	saved, err := a.WriteCheckpoint(ctx, onePart(last, "L", "state", "x"), "")
 	if err != nil || !saved {
 		t.Fatalf("checkpoint: %v, %v", saved, err)
 	}
 	c, ok, err := b.LoadCheckpoint(ctx, 1<<20)
-	if err != nil || !ok || c.ID != last || c.Lineage != "L" || string(c.Data) != "state" {
+	if err != nil || !ok || c.ID != last || c.Lineage != "L" || readOnePart(t, b.Client, c) != "state" {
 		t.Fatalf("checkpoint read back: %+v %v %v", c, ok, err)
 	}
 	if h, err := b.Head(ctx); err != nil || !h.HasCheckpoint || h.ID != last {
 		t.Fatalf("head: %+v, %v", h, err)
+	}
+	// The alive keys are on the shard of the hash tag: both replicas'.
+	if lowest, complete, err := b.Formats(ctx); err != nil || lowest != Format || !complete {
+		t.Errorf("Formats on a cluster: %d, %v, %v; want %d, complete", lowest, complete, err, Format)
 	}
 	must(t, a.MarkSynced(ctx, time.Second))
 	a.countReplicas(ctx)

@@ -73,6 +73,7 @@ func main() {
 		Budgets:          []int{60, 55},
 		Planning:         bench.PlanningOptions{Small: 1000, Large: 100000, Requests: 20000, Runs: 5},
 		Owners:           bench.OwnersOptions{Addresses: 100000, Files: 10},
+		Checkpoint:       bench.CheckpointOptions{Addresses: 100000, QuietMinutes: 2, Starts: 2},
 		LatencyAddresses: 4,
 		LatencySamples:   5,
 		Progress:         os.Stderr,
@@ -90,6 +91,7 @@ func main() {
 		opts.LatencySamples = 1
 		opts.Planning = bench.PlanningOptions{Small: 100, Large: 10000, Requests: 200, Runs: 1}
 		opts.Owners = bench.OwnersOptions{Addresses: 1000, Files: 10}
+		opts.Checkpoint = bench.CheckpointOptions{Addresses: 1000, QuietMinutes: 1, Starts: 1}
 	}
 
 	report, err := bench.RunSuite(opts)
