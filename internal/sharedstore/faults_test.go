@@ -315,6 +315,8 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	f := follower{last: "0-0", apply: func(Event) {}}
 	must(t, s.followOnce(ctx, &f))
 	must(t, s.Forget(ctx, "s", []string{"i"}))
+	_, _, err = s.Formats(ctx)
+	must(t, err)
 	must(t, s.Prune(ctx, "s", func(string) bool { return false }))
 }
 

@@ -31,6 +31,9 @@ type Checkpoint struct {
 	// lineage that holds an earlier event (writeCheckpointScript).
 	New  bool
 	From string
+	// Signed marks, on a load, a checkpoint whose signature verified: only
+	// such a one may say the deployment is signed only.
+	Signed bool
 }
 
 // Head is what a replica checks about the store without fetching a
@@ -146,8 +149,8 @@ local dep = h[3] or ''
 if dep ~= '' and dep ~= ARGV[2] then return {h[1], h[2] or '', dep} end
 local size = redis.call('HSTRLEN', KEYS[1], 'data') + redis.call('HSTRLEN', KEYS[1], 'extra')
 if size > tonumber(ARGV[1]) then return {h[1], h[2] or '', dep, size} end
-local d = redis.call('HMGET', KEYS[1], 'data', 'extra')
-return {h[1], h[2] or '', dep, size, d[1] or '', d[2] or ''}
+local d = redis.call('HMGET', KEYS[1], 'data', 'extra', 'sig')
+return {h[1], h[2] or '', dep, size, d[1] or '', d[2] or '', d[3] or ''}
 `)
 
 // LoadCheckpoint returns the checkpoint when it is this deployment's
@@ -170,7 +173,8 @@ func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoi
 		return v
 	}
 	c = Checkpoint{ID: str(0), Lineage: str(1)}
-	switch theirs := str(2); {
+	theirs := str(2)
+	switch {
 	case !s.of(theirs):
 		s.foreignCheckpoint(c.ID, theirs)
 		return c, true, ErrForeignCheckpoint
@@ -178,11 +182,32 @@ func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoi
 		return c, true, ErrCheckpointTooLarge
 	}
 	c.Data, c.Extra = []byte(str(4)), []byte(str(5))
+	v := s.verify(str(6), s.key("checkpoint"), checkpointFields(c, theirs)...)
+	if v == unverified {
+		// The previous release writes id and data over a checkpoint of
+		// this one and leaves its sig, which then signs another: read as
+		// unsigned, which a signed-only deployment refuses all the same.
+		v = unsigned
+	}
+	if !s.accepted(v, unverifiedCheckpoint, c.ID) {
+		return c, true, ErrUnverifiedCheckpoint
+	}
+	c.Signed = v == verified
 	return c, true, nil
 }
 
+// ErrUnverifiedCheckpoint is LoadCheckpoint's answer for a checkpoint whose
+// signature the deployment does not accept (sign.go): not loaded, and
+// written over like an invalid one.
+var ErrUnverifiedCheckpoint = errors.New("store: the checkpoint's signature does not verify with this deployment's keys")
+
+// checkpointFields are the signed fields of checkpoint c of deployment.
+func checkpointFields(c Checkpoint, deployment string) []string {
+	return []string{"id", c.ID, "lineage", c.Lineage, "data", string(c.Data), "extra", string(c.Extra), entryDeployment, deployment}
+}
+
 // writeCheckpointScript: KEYS checkpoint hash; ARGV id, lineage, data,
-// extra, replace, new ('1': c.New), from. It writes when there is no
+// extra, replace, new ('1': c.New), from, sig (sign.go). It writes when there is no
 // checkpoint, when the one there is replace's (an ID the caller found
 // invalid, or the one whose history the caller found lost) or another
 // deployment's (left behind by a store that lost its identity, which this
@@ -216,7 +241,7 @@ if cur[1] and not theirs and not (ARGV[5] ~= '' and cur[1] == ARGV[5]) then
     return 0
   end
 end
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[3], 'extra', ARGV[4], 'deployment', identity)
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[3], 'extra', ARGV[4], 'deployment', identity, 'sig', ARGV[8])
 return 1
 `)
 
@@ -233,7 +258,8 @@ func (s *Client) WriteCheckpoint(ctx context.Context, c Checkpoint, replace stri
 	if c.New {
 		isNew = "1"
 	}
-	saved, err := s.run(ctx, writeCheckpointScript, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace, isNew, c.From).Int64()
+	sig := s.sign(s.key("checkpoint"), checkpointFields(c, s.identity)...)
+	saved, err := s.run(ctx, writeCheckpointScript, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace, isNew, c.From, sig).Int64()
 	if err = s.outcome(ctx, "checkpoint", err); err != nil {
 		return false, fmt.Errorf("store: checkpoint: %w", err)
 	}

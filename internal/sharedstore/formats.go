@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package sharedstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// storeFormat is what this release's alive key announces (healthScript):
+// the store formats it writes. 1, the previous releases' '1', is the
+// unsigned format; 2 signs every entry, checkpoint and lease (sign.go).
+const storeFormat = 2
+
+const (
+	// maxAlive bounds the alive keys Formats reads: a deployment runs a
+	// handful of replicas. More leaves the answer incomplete.
+	maxAlive = 64
+	// maxScans bounds Formats' SCAN calls, each over scanCount keys of
+	// the database: a store that holds many keys leaves it incomplete.
+	maxScans  = 64
+	scanCount = 1000
+)
+
+// Formats reads the store format every replica alive under the prefix
+// announces and returns the lowest (0 when none is alive); complete is
+// false when it could not read them all within its bounds (more than
+// maxAlive keys, or a keyspace SCAN does not cover in maxScans calls).
+// An alive key that is not a number is format 1: the releases before
+// formats wrote '1'.
+func (s *Client) Formats(ctx context.Context) (lowest int, complete bool, err error) {
+	shard, err := s.shard(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	keys, complete, err := s.aliveKeys(ctx, shard)
+	if err != nil || len(keys) == 0 {
+		return 0, complete, err
+	}
+	vals, err := shard.MGet(ctx, keys...).Result()
+	if err = s.readOutcome(ctx, opHealth, err); err != nil {
+		return 0, false, fmt.Errorf("store: formats: %w", err)
+	}
+	for _, v := range vals {
+		str, ok := v.(string)
+		if !ok {
+			continue // expired since the SCAN
+		}
+		f, perr := strconv.Atoi(str)
+		if perr != nil || f < 1 {
+			f = 1
+		}
+		if lowest == 0 || f < lowest {
+			lowest = f
+		}
+	}
+	return lowest, complete, nil
+}
+
+// aliveKeys lists the alive keys, at most maxAlive, in at most maxScans
+// SCAN calls; complete is false when there may be more.
+func (s *Client) aliveKeys(ctx context.Context, shard *redis.Client) (keys []string, complete bool, err error) {
+	match := globEscape(s.key("alive")) + ":*"
+	var cursor uint64
+	for range maxScans {
+		var page []string
+		page, cursor, err = shard.Scan(ctx, cursor, match, scanCount).Result()
+		if err = s.readOutcome(ctx, opHealth, err); err != nil {
+			return nil, false, fmt.Errorf("store: formats: %w", err)
+		}
+		keys = append(keys, page...)
+		if len(keys) > maxAlive {
+			return keys[:maxAlive], false, nil
+		}
+		if cursor == 0 {
+			return keys, true, nil
+		}
+	}
+	return keys, false, nil
+}
+
+// globEscape escapes what SCAN's MATCH reads as a pattern: a key_prefix
+// may hold it.
+func globEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`).Replace(s)
+}
