@@ -238,18 +238,8 @@ func Open(o Options) (*Client, error) {
 			Name: "breach_exporter_store_foreign_total",
 			Help: "What this replica refused as another deployment's under its key prefix, by what: write (a write the store refused because it holds another deployment's identity; the replica then uses the store no more), event (a stream entry of another deployment, not applied), checkpoint (a checkpoint of another deployment, not loaded).",
 		}, []string{"what"}),
-		unverified: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "breach_exporter_store_unverified_total",
-			Help: "What this replica skipped from the shared store for its signature, by what (event, checkpoint, serving): a signature that verifies with none of this deployment's keys (forged, or signed with keys this replica lacks), or none once the deployment is signed only.",
-		}, []string{"what"}),
-		signedGauge: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "breach_exporter_store_signed_only",
-			Help: "1 when this replica skips unsigned entries of the shared store: every replica announced a release that signs for a minute, or its state or the checkpoint said so; 0 before, and with store.accept_unsigned.",
-		}),
 	}
-	for _, what := range []string{unverifiedEvent, unverifiedCheckpoint, unverifiedServing} {
-		s.unverified.WithLabelValues(what)
-	}
+	s.unverified, s.signedGauge = signingMetrics()
 	for _, reason := range []string{resetAhead, resetRecreated} {
 		s.resets.WithLabelValues(reason)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/go-kit/log/level"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breach-exporter/breach_exporter/internal/ratelog"
@@ -46,8 +47,8 @@ const (
 	// sigField names the field, hash field or key suffix of the tags.
 	sigField = "sig"
 	// signLabel starts every signed message: a key of this set signs
-	// nothing else.
-	signLabel = "breach_exporter store entries v1"
+	// nothing else, and a later encoding names another.
+	signLabel = "breach_exporter store sig v1"
 )
 
 // The values of breach_exporter_store_unverified_total's label what.
@@ -56,6 +57,22 @@ const (
 	unverifiedCheckpoint = "checkpoint"
 	unverifiedServing    = "serving"
 )
+
+// signingMetrics are breach_exporter_store_unverified_total, each value
+// at 0, and breach_exporter_store_signed_only (latch.go).
+func signingMetrics() (*prometheus.CounterVec, prometheus.Gauge) {
+	unverified := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "breach_exporter_store_unverified_total",
+		Help: "What this replica skipped from the shared store for its signature, by what (event, checkpoint, serving): a signature that verifies with none of this deployment's keys (forged, or signed with keys this replica lacks), or none once the deployment is signed only.",
+	}, []string{"what"})
+	for _, what := range []string{unverifiedEvent, unverifiedCheckpoint, unverifiedServing} {
+		unverified.WithLabelValues(what)
+	}
+	return unverified, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "breach_exporter_store_signed_only",
+		Help: "1 when this replica skips unsigned entries of the shared store: every replica announced a release that signs for a minute, or its state or the checkpoint said so; 0 before, and with store.accept_unsigned.",
+	})
+}
 
 // signed is the canonical form of fields (name, value pairs) stored under
 // key: each part length-prefixed, so that no two lists of fields read
