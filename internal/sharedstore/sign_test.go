@@ -43,6 +43,17 @@ func openSigned(t *testing.T, r *testkit.Redis, name string, keys Keys) replica 
 	return replica{s, reg, buf}
 }
 
+// signedPair starts a store with two replicas of one key set, a and b,
+// and a plain client of the store.
+func signedPair(t *testing.T) (r *testkit.Redis, a, b replica, c *redis.Client) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a real redis-server")
+	}
+	r = testkit.StartRedis(t)
+	return r, openSigned(t, r, "a", keysOf("one")), openSigned(t, r, "b", keysOf("one")), raw(t, r)
+}
+
 func unverifiedCount(s replica, what string) float64 {
 	return testutil.ToFloat64(s.unverified.WithLabelValues(what))
 }
@@ -164,12 +175,7 @@ func TestSigningKeyFileRotation(t *testing.T) {
 // previous-release one loads unsigned before the latch and is refused after
 // it, counted.
 func TestCheckpointSignature(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a real redis-server")
-	}
-	r := testkit.StartRedis(t)
-	a, b := openSigned(t, r, "a", keysOf("one")), openSigned(t, r, "b", keysOf("one"))
-	c := raw(t, r)
+	_, a, b, c := signedPair(t)
 	ctx := context.Background()
 	saved, err := a.WriteCheckpoint(ctx, Checkpoint{ID: "1-0", Lineage: "L", Data: []byte("state")}, "")
 	must(t, err)
@@ -197,13 +203,8 @@ func TestCheckpointSignature(t *testing.T) {
 // no scrape is passed to its URL. A lease of a replica of this deployment
 // does.
 func TestForgedServingLeaseIsNone(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a real redis-server")
-	}
-	r := testkit.StartRedis(t)
-	a, b := openSigned(t, r, "a", keysOf("one")), openSigned(t, r, "b", keysOf("one"))
+	r, a, b, c := signedPair(t)
 	other := openSigned(t, r, "x", keysOf("other"))
-	c := raw(t, r)
 	ctx := context.Background()
 	const urlA = "http://127.0.0.1:1/metrics"
 	if _, err := a.HoldServing(ctx, urlA, time.Minute, true); err != nil {
@@ -234,12 +235,7 @@ func TestForgedServingLeaseIsNone(t *testing.T) {
 // this one for latchAfter; and a latched replica stays so when the store
 // loses every key. accept_unsigned never latches.
 func TestLatch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a real redis-server")
-	}
-	r := testkit.StartRedis(t)
-	a, b := openSigned(t, r, "a", keysOf("one")), openSigned(t, r, "b", keysOf("one"))
-	c := raw(t, r)
+	_, a, b, c := signedPair(t)
 	ctx := context.Background()
 	a.latchAfter = 0
 	if lowest, complete, err := a.Formats(ctx); err != nil || lowest != storeFormat || !complete {
