@@ -161,6 +161,7 @@ type Client struct {
 	storeReplicas  atomic.Int32
 	waitRefused    atomic.Bool
 	evictionWarned atomic.Bool
+	formatsWarned  atomic.Bool
 	// clockOffset is the store's clock minus this replica's, in ms, as
 	// last read: what is far ahead is judged on the store's clock.
 	clockOffset atomic.Int64

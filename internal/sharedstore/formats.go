@@ -4,10 +4,12 @@ package sharedstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/go-kit/log/level"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -31,7 +33,10 @@ const (
 // false when it could not read them all within its bounds (more than
 // maxAlive keys, or a keyspace SCAN does not cover in maxScans calls).
 // An alive key that is not a number is format 1: the releases before
-// formats wrote '1'.
+// formats wrote '1'. Its errors say nothing of store_up, which the health
+// check keeps: a store whose ACL refuses SCAN or MGET (the previous
+// release's least privilege had neither) answers all the rest, and is
+// said so once.
 func (s *Client) Formats(ctx context.Context) (lowest int, complete bool, err error) {
 	shard, err := s.shard(ctx)
 	if err != nil {
@@ -39,11 +44,11 @@ func (s *Client) Formats(ctx context.Context) (lowest int, complete bool, err er
 	}
 	keys, complete, err := s.aliveKeys(ctx, shard)
 	if err != nil || len(keys) == 0 {
-		return 0, complete, err
+		return 0, complete, s.formatsRefused(err)
 	}
 	vals, err := shard.MGet(ctx, keys...).Result()
-	if err = s.readOutcome(ctx, opHealth, err); err != nil {
-		return 0, false, fmt.Errorf("store: formats: %w", err)
+	if err != nil {
+		return 0, false, s.formatsRefused(err)
 	}
 	for _, v := range vals {
 		str, ok := v.(string)
@@ -69,8 +74,8 @@ func (s *Client) aliveKeys(ctx context.Context, shard *redis.Client) (keys []str
 	for range maxScans {
 		var page []string
 		page, cursor, err = shard.Scan(ctx, cursor, match, scanCount).Result()
-		if err = s.readOutcome(ctx, opHealth, err); err != nil {
-			return nil, false, fmt.Errorf("store: formats: %w", err)
+		if err != nil {
+			return nil, false, err
 		}
 		keys = append(keys, page...)
 		if len(keys) > maxAlive {
@@ -81,6 +86,19 @@ func (s *Client) aliveKeys(ctx context.Context, shard *redis.Client) (keys []str
 		}
 	}
 	return keys, false, nil
+}
+
+// formatsRefused logs, once, a store that refuses Formats' commands, and
+// returns err as Formats' error.
+func (s *Client) formatsRefused(err error) error {
+	if err == nil {
+		return nil
+	}
+	var reply redis.Error
+	if errors.As(err, &reply) && !s.formatsWarned.Swap(true) {
+		level.Warn(s.logger).Log("msg", "The store refuses SCAN or MGET: this replica cannot tell when every replica signs, and the deployment does not become signed only; add +scan +mget to the ACL (docs/replicas.md)", "err", err)
+	}
+	return fmt.Errorf("store: formats: %w", err)
 }
 
 // globEscape escapes what SCAN's MATCH reads as a pattern: a key_prefix

@@ -58,6 +58,13 @@ const (
 	unverifiedServing    = "serving"
 )
 
+// unverifiedNames name the values of what in a log line.
+var unverifiedNames = map[string]string{
+	unverifiedEvent:      "stream entry",
+	unverifiedCheckpoint: "checkpoint",
+	unverifiedServing:    "serving lease",
+}
+
 // signingMetrics are breach_exporter_store_unverified_total, each value
 // at 0, and breach_exporter_store_signed_only (latch.go).
 func signingMetrics() (*prometheus.CounterVec, prometheus.Gauge) {
@@ -118,6 +125,9 @@ func (s *Client) verify(sig, key string, fields ...string) verdict {
 	if sig == "" {
 		return unsigned
 	}
+	if len(sig) > maxTags*(2*tagBytes+1) {
+		return unverified // not decoded: what the store holds is bounded first
+	}
 	tags := strings.Split(sig, ",")
 	if len(tags) > maxTags {
 		return unverified
@@ -144,9 +154,9 @@ func (s *Client) accepted(v verdict, what, at string) bool {
 	}
 	s.unverified.WithLabelValues(what).Inc()
 	if suppressed, ok := s.logs.Allow("unverified-" + what); ok {
-		msg := "Skipped a " + what + " in the store whose signature does not verify with this deployment's keys: forged, or signed with keys this replica does not have (store.signing_key_file, the API keys)"
+		msg := "Skipped a " + unverifiedNames[what] + " in the store whose signature does not verify with this deployment's keys: forged, or signed with keys this replica does not have (store.signing_key_file, the API keys)"
 		if v == unsigned {
-			msg = "Skipped an unsigned " + what + " in the store: the deployment is signed only (every replica ran a release that signs); a replica of an older release needs store.accept_unsigned on the others (docs/replicas.md)"
+			msg = "Skipped an unsigned " + unverifiedNames[what] + " in the store: the deployment is signed only (every replica ran a release that signs); a replica of an older release needs store.accept_unsigned on the others (docs/replicas.md)"
 		}
 		level.Warn(s.logger).Log("msg", msg, "at", shown(at), ratelog.SuppressedKey, suppressed)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,5 +281,31 @@ func TestLatch(t *testing.T) {
 	b.watchFormats(ctx)
 	if b.SignedOnly() || !slices.Equal(readData(t, b), []string{"after the flush"}) {
 		t.Error("a replica with accept_unsigned latched, or refused an unsigned entry")
+	}
+}
+
+// A store whose ACL is the previous release's least privilege (no SCAN, no
+// MGET) keeps the deployment from latching, says so once, and stays up.
+func TestFormatsRefusedLeavesTheStoreUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real redis-server")
+	}
+	r := testkit.StartRedis(t)
+	ctx := context.Background()
+	must(t, raw(t, r).Do(ctx, append(aclLine(t, "pw", false), "-scan", "-mget")...).Err())
+	buf := &testkit.SyncBuffer{}
+	s, err := Open(Options{URL: "redis://breach_exporter@" + r.Addr(), Password: "pw", Replica: "a", Deployment: "d", Keys: keysOf("one"), Logger: log.NewLogfmtLogger(buf)})
+	must(t, err)
+	defer s.Close()
+	must(t, s.Join(ctx))
+	s.latchAfter = 0
+	for range 3 {
+		s.watchFormats(ctx)
+	}
+	if s.SignedOnly() || !s.Up() {
+		t.Errorf("signed only %v, up %v; want neither latched nor down", s.SignedOnly(), s.Up())
+	}
+	if n := strings.Count(buf.String(), "refuses SCAN or MGET"); n != 1 {
+		t.Errorf("the refusal logged %d times, want once:\n%s", n, buf)
 	}
 }
