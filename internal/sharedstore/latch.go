@@ -25,6 +25,10 @@ import (
 // replica of the previous release that restarts is seen.
 const latchAfter = time.Minute
 
+// signedFormat is the first store format that signs (Formats): a later
+// release that announces a higher one for another reason latches alike.
+const signedFormat = 2
+
 // SignedOnly reports whether the deployment is signed only for this
 // replica: what it saves says so.
 func (s *Client) SignedOnly() bool { return s.signedOnly() }
@@ -53,7 +57,7 @@ func (s *Client) watchFormats(ctx context.Context) {
 	defer s.latchMu.Unlock()
 	now := time.Now()
 	switch {
-	case err != nil || !complete || lowest < storeFormat:
+	case err != nil || !complete || lowest < signedFormat:
 		s.signingSince = time.Time{}
 	case s.signingSince.IsZero():
 		s.signingSince = now
