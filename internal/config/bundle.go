@@ -51,6 +51,9 @@ type Bundle struct {
 	StoreSentinelPassword string
 	// StoreTLS is store.tls with its files read; nil without it.
 	StoreTLS *tls.Config
+	// StoreSigningKeys are the lines of store.signing_key_file; nil
+	// without one. Never logged, never in an error.
+	StoreSigningKeys [][]byte
 }
 
 // AccountBundle is what one load produced for one account.

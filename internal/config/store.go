@@ -3,6 +3,7 @@
 package config
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -44,6 +45,13 @@ type StoreConfig struct {
 	// Deployment names the deployment in the store; empty, the name is
 	// derived from the accounts (Bundle.StoreDeployment).
 	Deployment string `yaml:"deployment"`
+	// SigningKeyFile holds a secret the replicas share, one or two
+	// lines: the first signs what they write to the store, both verify
+	// (Bundle.StoreKeys). Optional: the API keys sign without it.
+	SigningKeyFile string `yaml:"signing_key_file"`
+	// AcceptUnsigned reads unsigned entries after the deployment is
+	// signed only: for a rollback to a release that does not sign.
+	AcceptUnsigned bool `yaml:"accept_unsigned"`
 }
 
 // StoreTLS is store.tls: the names are those of Prometheus' tls_config,
@@ -220,6 +228,32 @@ func (b *Bundle) StoreDeployment() string {
 	return "derived-" + hex.EncodeToString(h.Sum(nil)[:8])
 }
 
+// storeKeyLabel starts the derived signing key's message: the key signs
+// the store's entries and nothing else.
+const storeKeyLabel = "breach_exporter store entries v1"
+
+// StoreKeys is the deployment's signing key set (sharedstore.Keys): the
+// first line of store.signing_key_file (when set) and the key derived
+// from the API keys sign; every line of the file and the derived key
+// verify. The derived key is an HMAC over the accounts' API keys, sorted
+// by account name, so that replicas of one config share it and nobody
+// without the API keys has it. Never logged.
+func (b *Bundle) StoreKeys() (sign, verify [][]byte) {
+	accounts := slices.Clone(b.Accounts)
+	slices.SortFunc(accounts, func(x, y *AccountBundle) int { return strings.Compare(x.Name, y.Name) })
+	mac := hmac.New(sha256.New, []byte(storeKeyLabel))
+	for _, a := range accounts {
+		token := a.Token.Get()
+		fmt.Fprintf(mac, "%d:%s%d:%s", len(a.Name), a.Name, len(token), token)
+	}
+	derived := mac.Sum(nil)
+	if len(b.StoreSigningKeys) > 0 {
+		sign = append(sign, b.StoreSigningKeys[0])
+	}
+	verify = append(slices.Clone(b.StoreSigningKeys), derived)
+	return append(sign, derived), verify
+}
+
 // checkStoreURL parses the URL the way the store's client will and says
 // what is wrong with it; its errors show the URL redacted, so a password
 // in it never reaches a log.
@@ -267,6 +301,7 @@ func (s *StoreConfig) hasPassword() bool {
 func (s *StoreConfig) setDirectory(dir string) {
 	s.PasswordFile = config.JoinDir(dir, s.PasswordFile)
 	s.SentinelPasswordFile = config.JoinDir(dir, s.SentinelPasswordFile)
+	s.SigningKeyFile = config.JoinDir(dir, s.SigningKeyFile)
 	if t := s.TLS; t != nil {
 		t.CAFile = config.JoinDir(dir, t.CAFile)
 		t.CertFile = config.JoinDir(dir, t.CertFile)

@@ -3,6 +3,7 @@
 package config
 
 import (
+	"bytes"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -159,5 +160,68 @@ func TestErrorsEchoBoundedValues(t *testing.T) {
 		if n := len(err.Error()); n > 400 {
 			t.Errorf("%s: the error has %d bytes, want at most 400:\n%.600s", field, n, err)
 		}
+	}
+}
+
+// store.signing_key_file: one or two keys; the first signs with the key
+// derived from the API keys, and both verify. The derived key follows the
+// API key, and --config.check's errors name the field, never a key.
+func TestStoreSigningKeys(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "token", "svc_ak_test\n")
+	const base = "api: {base_url: 'https://x.org/api/v1', token_file: token}\nstore:\n  url: redis://127.0.0.1:6379/0\n"
+	load := func(t *testing.T, extra string) (*Bundle, error) {
+		t.Helper()
+		return LoadBundle(writeFile(t, dir, "config.yml", base+extra), LoadOptions{})
+	}
+	plain, err := load(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign, verify := plain.StoreKeys()
+	if len(sign) != 1 || len(verify) != 1 || !bytes.Equal(sign[0], verify[0]) {
+		t.Fatalf("without a file: sign %d keys, verify %d; want the derived key alone", len(sign), len(verify))
+	}
+	derived := sign[0]
+
+	writeFile(t, dir, "signing", "first-signing-key-0123\n\nsecond-signing-key-0123\n")
+	b, err := load(t, "  signing_key_file: signing\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign, verify = b.StoreKeys()
+	if len(sign) != 2 || string(sign[0]) != "first-signing-key-0123" || !bytes.Equal(sign[1], derived) {
+		t.Errorf("sign = %q, want the file's first key and the derived one", sign)
+	}
+	if len(verify) != 3 || string(verify[1]) != "second-signing-key-0123" || !bytes.Equal(verify[2], derived) {
+		t.Errorf("verify = %q, want both of the file's keys and the derived one", verify)
+	}
+
+	writeFile(t, dir, "token", "svc_ak_rotated\n")
+	rotated, err := load(t, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := rotated.StoreKeys(); bytes.Equal(s[0], derived) {
+		t.Error("the derived key did not change with the API key")
+	}
+
+	for content, want := range map[string]string{
+		"\n\n":    "is empty",
+		"short\n": "at least 16",
+		"a-long-enough-key-1\nb-long-enough-key-2\nc-long-enough-key-3\n": "at most 2",
+	} {
+		writeFile(t, dir, "signing", content)
+		_, err := load(t, "  signing_key_file: signing\n")
+		if err == nil || !strings.Contains(err.Error(), "store.signing_key_file") || !strings.Contains(err.Error(), want) ||
+			strings.Contains(err.Error(), "enough-key") || strings.Contains(err.Error(), "short") {
+			t.Errorf("%q: error %v, want one naming store.signing_key_file and %q, without a key", content, err, want)
+		}
+	}
+	if _, err := load(t, "  signing_key_file: absent\n"); err == nil || !strings.Contains(err.Error(), "store.signing_key_file") {
+		t.Errorf("a missing file: %v", err)
+	}
+	if b, err := load(t, "  accept_unsigned: true\n"); err != nil || !b.Config.Store.AcceptUnsigned {
+		t.Errorf("store.accept_unsigned: %v", err)
 	}
 }

@@ -3,6 +3,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -28,7 +29,50 @@ func (s *StoreConfig) readFiles(b *Bundle) []error {
 	if b.StoreTLS, err = s.TLS.read(); err != nil {
 		errs = append(errs, err)
 	}
+	if b.StoreSigningKeys, err = readSigningKeys(s.SigningKeyFile); err != nil {
+		errs = append(errs, err)
+	}
 	return errs
+}
+
+const (
+	// maxSigningKeys: the key that signs and, while the file itself is
+	// rotated, the one before it.
+	maxSigningKeys = 2
+	// minSigningKeyBytes keeps a shared signing key out of a guesser's
+	// reach.
+	minSigningKeyBytes = 16
+)
+
+// readSigningKeys reads store.signing_key_file: one or two non-empty
+// lines, each a key (trailing whitespace aside); nil when path is empty.
+func readSigningKeys(path string) ([][]byte, error) {
+	const field = "store.signing_key_file"
+	if path == "" {
+		return nil, nil
+	}
+	data, err := fileread.Read(path, fileread.MaxSecretBytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	var keys [][]byte
+	for line := range bytes.Lines(data) {
+		if key := trimTrailingSpace(line); len(key) > 0 {
+			keys = append(keys, key)
+		}
+	}
+	switch {
+	case len(keys) == 0:
+		return nil, fmt.Errorf("%s: %q is empty", field, echo(path))
+	case len(keys) > maxSigningKeys:
+		return nil, fmt.Errorf("%s: %q has %d keys, at most %d: the one that signs and the one before it", field, echo(path), len(keys), maxSigningKeys)
+	}
+	for i, k := range keys {
+		if len(k) < minSigningKeyBytes {
+			return nil, fmt.Errorf("%s: %q: key %d has %d bytes, at least %d", field, echo(path), i+1, len(k), minSigningKeyBytes)
+		}
+	}
+	return keys, nil
 }
 
 // readStoreSecret reads the password in path; "" when path is empty.

@@ -103,7 +103,7 @@ type newsPart struct {
 // receiver's counts and the journal's point, are not a checkpoint's), and
 // the news by key (newsOf's order).
 func splitState(st persist.State, news []addressExtra) *stateParts {
-	p := &stateParts{meta: persist.State{Watchlist: watchlist.Saved{Accounts: st.Watchlist.Accounts}, Seen: st.Seen}}
+	p := &stateParts{meta: persist.State{Watchlist: watchlist.Saved{Accounts: st.Watchlist.Accounts}, Seen: st.Seen, SignedOnly: st.SignedOnly}}
 	for _, e := range st.Watchlist.Entries {
 		b := bucketOf(e.Address.Email)
 		p.buckets[b] = append(p.buckets[b], e)
@@ -344,7 +344,7 @@ func (pd *partsDecoder) piece(st *loadedParts, parts []sharedstore.Part, bodies 
 			return fmt.Errorf("part %s: %w", breach.LabelValue(p.Name, breach.MaxValueBytes), errs[i])
 		}
 		if p.Name == metaPart {
-			st.state.Watchlist.Accounts, st.state.Seen = states[i].state.Watchlist.Accounts, states[i].state.Seen
+			st.state.Watchlist.Accounts, st.state.Seen, st.state.SignedOnly = states[i].state.Watchlist.Accounts, states[i].state.Seen, states[i].state.SignedOnly
 		}
 		st.state.Watchlist.Entries = append(st.state.Watchlist.Entries, states[i].state.Watchlist.Entries...)
 		st.news = append(st.news, states[i].news...)
@@ -378,7 +378,7 @@ func decodePart(part sharedstore.Part, raw []byte) (loadedParts, error) {
 		return loadedParts{}, err
 	}
 	if part.Name == metaPart {
-		return loadedParts{state: persist.State{Watchlist: watchlist.Saved{Accounts: ps.Watchlist.Accounts}, Seen: ps.Seen}}, nil
+		return loadedParts{state: persist.State{Watchlist: watchlist.Saved{Accounts: ps.Watchlist.Accounts}, Seen: ps.Seen, SignedOnly: ps.SignedOnly}}, nil
 	}
 	i, ok := bucketIndex(part.Name, bucketPrefix)
 	if !ok {

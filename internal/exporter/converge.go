@@ -205,6 +205,9 @@ func (r *replicas) setSynced(synced bool) {
 func (r *replicas) start(local *persist.State) *persist.State {
 	if local != nil {
 		r.dups.since = local.Stream
+		if local.SignedOnly {
+			r.shared.Latch()
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -244,13 +247,19 @@ func (r *replicas) loadCheckpoint(ctx context.Context, head sharedstore.Head) (p
 			continue
 		}
 		var invalid invalidParts
-		if errors.As(err, &invalid) {
+		switch {
+		case errors.As(err, &invalid):
 			r.invalidCheckpoint(c.ID, err)
+		case errors.Is(err, sharedstore.ErrUnverifiedCheckpoint):
+			r.replaceCheckpoint(c.ID) // counted by the store's client
 		}
 		if err != nil {
 			return persist.State{}, nil, "", false
 		}
 		st.Stream = c.ID
+		if st.SignedOnly && c.Signed {
+			r.shared.Latch()
+		}
 		var extra *checkpointExtra
 		if x, ok := decodeExtra(c.Extra, c.ID); ok {
 			extra = &x
@@ -310,15 +319,21 @@ func (r *replicas) validHead(head sharedstore.Head) bool {
 // invalidCheckpoint counts and logs a checkpoint that cannot be loaded,
 // once per ID; a synced replica writes over it at its next snapshot.
 func (r *replicas) invalidCheckpoint(id string, err error) {
-	r.applying.Lock()
-	r.sync.replace = id
-	r.applying.Unlock()
+	r.replaceCheckpoint(id)
 	if r.sync.counted == id {
 		return
 	}
 	r.sync.counted = id
 	r.dropped.Inc()
 	level.Warn(r.logger).Log("msg", "Skipped the store's checkpoint: it cannot be valid; a synced replica writes over it", "id", breach.LabelValue(id, breach.MaxValueBytes), "err", err)
+}
+
+// replaceCheckpoint has a synced replica write over checkpoint id at its
+// next snapshot.
+func (r *replicas) replaceCheckpoint(id string) {
+	r.applying.Lock()
+	r.sync.replace = id
+	r.applying.Unlock()
 }
 
 // catchUp applies the continuity of the checkpoint started from and the
@@ -473,7 +488,7 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 // It has the time a snapshot's write has, not the round's second: a first
 // write of many addresses encodes and sends every part.
 func (r *replicas) writeNow(ctx context.Context) {
-	var st persist.State
+	st := persist.State{SignedOnly: r.shared.SignedOnly()}
 	st.Stream = r.take(func() { st.Watchlist, _ = r.watchlist.Save() })
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()

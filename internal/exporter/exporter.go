@@ -838,6 +838,7 @@ func (e *Exporter) cutState() *stateCut {
 	take := grab
 	if e.replicas != nil {
 		take = func() { c.state.Stream = e.replicas.take(grab) }
+		c.state.SignedOnly = e.replicas.shared.SignedOnly()
 	}
 	if e.journal == nil {
 		take()

@@ -187,6 +187,8 @@ func newReplicas(bundle *config.Bundle, folder string, reg prometheus.Registerer
 		KeyPrefix:        sc.KeyPrefix,
 		Replica:          r.name,
 		Deployment:       r.deployment,
+		Keys:             storeKeys(bundle),
+		AcceptUnsigned:   sc.AcceptUnsigned,
 		Registerer:       reg,
 		Logger:           logger,
 	})
@@ -495,4 +497,10 @@ func (r *replicas) keepMine(batch []forwarded, ids []string) {
 		}
 		r.mine[id] = batch[i].alert
 	}
+}
+
+// storeKeys is the bundle's signing key set in the store client's form.
+func storeKeys(b *config.Bundle) sharedstore.Keys {
+	sign, verify := b.StoreKeys()
+	return sharedstore.Keys{Sign: sign, Verify: verify}
 }

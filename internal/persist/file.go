@@ -34,12 +34,19 @@ import (
 // FileName is the snapshot's name inside --storage.path.
 const FileName = "breach_exporter.snapshot"
 
-// version is the format written. Decode also reads version 3, which had
+// version is the newest format, written when the state holds what only
+// it has: version 5 adds signed_only, and a state without it is written
+// as version 4, which the release before reads (a rollback keeps the
+// snapshot while the deployment is not signed only). Decode also reads
+// version 4, version 3, which had
 // one account (its plan at the top level, every address the account
 // breach.DefaultAccount's), version 2, which had no moments of the
 // acknowledgements (feeds, acknowledged) either, and version 1, which had
 // no alert counts, receiver counts nor journal position either.
-const version = 4
+const version = 5
+
+// versionSigned is the first version with signed_only.
+const versionSigned = 5
 
 // State is what a snapshot holds.
 type State struct {
@@ -54,6 +61,11 @@ type State struct {
 	// Stream is, with replicas, the ID of the last event of the shared
 	// stream the state holds; empty alone.
 	Stream string
+	// SignedOnly is, with replicas, whether the deployment is signed only
+	// (sharedstore.Client.SignedOnly): kept so that a store that loses
+	// its keys, or a replica that starts from the checkpoint, does not
+	// read unsigned entries again.
+	SignedOnly bool
 }
 
 // The wire form. Field names are the file's, stable across versions of
@@ -69,6 +81,8 @@ type (
 		Webhook   webhookV2   `json:"webhook"`
 		Journal   uint64      `json:"journal,omitempty"`
 		Stream    string      `json:"stream,omitempty"`
+		// Version 5 on.
+		SignedOnly bool `json:"signed_only,omitempty"`
 	}
 	// An account's last /me answer's plan.
 	accountV4 struct {
@@ -139,7 +153,11 @@ var alertFamilies = map[watchlist.AlertFamily]string{
 
 // Encode renders st as a snapshot file's bytes.
 func Encode(st State, now time.Time) ([]byte, error) {
-	f := fileV1{Version: version, WrittenAt: now.UTC(),
+	v := versionSigned - 1
+	if st.SignedOnly {
+		v = versionSigned
+	}
+	f := fileV1{Version: v, WrittenAt: now.UTC(), SignedOnly: st.SignedOnly,
 		Addresses: make([]addressV1, len(st.Watchlist.Entries)), Seen: make([]seenV1, len(st.Seen)),
 		Webhook: webhookV2(st.Webhook), Journal: st.Journal, Stream: st.Stream}
 	for _, a := range st.Watchlist.Accounts {
@@ -291,7 +309,10 @@ func decode(data []byte, strict bool) (State, error) {
 }
 
 func (f *fileV1) state() (State, error) {
-	st := State{Journal: f.Journal, Stream: f.Stream}
+	if f.SignedOnly && f.Version < versionSigned {
+		return State{}, fmt.Errorf("version %d has no signed_only", f.Version)
+	}
+	st := State{Journal: f.Journal, Stream: f.Stream, SignedOnly: f.SignedOnly}
 	var err error
 	if st.Watchlist.Accounts, err = f.accounts(); err != nil {
 		return State{}, err

@@ -79,6 +79,33 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// A state that is not signed only is written as version 4, which the
+// release before reads; one that is, as version 5, and read back so.
+func TestSignedOnlyNamesItsVersion(t *testing.T) {
+	for _, signed := range []bool{false, true} {
+		st := sample()
+		st.SignedOnly = signed
+		data, err := Encode(st, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, v, err := unframed(data, version)
+		if err != nil || v != 4+btoi(signed) {
+			t.Errorf("signed only %v: written as version %d (%v)", signed, v, err)
+		}
+		if got, err := Decode(data); err != nil || got.SignedOnly != signed {
+			t.Errorf("signed only %v: read back %v, %v", signed, got.SignedOnly, err)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // A file cut at any byte, or with any byte changed, is refused whole.
 func TestDamagedFilesAreRefused(t *testing.T) {
 	data, err := Encode(sample(), at)
@@ -115,7 +142,8 @@ func withChecksum(body string) []byte {
 
 func TestValuesOutsideWhatWeWriteAreRefused(t *testing.T) {
 	for name, body := range map[string]string{
-		"unknown version":    `{"version":5,"addresses":[],"seen":[]}`,
+		"unknown version":    `{"version":6,"addresses":[],"seen":[]}`,
+		"signed_only in v4":  `{"version":4,"addresses":[],"seen":[],"signed_only":true}`,
 		"account in v3":      `{"version":3,"addresses":[{"email":"a@example.com","account":"corp","state":"pending"}],"seen":[]}`,
 		"accounts in v3":     `{"version":3,"accounts":[{"name":"corp"}],"addresses":[],"seen":[]}`,
 		"one plan in v4":     `{"version":4,"plan":"pro","addresses":[],"seen":[]}`,

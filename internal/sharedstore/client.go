@@ -53,8 +53,16 @@ type Options struct {
 	// first replica writes it into the store, and a replica whose
 	// identity differs refuses the store (Join).
 	Deployment string
-	Registerer prometheus.Registerer
-	Logger     log.Logger
+	// Keys sign what this replica writes and verify what it reads
+	// (sign.go); without them it writes unsigned entries, as the
+	// previous release did.
+	Keys Keys
+	// AcceptUnsigned keeps this replica reading unsigned entries after
+	// the deployment is signed only (latch.go): a rollback to the
+	// previous release.
+	AcceptUnsigned bool
+	Registerer     prometheus.Registerer
+	Logger         log.Logger
 }
 
 // Event is one entry of the shared stream, in the store's order.
@@ -122,8 +130,12 @@ type Client struct {
 	missed  prometheus.Counter
 	resets  *prometheus.CounterVec
 	foreign *prometheus.CounterVec
-	stateMu sync.Mutex
-	state   int // stateUnknown until the first outcome, then stateUp or stateDown
+	// unverified counts what was skipped for its signature (sign.go);
+	// signedGauge is 1 once the deployment is signed only (latch.go).
+	unverified  *prometheus.CounterVec
+	signedGauge prometheus.Gauge
+	stateMu     sync.Mutex
+	state       int // stateUnknown until the first outcome, then stateUp or stateDown
 	// reads and writes: whether the last command of each kind worked.
 	// The store is up when both do: one that answers reads and refuses
 	// writes does none of the work.
@@ -149,9 +161,19 @@ type Client struct {
 	storeReplicas  atomic.Int32
 	waitRefused    atomic.Bool
 	evictionWarned atomic.Bool
+	formatsWarned  atomic.Bool
 	// clockOffset is the store's clock minus this replica's, in ms, as
 	// last read: what is far ahead is judged on the store's clock.
 	clockOffset atomic.Int64
+
+	// keys sign and verify (sign.go); latched, signingSince and
+	// latchAfter are latch.go's.
+	keys           Keys
+	acceptUnsigned bool
+	latched        atomic.Bool
+	latchMu        sync.Mutex
+	signingSince   time.Time
+	latchAfter     time.Duration
 
 	// budgets are the budget keys this replica used lately (Reserve,
 	// Pause), so that it can tell a budget the store lost.
@@ -186,14 +208,17 @@ func Open(o Options) (*Client, error) {
 		logger = log.NewNopLogger()
 	}
 	s := &Client{
-		name:        o.KeyPrefix,
-		auth:        ro.Username != "" || ro.Password != "",
-		replica:     o.Replica,
-		logger:      logger,
-		pingEvery:   pingEvery,
-		followBlock: 2 * time.Second,
-		identity:    o.Deployment,
-		logs:        ratelog.New(logEvery, nil),
+		name:           o.KeyPrefix,
+		auth:           ro.Username != "" || ro.Password != "",
+		replica:        o.Replica,
+		logger:         logger,
+		pingEvery:      pingEvery,
+		followBlock:    2 * time.Second,
+		identity:       o.Deployment,
+		keys:           o.Keys,
+		latchAfter:     latchAfter,
+		acceptUnsigned: o.AcceptUnsigned,
+		logs:           ratelog.New(logEvery, nil),
 		up: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_store_up",
 			Help: "1 when reads and writes on the shared store (Redis or Valkey) work: the last write and the last read it was sent both succeeded; 0 when it did not answer, refused one, or has not answered yet.",
@@ -215,6 +240,7 @@ func Open(o Options) (*Client, error) {
 			Help: "What this replica refused as another deployment's under its key prefix, by what: write (a write the store refused because it holds another deployment's identity; the replica then uses the store no more), event (a stream entry of another deployment, not applied), checkpoint (a checkpoint of another deployment, not loaded).",
 		}, []string{"what"}),
 	}
+	s.unverified, s.signedGauge = signingMetrics()
 	for _, reason := range []string{resetAhead, resetRecreated} {
 		s.resets.WithLabelValues(reason)
 	}
@@ -228,7 +254,7 @@ func Open(o Options) (*Client, error) {
 		s.errs.WithLabelValues(op)
 	}
 	if o.Registerer != nil {
-		collectors := []prometheus.Collector{s.up, s.errs, s.missed, s.resets, s.foreign}
+		collectors := []prometheus.Collector{s.up, s.errs, s.missed, s.resets, s.foreign, s.unverified, s.signedGauge}
 		for i, c := range collectors {
 			if err := o.Registerer.Register(c); err != nil {
 				// All or none: a second Open on the registry may then work.
@@ -407,6 +433,7 @@ func (s *Client) Run(ctx context.Context) {
 		err := s.check(pctx)
 		if err == nil {
 			s.countReplicas(pctx)
+			s.watchFormats(pctx)
 		}
 		cancel()
 		if ctx.Err() != nil {

@@ -113,6 +113,10 @@ func TestOpenChecksTheURLWithoutConnecting(t *testing.T) {
 		testkit.Series("breach_exporter_store_events_missed_total"):                        0,
 		testkit.Series("breach_exporter_store_stream_resets_total", "reason", "ahead"):     0,
 		testkit.Series("breach_exporter_store_stream_resets_total", "reason", "recreated"): 0,
+		testkit.Series("breach_exporter_store_signed_only"):                                0,
+	}
+	for _, what := range []string{"event", "checkpoint", "serving"} {
+		want[testkit.Series("breach_exporter_store_unverified_total", "what", what)] = 0
 	}
 	for _, op := range operations {
 		want[testkit.Series("breach_exporter_store_errors_total", "operation", op)] = 0

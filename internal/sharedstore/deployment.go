@@ -77,7 +77,7 @@ func (s *Client) Join(ctx context.Context) error {
 // holds another's.
 func (s *Client) check(ctx context.Context) error {
 	ctx = context.WithValue(ctx, joiningKey{}, true)
-	err := s.run(ctx, healthScript, s.rdb, []string{s.key("alive", s.replica)}, millis(3*s.pingEvery), Format).Err()
+	err := s.run(ctx, healthScript, s.rdb, []string{s.key("alive", s.replica)}, millis(3*s.pingEvery), storeFormat).Err()
 	if err = s.outcome(ctx, opHealth, err); err != nil {
 		return err
 	}
@@ -152,12 +152,13 @@ const (
 const entryDeployment = "deployment"
 
 // ours reports whether stream entry m is this deployment's: it names this
-// identity, or none (the previous release's). Another's is counted and
-// logged, at most once per logEvery.
+// identity, or none (the previous release's), and its signature is
+// accepted (sign.go). Another's is counted and logged, at most once per
+// logEvery; so is one whose signature is not accepted.
 func (s *Client) ours(m redis.XMessage) bool {
 	theirs, _ := m.Values[entryDeployment].(string)
 	if s.of(theirs) {
-		return true
+		return s.accepted(s.entryVerdict(m), unverifiedEvent, m.ID)
 	}
 	s.foreign.WithLabelValues(foreignEvent).Inc()
 	if suppressed, ok := s.logs.Allow("foreign-" + foreignEvent); ok {

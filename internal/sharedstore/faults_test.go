@@ -304,8 +304,8 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	must(t, err)
 	_, err = s.Last(ctx)
 	must(t, err)
-	if lowest, complete, err := s.Formats(ctx); err != nil || lowest != Format || !complete {
-		t.Errorf("Formats: %d, %v, %v; want %d, complete", lowest, complete, err, Format)
+	if lowest, complete, err := s.Formats(ctx); err != nil || lowest != storeFormat || !complete {
+		t.Errorf("Formats: %d, %v, %v; want %d, complete", lowest, complete, err, storeFormat)
 	}
 	_, err = s.WriteCheckpoint(ctx, Checkpoint{ID: ids[0], Lineage: "L", Data: []byte("whole")}, "")
 	must(t, err)
@@ -322,6 +322,8 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	f := follower{last: "0-0", apply: func(Event) {}}
 	must(t, s.followOnce(ctx, &f))
 	must(t, s.Forget(ctx, "s", []string{"i"}))
+	_, _, err = s.Formats(ctx)
+	must(t, err)
 	must(t, s.Prune(ctx, "s", func(string) bool { return false }))
 }
 

@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,6 +46,9 @@ type Checkpoint struct {
 	Parts []Part
 	Gen   int64
 	Body  func(name string) ([]byte, error)
+	// Signed marks, on a load, a checkpoint whose signature verified: only
+	// such a one may say the deployment is signed only.
+	Signed bool
 }
 
 // Head is what a replica checks about the store without fetching a
@@ -165,13 +170,15 @@ local dep = h[6] or ''
 if dep ~= '' and dep ~= ARGV[3] then return {h[1], h[2] or '', dep} end
 ` + luaCheckpointSize + `
 if size > tonumber(ARGV[1]) then return {h[1], h[2] or '', dep, size} end
+local sig = ''
+if redis.call('HSTRLEN', KEYS[1], 'sig') <= 256 then sig = redis.call('HGET', KEYS[1], 'sig') or '' end
 if h[3] == h[1] then
-  local out = {h[1], h[2] or '', dep, size, '', redis.call('HGET', KEYS[1], 'extra') or '', h[5] or '0'}
+  local out = {h[1], h[2] or '', dep, size, '', redis.call('HGET', KEYS[1], 'extra') or '', h[5] or '0', sig}
   if not scan(KEYS[2], out, tonumber(ARGV[2])) then return {h[1], h[2] or '', dep, size} end
   return out
 end
 local d = redis.call('HMGET', KEYS[1], 'data', 'extra')
-return {h[1], h[2] or '', dep, size, d[1] or '', d[2] or ''}
+return {h[1], h[2] or '', dep, size, d[1] or '', d[2] or '', sig}
 `)
 
 // LoadCheckpoint returns the checkpoint when it is this deployment's
@@ -195,23 +202,59 @@ func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoi
 		return v
 	}
 	c = Checkpoint{ID: str(0), Lineage: str(1)}
-	switch theirs := str(2); {
+	theirs := str(2)
+	switch {
 	case !s.of(theirs):
 		s.foreignCheckpoint(c.ID, theirs)
 		return c, true, ErrForeignCheckpoint
-	case len(vals) < 6:
+	case len(vals) < 7:
 		return c, true, ErrCheckpointTooLarge
-	case len(vals) == 6:
-		c.Data, c.Extra = []byte(str(4)), []byte(str(5))
-		return c, true, nil
 	}
-	c.Extra = []byte(str(5))
-	c.Gen, _ = strconv.ParseInt(str(6), 10, 64)
-	c.Parts = make([]Part, 0, (len(vals)-7)/2)
-	for i := 7; i+1 < len(vals); i += 2 {
-		c.Parts = append(c.Parts, Part{Name: str(i), Digest: str(i + 1)})
+	var sig string
+	if len(vals) == 7 {
+		c.Data, c.Extra, sig = []byte(str(4)), []byte(str(5)), str(6)
+	} else {
+		c.Extra, sig = []byte(str(5)), str(7)
+		c.Gen, _ = strconv.ParseInt(str(6), 10, 64)
+		c.Parts = make([]Part, 0, (len(vals)-8)/2)
+		for i := 8; i+1 < len(vals); i += 2 {
+			c.Parts = append(c.Parts, Part{Name: str(i), Digest: str(i + 1)})
+		}
 	}
+	v := s.verify(sig, s.key("checkpoint"), checkpointFields(c, theirs)...)
+	if v == unverified {
+		// The previous release writes id and data over a checkpoint of
+		// this one and leaves its sig, which then signs another: read as
+		// unsigned, which a signed-only deployment refuses all the same.
+		v = unsigned
+	}
+	if !s.accepted(v, unverifiedCheckpoint, c.ID) {
+		return c, true, ErrUnverifiedCheckpoint
+	}
+	c.Signed = v == verified
 	return c, true, nil
+}
+
+// ErrUnverifiedCheckpoint is LoadCheckpoint's answer for a checkpoint whose
+// signature the deployment does not accept (sign.go): not loaded, and
+// written over like an invalid one.
+var ErrUnverifiedCheckpoint = errors.New("store: the checkpoint's signature does not verify with this deployment's keys")
+
+// checkpointFields are the signed fields of checkpoint c of deployment:
+// its data whole, or the names and digests of its parts (the exporter
+// checks each part's bytes against its digest), in the order of their
+// names.
+func checkpointFields(c Checkpoint, deployment string) []string {
+	if c.Parts == nil {
+		return []string{"id", c.ID, "lineage", c.Lineage, "data", string(c.Data), "extra", string(c.Extra), entryDeployment, deployment}
+	}
+	parts := slices.SortedFunc(slices.Values(c.Parts), func(x, y Part) int { return strings.Compare(x.Name, y.Name) })
+	fields := make([]string, 0, 10+2*len(parts))
+	fields = append(fields, "id", c.ID, "lineage", c.Lineage, "extra", string(c.Extra), entryDeployment, deployment, "parts", strconv.Itoa(len(parts)))
+	for _, p := range parts {
+		fields = append(fields, p.Name, p.Digest)
+	}
+	return fields
 }
 
 // luaCheckpointAllowed defines allowed(key, id, lineage, replace, new,
@@ -251,13 +294,13 @@ end
 `
 
 // writeCheckpointScript: KEYS checkpoint hash; ARGV id, lineage, data,
-// extra, replace, new ('1': c.New), from. It writes the state whole, as
+// extra, replace, new ('1': c.New), from, sig (sign.go). It writes the state whole, as
 // the previous release reads it, when luaCheckpointAllowed allows it, and
 // removes parts_id: the parts the store may hold are of an earlier write
 // (kept: a write in parts after it sends only what changed).
 var writeCheckpointScript = newGuarded(luaCheckpointAllowed + `
 if not allowed(KEYS[1], ARGV[1], ARGV[2], ARGV[5], ARGV[6], ARGV[7]) then return 0 end
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[3], 'extra', ARGV[4], 'deployment', identity)
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[3], 'extra', ARGV[4], 'deployment', identity, 'sig', ARGV[8])
 redis.call('HDEL', KEYS[1], 'parts_id')
 return 1
 `)
@@ -274,7 +317,8 @@ func (s *Client) WriteCheckpoint(ctx context.Context, c Checkpoint, replace stri
 	if c.Parts != nil {
 		return s.writeParts(ctx, c, replace)
 	}
-	saved, err := s.run(ctx, writeCheckpointScript, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace, flag(c.New), c.From).Int64()
+	sig := s.sign(s.key("checkpoint"), checkpointFields(c, s.identity)...)
+	saved, err := s.run(ctx, writeCheckpointScript, s.rdb, []string{s.key("checkpoint")}, c.ID, c.Lineage, c.Data, c.Extra, replace, flag(c.New), c.From, sig).Int64()
 	if err = s.outcome(ctx, "checkpoint", err); err != nil {
 		return false, fmt.Errorf("store: checkpoint: %w", err)
 	}

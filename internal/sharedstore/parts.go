@@ -87,7 +87,8 @@ return out
 
 // writePartsScript: KEYS checkpoint hash, parts, digests; ARGV id,
 // lineage, replace, new, from (luaCheckpointAllowed), extra, data, gen,
-// the count of parts sent, then each part's name, digest and bytes, then
+// sig (sign.go: over the names and digests of every part), the count of
+// parts sent, then each part's name, digest and bytes, then
 // the names of the parts to remove. Replies 1 when written, 0 when the
 // lineage rule refuses it, -1 when the parts are no longer those of gen.
 // Gen 0 writes the parts from scratch. (The guard's identity is the last
@@ -102,8 +103,8 @@ if ARGV[8] == '0' then
 elseif gen ~= tonumber(ARGV[8]) then
   return -1
 end
-local i = 10
-for _ = 1, tonumber(ARGV[9]) do
+local i = 11
+for _ = 1, tonumber(ARGV[10]) do
   size = size - redis.call('HSTRLEN', KEYS[2], ARGV[i]) + #ARGV[i + 2]
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2])
   redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1])
@@ -114,7 +115,7 @@ for j = i, #ARGV - 1 do
   redis.call('HDEL', KEYS[2], ARGV[j])
   redis.call('HDEL', KEYS[3], ARGV[j])
 end
-redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[7], 'extra', ARGV[6], 'deployment', identity,
+redis.call('HSET', KEYS[1], 'id', ARGV[1], 'lineage', ARGV[2], 'data', ARGV[7], 'extra', ARGV[6], 'deployment', identity, 'sig', ARGV[9],
   'parts_id', ARGV[1], 'parts_gen', string.format('%d', gen + 1), 'parts_size', string.format('%d', size))
 return 1
 `)
@@ -127,6 +128,7 @@ func (s *Client) writeParts(ctx context.Context, c Checkpoint, replace string) (
 		return false, fmt.Errorf("store: checkpoint: %d parts, at most %d", len(c.Parts), MaxCheckpointParts)
 	}
 	keys := []string{s.key("checkpoint"), s.key("checkpoint", "parts"), s.key("checkpoint", "digests")}
+	sig := s.sign(keys[0], checkpointFields(c, s.identity)...)
 	// Twice: another replica's write between the digests read and the
 	// write asks for a new look; past that, the next snapshot tries.
 	for range 2 {
@@ -143,7 +145,7 @@ func (s *Client) writeParts(ctx context.Context, c Checkpoint, replace string) (
 			name, _ := vals[i].(string)
 			held[name], _ = vals[i+1].(string)
 		}
-		args, err := partsArgs(c, replace, gen, held)
+		args, err := partsArgs(c, replace, sig, gen, held)
 		if err != nil {
 			return false, fmt.Errorf("store: checkpoint: %w", err)
 		}
@@ -159,9 +161,9 @@ func (s *Client) writeParts(ctx context.Context, c Checkpoint, replace string) (
 }
 
 // partsArgs is writePartsScript's ARGV for c over the parts the store
-// holds (held: name to digest).
-func partsArgs(c Checkpoint, replace string, gen int64, held map[string]string) ([]any, error) {
-	args := []any{c.ID, c.Lineage, replace, flag(c.New), c.From, c.Extra, partsNote, gen, 0}
+// holds (held: name to digest), signed with sig.
+func partsArgs(c Checkpoint, replace, sig string, gen int64, held map[string]string) ([]any, error) {
+	args := []any{c.ID, c.Lineage, replace, flag(c.New), c.From, c.Extra, partsNote, gen, sig, 0}
 	sent := 0
 	for _, p := range c.Parts {
 		d, ok := held[p.Name]
@@ -176,7 +178,7 @@ func partsArgs(c Checkpoint, replace string, gen int64, held map[string]string) 
 		args = append(args, p.Name, p.Digest, body)
 		sent++
 	}
-	args[8] = sent
+	args[9] = sent
 	for name := range held {
 		args = append(args, name)
 	}

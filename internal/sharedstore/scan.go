@@ -8,7 +8,8 @@ import (
 )
 
 // Scan calls apply with every event after after up to and including until,
-// in order, as they are: a look back at events read before (the exporter's
+// in order, as they are (those whose signature the reader accepts: it
+// counted the others when it read them): a look back at events read before (the exporter's
 // held alerts), not a reader's place. So it neither checks for a gap nor
 // moves back nor repairs anything, which Read does for a reader: events
 // trimmed since are simply not there, and an entry far ahead of the
@@ -22,7 +23,7 @@ func (s *Client) Scan(ctx context.Context, after, until string, apply func(Event
 		}
 		for _, m := range msgs {
 			from = m.ID
-			if !s.ahead(m.ID) {
+			if !s.ahead(m.ID) && s.admits(s.entryVerdict(m)) {
 				apply(event(m))
 			}
 		}

@@ -170,15 +170,15 @@ end
 `
 
 // publishScript: KEYS the stream; ARGV ahead (ms), max length, kind,
-// origin, data. Replies the new ID and how many entries a repair removed.
+// origin, data, sig (sign.go: "" unsigned). Replies the new ID and how many entries a repair removed.
 var publishScript = newGuarded(luaStream + `
-local id, n = xadd(KEYS[1], aheadLimit(tonumber(ARGV[1])), ARGV[2], nil, 'kind', ARGV[3], 'origin', ARGV[4], 'deployment', identity, 'data', ARGV[5])
+local id, n = xadd(KEYS[1], aheadLimit(tonumber(ARGV[1])), ARGV[2], nil, 'kind', ARGV[3], 'origin', ARGV[4], 'deployment', identity, 'data', ARGV[5], 'sig', ARGV[6])
 return {id, tostring(n)}
 `)
 
 // publishOnceScript: KEYS the stream, then one seen key per event; ARGV
-// ttl (ms), max length, origin, ahead (ms), then each event's kind and
-// data. Replies, per event, its new ID; "=" and the ID when this replica
+// ttl (ms), max length, origin, ahead (ms), then each event's kind, data
+// and sig. Replies, per event, its new ID; "=" and the ID when this replica
 // added it in an earlier call (a retry); an empty string when another
 // replica did, or an event before it in the batch;
 // then how many entries a repair removed. One call for a whole batch: the
@@ -200,7 +200,7 @@ for i = 1, events do
     if origin == ARGV[3] and not now[KEYS[i + 1]] then out[i] = '=' .. id else out[i] = '' end
   else
     now[KEYS[i + 1]] = true
-    local id, n = xadd(KEYS[1], limit, ARGV[2], prev, 'kind', ARGV[3 + 2 * i], 'origin', ARGV[3], 'deployment', identity, 'data', ARGV[4 + 2 * i])
+    local id, n = xadd(KEYS[1], limit, ARGV[2], prev, 'kind', ARGV[2 + 3 * i], 'origin', ARGV[3], 'deployment', identity, 'data', ARGV[3 + 3 * i], 'sig', ARGV[4 + 3 * i])
     fixed, prev = fixed + n, id
     redis.call('SET', KEYS[i + 1], ARGV[3] .. ' ' .. id, 'PX', ARGV[1])
     out[i] = id
@@ -230,9 +230,9 @@ return {'1', field(info, 'last-generated-id'), firstID, field(info, 'max-deleted
 `)
 
 // healthScript: KEYS this replica's alive key; ARGV its expiry (ms), the
-// store format this release reads (formats.go). Guarded: it writes the
-// deployment's identity where none is, and nothing where the store holds
-// another's.
+// store format this release writes and reads (formats.go; the releases
+// before wrote '1'). Guarded: it writes the deployment's identity where
+// none is, and nothing where the store holds another's.
 var healthScript = newGuarded(`
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
 return 1

@@ -34,23 +34,27 @@ type Serving struct {
 	Served string
 }
 
-// holdServingScript: KEYS serving, served; ARGV replica, its URL, the
-// lease (ms), '1' to take the lease when free (else only read it). The
-// lease is renewed when this replica holds it, taken when nobody does.
+// holdServingScript: KEYS serving, served, the lease's sig; ARGV
+// replica, its URL, the lease (ms), '1' to take the lease when free (else
+// only read it), the lease's sig (sign.go). The lease is renewed when
+// this replica holds it, taken when nobody does. The sig is a key of its
+// own, with the lease's expiry: the lease's value stays the one the
+// release before read.
 var holdServingScript = redis.NewScript(`
 local me = ARGV[1] .. '\n' .. ARGV[2]
 local v = redis.call('GET', KEYS[1])
 if v == me or (not v and ARGV[4] == '1') then
   redis.call('SET', KEYS[1], me, 'PX', ARGV[3])
+  if ARGV[5] ~= '' then redis.call('SET', KEYS[3], ARGV[5], 'PX', ARGV[3]) else redis.call('DEL', KEYS[3]) end
   v = me
 end
-return {v or '', redis.call('GET', KEYS[2]) or ''}
+return {v or '', redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or ''}
 `)
 
-// releaseServingScript: KEYS serving; ARGV replica, its URL. The lease
-// goes only when it is still this replica's.
+// releaseServingScript: KEYS serving, its sig; ARGV replica, its URL.
+// The lease goes only when it is still this replica's.
 var releaseServingScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] .. '\n' .. ARGV[2] then redis.call('DEL', KEYS[1]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] .. '\n' .. ARGV[2] then redis.call('DEL', KEYS[1], KEYS[2]) end
 return 1
 `)
 
@@ -78,15 +82,25 @@ func (s *Client) HoldServing(ctx context.Context, url string, lease time.Duratio
 	if take {
 		t = "1"
 	}
-	vals, err := holdServingScript.Run(ctx, s.rdb, []string{s.key("serving"), s.key("served")},
-		s.replica, url, millis(lease), t).StringSlice()
+	vals, err := holdServingScript.Run(ctx, s.rdb, []string{s.key("serving"), s.key("served"), s.key("serving", sigField)},
+		s.replica, url, millis(lease), t, s.sign(s.key("serving"), servingFields(s.replica, url)...)).StringSlice()
 	if err = s.outcome(ctx, opServe, err); err != nil {
 		return Serving{}, fmt.Errorf("store: serving: %w", err)
 	}
-	if len(vals) != 2 {
-		return Serving{}, fmt.Errorf("store: serving: %d values in the answer, want 2", len(vals))
+	if len(vals) != 3 {
+		return Serving{}, fmt.Errorf("store: serving: %d values in the answer, want 3", len(vals))
 	}
-	return parseServing(vals[0], vals[1]), nil
+	sv := parseServing(vals[0], vals[1])
+	if sv.Replica != "" && !s.accepted(s.verify(vals[2], s.key("serving"), servingFields(sv.Replica, sv.URL)...), unverifiedServing, sv.Replica) {
+		// As none: no scrape goes to a URL the deployment did not sign.
+		sv.Replica, sv.URL = "", ""
+	}
+	return sv, nil
+}
+
+// servingFields are the signed fields of the serving lease.
+func servingFields(replica, url string) []string {
+	return []string{"replica", replica, "url", url}
 }
 
 // parseServing checks what the store holds as it would an API answer: a
@@ -107,7 +121,7 @@ func parseServing(lease, served string) Serving {
 // ReleaseServing gives this replica's lease back, so that another takes
 // it at its next round rather than when the lease runs out.
 func (s *Client) ReleaseServing(ctx context.Context, url string) error {
-	err := releaseServingScript.Run(ctx, s.rdb, []string{s.key("serving")}, s.replica, url).Err()
+	err := releaseServingScript.Run(ctx, s.rdb, []string{s.key("serving"), s.key("serving", sigField)}, s.replica, url).Err()
 	if err = s.outcome(ctx, opServe, err); err != nil {
 		return fmt.Errorf("store: serving: %w", err)
 	}

@@ -55,8 +55,9 @@ var ErrNotReplicated = errors.New("store: none of the store's replicas acknowled
 
 // Publish appends an event to the stream and returns its ID.
 func (s *Client) Publish(ctx context.Context, kind string, data []byte) (string, error) {
+	sig := s.sign(s.key("events"), entryFields(kind, s.replica, s.identity, string(data))...)
 	reply, err := s.run(ctx, publishScript, s.rdb, []string{s.key("events")},
-		aheadLimit.Milliseconds(), streamMax, kind, s.replica, data).StringSlice()
+		aheadLimit.Milliseconds(), streamMax, kind, s.replica, data, sig).StringSlice()
 	if err == nil && len(reply) != 2 {
 		err = fmt.Errorf("%d replies, want 2", len(reply))
 	}
@@ -85,12 +86,12 @@ type Once struct {
 // did in time.
 func (s *Client) PublishOnceBatch(ctx context.Context, ttl time.Duration, events []Once) (ids []string, err error) {
 	keys := make([]string, 0, 1+len(events))
-	args := make([]any, 0, 4+2*len(events))
+	args := make([]any, 0, 4+3*len(events))
 	keys = append(keys, s.key("events"))
 	args = append(args, millis(ttl), streamMax, s.replica, aheadLimit.Milliseconds())
 	for _, e := range events {
 		keys = append(keys, s.key("seen", e.Digest))
-		args = append(args, e.Kind, e.Data)
+		args = append(args, e.Kind, e.Data, s.sign(keys[0], entryFields(e.Kind, s.replica, s.identity, string(e.Data))...))
 	}
 	// One connection for the script and the WAIT after it: WAIT counts
 	// the writes of its own connection. On a cluster it is one to the

@@ -103,8 +103,8 @@ func TestTopologyClusterOverTLS(t *testing.T) {
 		t.Fatalf("head: %+v, %v", h, err)
 	}
 	// The alive keys are on the shard of the hash tag: both replicas'.
-	if lowest, complete, err := b.Formats(ctx); err != nil || lowest != Format || !complete {
-		t.Errorf("Formats on a cluster: %d, %v, %v; want %d, complete", lowest, complete, err, Format)
+	if lowest, complete, err := b.Formats(ctx); err != nil || lowest != storeFormat || !complete {
+		t.Errorf("Formats on a cluster: %d, %v, %v; want %d, complete", lowest, complete, err, storeFormat)
 	}
 	must(t, a.MarkSynced(ctx, time.Second))
 	a.countReplicas(ctx)
