@@ -63,6 +63,10 @@ type Event struct {
 	Kind   string
 	Origin string // Options.Replica of the publisher
 	Data   []byte
+	// Oversized is the entry's size in the store when it is over
+	// MaxEventBytes: then the store did not send it (Kind, Origin and Data
+	// are empty), and the reader skips and counts it.
+	Oversized int64
 	// Rewound marks the first event read after the stream was found to
 	// end before the reader's place (deleted, emptied, rolled back): its
 	// ID may come before the last one applied, and is new all the same.
@@ -106,8 +110,9 @@ type Client struct {
 	logger  log.Logger
 
 	// Tests of this package shorten them.
-	pingEvery   time.Duration
-	followBlock time.Duration
+	pingEvery    time.Duration
+	pollEvery    time.Duration // Follow's poll (read.go)
+	recheckEvery time.Duration // Follow's check of its place while idle
 
 	up      prometheus.Gauge
 	errs    *prometheus.CounterVec
@@ -178,14 +183,15 @@ func Open(o Options) (*Client, error) {
 		logger = log.NewNopLogger()
 	}
 	s := &Client{
-		name:        o.KeyPrefix,
-		auth:        ro.Username != "" || ro.Password != "",
-		replica:     o.Replica,
-		logger:      logger,
-		pingEvery:   pingEvery,
-		followBlock: 2 * time.Second,
-		identity:    o.Deployment,
-		logs:        ratelog.New(logEvery, nil),
+		name:         o.KeyPrefix,
+		auth:         ro.Username != "" || ro.Password != "",
+		replica:      o.Replica,
+		logger:       logger,
+		pingEvery:    pingEvery,
+		pollEvery:    pollEvery,
+		recheckEvery: 2 * time.Second,
+		identity:     o.Deployment,
+		logs:         ratelog.New(logEvery, nil),
 		up: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "breach_exporter_store_up",
 			Help: "1 when reads and writes on the shared store (Redis or Valkey) work: the last write and the last read it was sent both succeeded; 0 when it did not answer, refused one, or has not answered yet.",
