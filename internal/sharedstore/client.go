@@ -689,22 +689,22 @@ func (s *Client) Forget(ctx context.Context, scope string, items []string) error
 // It reads the hash a page at a time (HSCAN), so a large one does not
 // block the store.
 func (s *Client) Prune(ctx context.Context, scope string, keep func(item string) bool) error {
-	var cursor uint64
+	cursor := "0"
 	for {
-		fields, next, err := s.rdb.HScan(ctx, s.key("ready", scope), cursor, "*", forgetBatch).Result()
-		if err = s.outcome(ctx, "release", err); err != nil {
+		items, next, err := s.scanReady(ctx, scope, cursor)
+		if err != nil {
 			return fmt.Errorf("store: prune: %w", err)
 		}
 		var gone []string
-		for i := 0; i+1 < len(fields); i += 2 { // field, value pairs
-			if !keep(fields[i]) {
-				gone = append(gone, fields[i])
+		for _, item := range items {
+			if !keep(item) {
+				gone = append(gone, item)
 			}
 		}
 		if err := s.Forget(ctx, scope, gone); err != nil {
 			return err
 		}
-		if cursor = next; cursor == 0 {
+		if cursor = next; cursor == "0" {
 			return nil
 		}
 	}

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-kit/log/level"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 )
 
 // What a replica reads from the stream is bounded before it leaves the
@@ -130,4 +133,46 @@ func parseEntry(r any) (entry, error) {
 		}
 	}
 	return e, nil
+}
+
+// maxItemBytes bounds an item of a ready hash (Prune) as the store sends
+// it: the items are digests and "me", far shorter. A longer one is no
+// item of any replica's; it is not sent, and is logged.
+const maxItemBytes = 256
+
+// scanReadyScript: KEYS a ready hash; ARGV the cursor, the page size,
+// maxItemBytes. Replies the next cursor, how many items over the bound it
+// left out, and the items: never their values, which Prune does not use.
+// Read-only: it needs no deployment guard.
+var scanReadyScript = redis.NewScript(`
+local r = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+local out, kv, max = {r[1], 0}, r[2], tonumber(ARGV[3])
+for i = 1, #kv - 1, 2 do
+  if #kv[i] <= max then out[#out + 1] = kv[i] else out[2] = out[2] + 1 end
+end
+return out
+`)
+
+// scanReady reads one page of scope's ready hash's items from cursor,
+// bounded (scanReadyScript), and the cursor to read on from ("0": done).
+func (s *Client) scanReady(ctx context.Context, scope, cursor string) (items []string, next string, err error) {
+	reply, err := scanReadyScript.Run(ctx, s.rdb, []string{s.key("ready", scope)}, cursor, forgetBatch, maxItemBytes).Slice()
+	if err = s.outcome(ctx, "release", err); err != nil {
+		return nil, "", err
+	}
+	if len(reply) < 2 {
+		return nil, "", fmt.Errorf("%d values in a scan, want 2 or more", len(reply))
+	}
+	next, _ = reply[0].(string)
+	if n, _ := reply[1].(int64); n > 0 {
+		if suppressed, ok := s.logs.Allow("ready-oversized"); ok {
+			level.Warn(s.logger).Log("msg", "The store's ready times hold items longer than any replica writes; they were not read", "items", n, ratelog.SuppressedKey, suppressed)
+		}
+	}
+	for _, v := range reply[2:] {
+		if item, ok := v.(string); ok {
+			items = append(items, item)
+		}
+	}
+	return items, next, nil
 }

@@ -177,3 +177,36 @@ func TestHugeCheckpointMembersAreNotSent(t *testing.T) {
 		t.Errorf("after writing over it: %+v, %v, %v", c, ok, err)
 	}
 }
+
+// Prune reads the ready hash's items only, each within maxItemBytes: a
+// forged huge item or value is not sent (and is logged), the others are
+// pruned as ever.
+func TestPruneDoesNotFetchHugeItems(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a := open(t, r, "a", "")
+	ctx := context.Background()
+	c := raw(t, r)
+	if err := c.HSet(ctx, "breach_exporter:ready:acct", "keep", strings.Repeat("1", forgedBytes), "drop", "1",
+		strings.Repeat("f", forgedBytes), "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	n := allocatedBy(func() {
+		if err := a.Prune(ctx, "acct", func(item string) bool { seen = append(seen, item); return item != "drop" }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("Prune allocated %d bytes", n)
+	if n > heldBound {
+		t.Errorf("Prune allocated %d bytes for an item and a value of %d, want at most %d", n, forgedBytes, heldBound)
+	}
+	if len(seen) != 2 {
+		t.Errorf("Prune was shown %d items, want keep and drop", len(seen))
+	}
+	if left, err := c.HLen(ctx, "breach_exporter:ready:acct").Result(); err != nil || left != 2 {
+		t.Errorf("%d items left, want keep and the huge one (%v)", left, err)
+	}
+	if a.log.Count("level=warn", "not read") != 1 {
+		t.Errorf("the huge item is not logged:\n%s", a.log)
+	}
+}
