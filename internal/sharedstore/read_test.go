@@ -29,6 +29,14 @@ func allocatedBy(f func()) uint64 {
 	return after.TotalAlloc - before.TotalAlloc
 }
 
+// forger starts a redis-server and gives a replica of it, and a plain
+// client to forge what the tests' hostile writer adds.
+func forger(t *testing.T) (replica, *redis.Client) {
+	t.Helper()
+	r := testkit.StartRedis(t)
+	return open(t, r, "a", ""), raw(t, r)
+}
+
 // heldBound is the most a read may allocate here: a page's bound, its
 // largest entry and room for the rest of the process meanwhile; far
 // below one forged entry.
@@ -133,10 +141,8 @@ func TestAPageIsBoundedInBytes(t *testing.T) {
 // before they are sent): a forged huge id makes the checkpoint invalid, is
 // named by a marker, and a synced replica writes over it by that marker.
 func TestHugeCheckpointMembersAreNotSent(t *testing.T) {
-	r := testkit.StartRedis(t)
-	a := open(t, r, "a", "")
+	a, c := forger(t)
 	ctx := context.Background()
-	c := raw(t, r)
 	huge := func() string { return strings.Repeat("9", forgedBytes) }
 	if err := c.HSet(ctx, "breach_exporter:checkpoint", "id", huge(), "lineage", huge(), "deployment", huge(), "data", "d").Err(); err != nil {
 		t.Fatal(err)
@@ -182,10 +188,8 @@ func TestHugeCheckpointMembersAreNotSent(t *testing.T) {
 // forged huge item or value is not sent (and is logged), the others are
 // pruned as ever.
 func TestPruneDoesNotFetchHugeItems(t *testing.T) {
-	r := testkit.StartRedis(t)
-	a := open(t, r, "a", "")
+	a, c := forger(t)
 	ctx := context.Background()
-	c := raw(t, r)
 	if err := c.HSet(ctx, "breach_exporter:ready:acct", "keep", strings.Repeat("1", forgedBytes), "drop", "1",
 		strings.Repeat("f", forgedBytes), "1").Err(); err != nil {
 		t.Fatal(err)
