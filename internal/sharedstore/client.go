@@ -143,8 +143,11 @@ type Client struct {
 	foreignAt string
 	// storeReplicas is how many replicas the store has, from the last
 	// health check: with any, a publish waits for one to have it.
-	storeReplicas  atomic.Int32
-	waitRefused    atomic.Bool
+	storeReplicas atomic.Int32
+	waitRefused   atomic.Bool
+	// added wakes Follow when this replica added to the stream: it reads
+	// its own events back at once, not at its next poll.
+	added          chan struct{}
 	evictionWarned atomic.Bool
 	// clockOffset is the store's clock minus this replica's, in ms, as
 	// last read: what is far ahead is judged on the store's clock.
@@ -190,6 +193,7 @@ func Open(o Options) (*Client, error) {
 		pingEvery:    pingEvery,
 		pollEvery:    pollEvery,
 		recheckEvery: 2 * time.Second,
+		added:        make(chan struct{}, 1),
 		identity:     o.Deployment,
 		logs:         ratelog.New(logEvery, nil),
 		up: prometheus.NewGauge(prometheus.GaugeOpts{

@@ -61,6 +61,7 @@ func (s *Client) Publish(ctx context.Context, kind string, data []byte) (string,
 		return "", fmt.Errorf("store: publish: %w", err)
 	}
 	s.repaired(reply[1])
+	s.wake()
 	return reply[0], nil
 }
 
@@ -111,6 +112,7 @@ func (s *Client) PublishOnceBatch(ctx context.Context, ttl time.Duration, events
 		return nil, fmt.Errorf("store: publish: %w", err)
 	}
 	s.repaired(reply[len(events)])
+	s.wake()
 	ids = reply[:len(events)]
 	for i, id := range ids {
 		ids[i] = strings.TrimPrefix(id, "=")
@@ -217,7 +219,8 @@ func (s *Client) Read(ctx context.Context, after, until string, apply func(Event
 
 // Follow calls apply with every event of this deployment (ours) after
 // after, in order and never concurrently, until ctx ends; it polls the
-// stream every pollEvery (read.go: why not a blocking read), reconnects
+// stream every pollEvery (read.go: why not a blocking read), and at once
+// after this replica added to it (wake), reconnects
 // with backoff when the store is down and goes on from the last event
 // applied (or from the stream's end, when the stream ends before it: see
 // Read).
@@ -246,8 +249,22 @@ func (s *Client) Follow(ctx context.Context, after string, apply func(Event)) {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case <-s.added:
+			t.Stop()
 		case <-t.C:
 		}
+	}
+}
+
+// wake tells Follow that this replica added to the stream. Until a
+// replica has read its own event back it has not applied it; should the
+// store lose the event meanwhile (a restart without persistence), nobody
+// has. A blocking read closed that window at once; a poll would leave it
+// open up to pollEvery.
+func (s *Client) wake() {
+	select {
+	case s.added <- struct{}{}:
+	default:
 	}
 }
 
