@@ -18,8 +18,8 @@ import (
 // 100 MB that anyone who reaches the store added (XADD) would cost every
 // replica 100 MB of memory before any check of its size could refuse it.
 // So entries are never read with XRANGE or XREAD directly: readScript
-// reads them on the store and sends each entry whose values exceed
-// MaxEventBytes as its ID and size only, and stops a page once it holds
+// reads them on the store and sends each entry whose fields and values
+// exceed MaxEventBytes as its ID and size only, and stops a page once it holds
 // maxPageBytes. A replica so never receives more than about
 // maxPageBytes+MaxEventBytes per read, whatever the stream holds.
 //
@@ -33,8 +33,8 @@ import (
 // the replica that added it reads it back at once (Follow's wake).
 
 // MaxEventBytes bounds one stream entry, its fields and values (the
-// event's data, kind, origin and deployment) together: an entry over it is not sent by
-// the store, only its size (Event.Oversized). The largest event an
+// event's data, kind, origin and deployment) together: of an entry over
+// it the store sends only its size (Event.Oversized). The largest event an
 // exporter writes is an answer with a feed's 1,000 database names of 256
 // bytes (breach.MaxDatabaseBytes), about a quarter of it.
 const MaxEventBytes = 1 << 20
