@@ -214,9 +214,10 @@ func (r *replicas) apply(ev sharedstore.Event) {
 		prev = ""
 	}
 	r.last = ev.ID
-	if len(ev.Data) > maxEventBytes {
-		// Before anything decodes it: the bound is on what is held.
-		r.invalid(ev, fmt.Errorf("%d bytes, more than the %d an event may have", len(ev.Data), maxEventBytes))
+	if size := max(ev.Oversized, int64(len(ev.Data))); size > maxEventBytes {
+		// Before anything decodes it: the bound is on what is held. An
+		// entry over it in the store was not even sent (Oversized).
+		r.invalid(ev, fmt.Errorf("%d bytes, more than the %d an event may have", size, maxEventBytes))
 		return
 	}
 	now := time.Now()

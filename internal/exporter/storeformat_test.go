@@ -206,4 +206,9 @@ func TestEventsAreChecked(t *testing.T) {
 	if n := testutil.ToFloat64(r.dropped); n != 1 {
 		t.Errorf("an event over %d bytes: %v skipped, want 1", maxEventBytes, n)
 	}
+	// One the store did not send (sharedstore: its size only).
+	r.apply(sharedstore.Event{ID: "1-2", Oversized: 100 << 20})
+	if n := testutil.ToFloat64(r.dropped); n != 2 {
+		t.Errorf("an entry of 100 MB the store did not send: %v skipped, want 2", n)
+	}
 }

@@ -58,11 +58,28 @@ type Head struct {
 	SyncedAlive bool
 }
 
+// maxHeadBytes bounds each of the checkpoint's id, lineage and
+// deployment members as sent by the store: a stream ID has at most 41
+// bytes, a lineage 32 and store.deployment 64. One over it is sent as
+// luaHead's marker, "(N bytes)": not a stream ID, so the checkpoint is
+// found invalid, and the same marker names it when a synced replica
+// writes over it (writeCheckpointScript's replace). Data and extra are
+// bounded by their own sizes (HSTRLEN) before they are sent.
+const maxHeadBytes = 256
+
+// luaHead reads the checkpoint's id, lineage and deployment, each bounded
+// by maxHeadBytes, into h.
+var luaHead = `
+local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
+for i = 1, 3 do
+  if h[i] and #h[i] > ` + strconv.Itoa(maxHeadBytes) + ` then h[i] = '(' .. #h[i] .. ' bytes)' end
+end
+`
+
 // headScript: KEYS checkpoint hash, stream, synced key. One round trip,
 // no entry's data: XINFO STREAM's first and last entries are reduced to
 // their IDs, so a forged huge entry costs nothing here.
-var headScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
+var headScript = redis.NewScript(luaHead + `
 local size = redis.call('HSTRLEN', KEYS[1], 'data') + redis.call('HSTRLEN', KEYS[1], 'extra')
 local t = redis.call('TIME')
 local out = {h[1] or '', h[2] or '', size, t[1], t[2], 0, '', '', '', '', 0, 0, redis.call('EXISTS', KEYS[3]), h[3] or ''}
@@ -139,8 +156,7 @@ var ErrForeignCheckpoint = errors.New("store: the checkpoint is another deployme
 // this deployment's identity. The data is sent only within the bound, and
 // only of a checkpoint of this deployment (or of none: the previous
 // release's).
-var loadCheckpointScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
+var loadCheckpointScript = redis.NewScript(luaHead + `
 if not h[1] then return {} end
 local dep = h[3] or ''
 if dep ~= '' and dep ~= ARGV[2] then return {h[1], h[2] or '', dep} end
@@ -195,7 +211,7 @@ func (s *Client) LoadCheckpoint(ctx context.Context, maxBytes int64) (c Checkpoi
 // others find a lineage not theirs and load it; of two that hold as much,
 // the first written stays. Stream IDs compare as (milliseconds, sequence)
 // pairs of numbers: as strings "9-0" would sort after "10-0".
-var writeCheckpointScript = newGuarded(`
+var writeCheckpointScript = newGuarded(luaHead + `
 local function before(a, b)
   local am, as = string.match(a, '^(%d+)%-(%d+)$')
   local bm, bs = string.match(b, '^(%d+)%-(%d+)$')
@@ -204,7 +220,7 @@ local function before(a, b)
   return am < bm or (am == bm and as < bs)
 end
 if not string.match(ARGV[1], '^(%d+)%-(%d+)$') then return redis.error_reply('not a stream ID') end
-local cur = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'deployment')
+local cur = h
 local theirs = cur[3] and cur[3] ~= '' and cur[3] ~= identity
 if cur[1] and not theirs and not (ARGV[5] ~= '' and cur[1] == ARGV[5]) then
   local lineage = cur[2] or ''

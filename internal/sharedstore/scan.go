@@ -16,8 +16,8 @@ import (
 func (s *Client) Scan(ctx context.Context, after, until string, apply func(Event)) error {
 	from := orZero(after)
 	for {
-		msgs, err := s.rdb.XRangeN(ctx, s.key("events"), "("+from, until, page).Result()
-		if err = s.readOutcome(ctx, "read", err); err != nil {
+		msgs, more, err := s.readPage(ctx, "read", from, until)
+		if err != nil {
 			return fmt.Errorf("store: scan: %w", err)
 		}
 		for _, m := range msgs {
@@ -26,7 +26,7 @@ func (s *Client) Scan(ctx context.Context, after, until string, apply func(Event
 				apply(event(m))
 			}
 		}
-		if len(msgs) < page {
+		if !more {
 			return nil
 		}
 	}
