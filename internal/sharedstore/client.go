@@ -119,7 +119,8 @@ type Client struct {
 
 	// Tests of this package shorten them.
 	pingEvery    time.Duration
-	pollEvery    time.Duration // Follow's poll (read.go)
+	pollEvery    time.Duration // Follow's poll while entries come (read.go)
+	pollIdle     time.Duration // ... and the longest it grows to while none do
 	recheckEvery time.Duration // Follow's check of its place while idle
 
 	up      prometheus.Gauge
@@ -200,6 +201,7 @@ func Open(o Options) (*Client, error) {
 		logger:       logger,
 		pingEvery:    pingEvery,
 		pollEvery:    pollEvery,
+		pollIdle:     pollIdle,
 		recheckEvery: 2 * time.Second,
 		added:        make(chan struct{}, 1),
 		identity:     o.Deployment,

@@ -219,17 +219,17 @@ func (s *Client) Read(ctx context.Context, after, until string, apply func(Event
 
 // Follow calls apply with every event of this deployment (ours) after
 // after, in order and never concurrently, until ctx ends; it polls the
-// stream every pollEvery (read.go: why not a blocking read), and at once
-// after this replica added to it (wake), reconnects
+// stream, more often while entries come (read.go: why not a blocking
+// read), and at once after this replica added to it (wake), reconnects
 // with backoff when the store is down and goes on from the last event
 // applied (or from the stream's end, when the stream ends before it: see
 // Read).
 func (s *Client) Follow(ctx context.Context, after string, apply func(Event)) {
-	f := follower{last: orZero(after), apply: apply}
+	f := follower{last: orZero(after), apply: apply, every: s.pollEvery}
 	failures := 0
 	for ctx.Err() == nil {
 		more, err := s.followOnce(ctx, &f)
-		wait := s.pollEvery
+		wait := f.every
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
@@ -257,10 +257,10 @@ func (s *Client) Follow(ctx context.Context, after string, apply func(Event)) {
 }
 
 // wake tells Follow that this replica added to the stream. Until a
-// replica has read its own event back it has not applied it; should the
-// store lose the event meanwhile (a restart without persistence), nobody
-// has. A blocking read closed that window at once; a poll would leave it
-// open up to pollEvery.
+// replica has read its own event back it has not applied it, and the
+// alert it carries stays in its journal (the exporter's mine.go); a
+// blocking read closed that window at once, a poll would leave it open up
+// to pollIdle.
 func (s *Client) wake() {
 	select {
 	case s.added <- struct{}{}:
@@ -273,6 +273,7 @@ type follower struct {
 	last    string
 	checked bool          // the place was checked against the stream since the last failure or idle spell
 	idle    time.Duration // polled for this long without an event since the place was checked
+	every   time.Duration // the wait before the next poll: pollEvery, doubled by each that finds nothing up to pollIdle
 	rewound bool          // the next event applied is the first after a rewind
 	apply   func(Event)
 }
@@ -294,12 +295,13 @@ func (s *Client) followOnce(ctx context.Context, f *follower) (more bool, err er
 		return false, err
 	}
 	if len(msgs) == 0 {
-		if f.idle += s.pollEvery; f.idle >= s.recheckEvery {
+		f.every = min(2*f.every, s.pollIdle)
+		if f.idle += f.every; f.idle >= s.recheckEvery {
 			f.checked = false
 		}
 		return false, nil
 	}
-	f.idle = 0
+	f.idle, f.every = 0, s.pollEvery
 	for _, m := range msgs {
 		if s.ahead(m.ID) {
 			// Not applied, and not passed: the repair removes it and
