@@ -370,6 +370,11 @@ type link struct {
 	mu    sync.Mutex
 	down  bool
 	conns []net.Conn
+	// sent, when set, is called with each chunk a replica sends, once it
+	// was passed on, and before any other chunk of any connection is:
+	// the test acts on the store in between (lossy).
+	sent    func([]byte)
+	sending sync.Mutex
 }
 
 func newLink(t *testing.T, to string) *link {
@@ -406,9 +411,39 @@ func (l *link) serve() {
 		l.mu.Lock()
 		l.conns = append(l.conns, c, up)
 		l.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); up.Close() }()
+		go func() { l.relay(up, c); up.Close() }()
 		go func() { _, _ = io.Copy(c, up); c.Close() }()
 	}
+}
+
+// relay passes what the replica sends on c to up, one chunk at a time
+// across the connections when sent is set.
+func (l *link) relay(up, c net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			l.sending.Lock()
+			_, werr := up.Write(buf[:n])
+			if l.sent != nil && werr == nil {
+				l.sent(buf[:n])
+			}
+			l.sending.Unlock()
+			if werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// onSent sets sent.
+func (l *link) onSent(f func([]byte)) {
+	l.sending.Lock()
+	defer l.sending.Unlock()
+	l.sent = f
 }
 
 // cut closes the link (down) or opens it again.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
@@ -54,7 +55,7 @@ func applier(t *testing.T) *replicas {
 	t.Helper()
 	w := watchlist.New()
 	w.Sync([]string{"default"}, []breach.Address{{Email: "a@example.com"}, {Email: "b@example.com"}}, breach.LabelEmail, 0)
-	r := &replicas{logger: log.NewNopLogger(), watchlist: w, mine: map[string]watchlist.AcceptedAlert{},
+	r := &replicas{logger: log.NewNopLogger(), watchlist: w, mine: newMineSet(), lostLogs: ratelog.New(time.Minute, nil),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "invalid"})}
 	return r
 }
