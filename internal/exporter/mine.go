@@ -59,6 +59,10 @@ func (m *mineSet) add(id string, a watchlist.AcceptedAlert) {
 	if len(m.alerts) >= maxMine {
 		m.reset()
 	}
+	if len(m.order) >= maxMine {
+		// IDs applied behind one that waits: keep those held only.
+		m.order = slices.DeleteFunc(m.order, func(id string) bool { return !m.has(id) })
+	}
 	m.alerts[id] = a
 	at, _ := slices.BinarySearchFunc(m.order, id, compareIDs)
 	m.order = slices.Insert(m.order, at, id)

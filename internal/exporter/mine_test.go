@@ -6,10 +6,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
 
 // An alert the store confirmed and then lost before any replica read it
@@ -62,5 +65,58 @@ func (s *storeSetup) emptyOnceAdded(ctx context.Context, n int) error {
 			return fmt.Errorf("the store holds %d seen keys after 5 s, want %d", len(keys), n)
 		}
 		time.Sleep(time.Millisecond) // polls the store, which the relay holds nothing of
+	}
+}
+
+// mine keeps its IDs in stream order, as numbers ("9-0" before "10-0"),
+// whatever order they come in; first skips those applied.
+func TestMineIsInStreamOrder(t *testing.T) {
+	m := newMineSet()
+	for _, id := range []string{"10-0", "9-0", "10-1", "11-0"} {
+		m.add(id, watchlist.AcceptedAlert{})
+	}
+	if got := m.ids(); !slices.Equal(got, []string{"9-0", "10-0", "10-1", "11-0"}) {
+		t.Fatalf("ids %q, want stream order", got)
+	}
+	m.take("10-0")
+	if _, ok := m.take("9-0"); !ok || m.first() != "10-1" {
+		t.Errorf("after taking 9-0 and 10-0, first is %q, want 10-1", m.first())
+	}
+}
+
+// The three ways an own alert the store lost is found: an entry after it
+// comes without it; a round finds the stream never gave its ID; the
+// stream passed it before the publish's answer. Each applies it (it
+// leaves mine, and the position is at least its ID), and an alert the
+// stream still holds is not taken for lost.
+func TestLostOwnAlertsAreApplied(t *testing.T) {
+	r := applier(t)
+	r.name = "me"
+	r.last = "5-0"
+	r.keepMine([]forwarded{{}, {}}, []string{"6-0", "7-0"}, r.mineEpoch())
+	r.apply(sharedstore.Event{ID: "8-0", Kind: eventAccount, Data: []byte("x")})
+	if r.unapplied() || r.last != "8-0" {
+		t.Fatalf("after an entry past them: unapplied %v, position %s; want both applied, at 8-0", r.unapplied(), r.last)
+	}
+
+	r.keepMine([]forwarded{{}}, []string{"9-0"}, r.mineEpoch())
+	held := r.mine.ids()
+	if r.settleLost(held, sharedstore.Head{Stream: true, LastGiven: "9-0"}) || !r.unapplied() {
+		t.Fatal("an alert the stream gave was taken for lost")
+	}
+	if !r.settleLost(held, sharedstore.Head{Stream: false}) || r.unapplied() || r.last != "9-0" {
+		t.Fatalf("an emptied store: unapplied %v, position %s; want applied, at 9-0", r.unapplied(), r.last)
+	}
+
+	r.apply(sharedstore.Event{ID: "10-0", Kind: eventAccount, Data: []byte("x")})
+	epoch := r.mineEpoch()
+	r.keepMine([]forwarded{{}}, []string{"9-5"}, epoch)
+	if r.unapplied() || r.last != "10-0" {
+		t.Errorf("an alert the stream passed before its answer: unapplied %v, position %s", r.unapplied(), r.last)
+	}
+	r.mine.reset() // a resync meanwhile: what the stream passed is the state's
+	r.keepMine([]forwarded{{}}, []string{"9-6"}, epoch)
+	if r.unapplied() {
+		t.Error("after a resync an alert the stream passed is kept as unapplied")
 	}
 }
