@@ -370,11 +370,13 @@ type link struct {
 	mu    sync.Mutex
 	down  bool
 	conns []net.Conn
-	// sent, when set, is called with each chunk a replica sends, once it
-	// was passed on, and before any other chunk of any connection is:
-	// the test acts on the store in between (lossy).
+	// sending, when set, is called with each chunk a replica sends before
+	// it is passed on, and may hold it; sent once it was passed on, and
+	// before any other chunk of any connection is: the test acts on the
+	// store in between.
+	sending func([]byte)
 	sent    func([]byte)
-	sending sync.Mutex
+	passing sync.Mutex
 }
 
 func newLink(t *testing.T, to string) *link {
@@ -423,12 +425,18 @@ func (l *link) relay(up, c net.Conn) {
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
-			l.sending.Lock()
+			l.passing.Lock()
+			hold := l.sending
+			l.passing.Unlock()
+			if hold != nil {
+				hold(buf[:n])
+			}
+			l.passing.Lock()
 			_, werr := up.Write(buf[:n])
 			if l.sent != nil && werr == nil {
 				l.sent(buf[:n])
 			}
-			l.sending.Unlock()
+			l.passing.Unlock()
 			if werr != nil {
 				return
 			}
@@ -439,11 +447,11 @@ func (l *link) relay(up, c net.Conn) {
 	}
 }
 
-// onSent sets sent.
-func (l *link) onSent(f func([]byte)) {
-	l.sending.Lock()
-	defer l.sending.Unlock()
-	l.sent = f
+// onSend sets sending and sent.
+func (l *link) onSend(sending, sent func([]byte)) {
+	l.passing.Lock()
+	defer l.passing.Unlock()
+	l.sending, l.sent = sending, sent
 }
 
 // cut closes the link (down) or opens it again.

@@ -16,12 +16,13 @@ import (
 )
 
 // An alert the store confirmed and then lost before any replica read it
-// back (the store emptied right after the publish's answer, before any
-// other command of the replica reached it) is applied by the replica that
-// accepted it, from its memory, and carried by its lineage: a replica that
-// starts from the store afterwards counts it too. Before, no replica ever
-// applied it: the one that accepted it counted 1 of 2 for good, and so did
-// every replica that started later.
+// back (the store emptied right after the publish's answer, while the
+// replica's connections were cut a moment before: no read of the stream
+// waited in the store) is applied by the replica that accepted it, from
+// its memory, and carried by its lineage: a replica that starts from the
+// store afterwards counts it too. Before, no replica ever applied it: the
+// one that accepted it counted 1 of 2 for good, and so did every replica
+// that started later.
 func TestAlertTheStoreLostBeforeItWasReadBackIsKept(t *testing.T) {
 	s := newStoreSetup(t)
 	one, l := s.linked(t, "one", time.Second)
@@ -29,13 +30,22 @@ func TestAlertTheStoreLostBeforeItWasReadBackIsKept(t *testing.T) {
 	alertsCounted(t, one, "a@example.com", 0, 1) // the publish's script is loaded
 	ctx := context.Background()
 	flushed := make(chan error, 1)
-	l.onSent(func(chunk []byte) {
-		if !bytes.Contains(chunk, []byte("breach_exporter:seen:")) {
-			return
+	emptied := make(chan struct{})
+	publish := []byte("breach_exporter:seen:")
+	l.onSend(func(chunk []byte) {
+		lower := bytes.ToLower(chunk)
+		if !bytes.Contains(chunk, publish) && (bytes.Contains(lower, []byte("xread")) || bytes.Contains(lower, []byte("eval"))) {
+			<-emptied // reads and scripts wait until the store lost the alert
 		}
-		l.sent = nil // once (sent runs with l.sending held)
-		flushed <- s.emptyOnceAdded(ctx, 2)
+	}, func(chunk []byte) {
+		if bytes.Contains(chunk, publish) {
+			l.sent = nil // once (sent runs with l.passing held)
+			flushed <- s.emptyOnceAdded(ctx, 2)
+			close(emptied)
+		}
 	})
+	l.cut(true) // no read of the stream left waiting in the store
+	l.cut(false)
 	postAlerts(t, "a@example.com", 1, 1, one)
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
