@@ -450,11 +450,13 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 		// store lost.
 		loss.held, loss.at = "", ""
 	}
+	held := r.mine.ids() // confirmed by the store before its head is read
 	r.applying.Unlock()
 	head, err := r.shared.Head(ctx)
 	if err != nil {
 		return false // the store's outage changes nothing a replica holds
 	}
+	last = r.settleLostAt(held, head, last)
 	switch {
 	case !head.HasCheckpoint || !r.validHead(head):
 		moved = r.withoutCheckpoint(head)
@@ -615,11 +617,13 @@ func (r *replicas) ofLineage(ctx context.Context, head sharedstore.Head, last st
 			return r.resync(ctx, head, "gap")
 		}
 		return false
-	case loss.held != "" && sharedstore.Before(loss.held, head.ID):
+	case loss.held != "" && sharedstore.Before(loss.held, head.ID),
+		sharedstore.Before(last, head.ID) && (!head.Stream || sharedstore.Before(head.LastGiven, head.ID)):
 		// The store lost events after this replica's position that its
 		// checkpoint holds (written before the loss by a replica further
-		// on: lossSeen.contends): entries after the loss do not bring
-		// them back.
+		// on: lossSeen.contends; or by the replica whose alerts the store
+		// lost before any replica read them: mine.go): entries after the
+		// loss, or none, do not bring them back.
 		return r.resync(ctx, head, "gap")
 	}
 	r.sync.behind.Store(synced && sharedstore.Before(head.ID, last))
@@ -684,7 +688,7 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 	r.sync.lineage, r.sync.descends, r.sync.fresh = lineage, true, false
 	r.sync.lost, r.sync.lostAt, r.sync.started = "", "", ""
 	r.sync.target = ""
-	clear(r.mine)
+	r.mine.reset()
 	r.rebaseHeld(st.Stream) // unwatched.go
 	r.applying.Unlock()
 	r.setSynced(false)

@@ -403,6 +403,13 @@ type link struct {
 	mu    sync.Mutex
 	down  bool
 	conns []net.Conn
+	// sending, when set, is called with each chunk a replica sends before
+	// it is passed on, and may hold it; sent once it was passed on, and
+	// before any other chunk of any connection is: the test acts on the
+	// store in between.
+	sending func([]byte)
+	sent    func([]byte)
+	passing sync.Mutex
 }
 
 func newLink(t *testing.T, to string) *link {
@@ -439,9 +446,45 @@ func (l *link) serve() {
 		l.mu.Lock()
 		l.conns = append(l.conns, c, up)
 		l.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); up.Close() }()
+		go func() { l.relay(up, c); up.Close() }()
 		go func() { _, _ = io.Copy(c, up); c.Close() }()
 	}
+}
+
+// relay passes what the replica sends on c to up, one chunk at a time
+// across the connections when sent is set.
+func (l *link) relay(up, c net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			l.passing.Lock()
+			hold := l.sending
+			l.passing.Unlock()
+			if hold != nil {
+				hold(buf[:n])
+			}
+			l.passing.Lock()
+			_, werr := up.Write(buf[:n])
+			if l.sent != nil && werr == nil {
+				l.sent(buf[:n])
+			}
+			l.passing.Unlock()
+			if werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// onSend sets sending and sent.
+func (l *link) onSend(sending, sent func([]byte)) {
+	l.passing.Lock()
+	defer l.passing.Unlock()
+	l.sending, l.sent = sending, sent
 }
 
 // cut closes the link (down) or opens it again.

@@ -837,7 +837,12 @@ func (e *Exporter) cutState() *stateCut {
 	}
 	take := grab
 	if e.replicas != nil {
-		take = func() { c.state.Stream = e.replicas.take(grab) }
+		// Under the lock the state is copied in: an alert the store
+		// confirmed that this replica has not applied yet is not in it
+		// (mine.go), so its journal record stays.
+		take = func() {
+			c.state.Stream = e.replicas.take(func() { grab(); c.keep = c.keep || e.replicas.unapplied() })
+		}
 		c.state.SignedOnly = e.replicas.shared.SignedOnly()
 	}
 	if e.journal == nil {
@@ -845,8 +850,10 @@ func (e *Exporter) cutState() *stateCut {
 		return c
 	}
 	c.mark = e.journal.Cut(func() {
-		take()
+		// The backlog before the state: an alert leaves the backlog only
+		// once it is in mine, so it is seen in one or the other.
 		c.keep = e.replicas != nil && e.replicas.pending()
+		take()
 		c.confirmedMark = e.replicas.confirmedMark()
 	})
 	c.state.Journal = c.mark.Position

@@ -39,9 +39,11 @@ import (
 //  3. This replica writes the digest to its confirmed file, in the state
 //     folder, fsynced: from then on it never publishes that alert again,
 //     whatever the store lost (a FLUSHALL, a failover, an older RDB).
-//  4. The alert leaves the backlog; the next snapshot holds the state
-//     after it, and the journal records before it go, and so do their
-//     confirmed digests.
+//  4. The alert leaves the backlog for mine, until this replica applied
+//     it (mine.go: from the stream, or from mine when the store lost the
+//     entry first); no local snapshot is written meanwhile. The next
+//     snapshot then holds the state after it, and the journal records
+//     before it go, and so do their confirmed digests.
 //
 // A replayed alert whose digest is confirmed is not published; one that is
 // not (the replica stopped between 1 and 3) is, and the store's seen key

@@ -22,6 +22,7 @@ import (
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 	"github.com/breach-exporter/breach_exporter/webhook"
@@ -75,10 +76,11 @@ type replicas struct {
 	// or a snapshot sees the state after a whole event, and the ID of it.
 	applying sync.Mutex
 	last     string // the last event applied; "" before the first
-	// mine are this replica's alerts the store added and the stream has
-	// not brought back yet, by event ID: applied from here, not decoded
-	// again (applying; at most maxMine).
-	mine map[string]watchlist.AcceptedAlert
+	// mine are this replica's alerts the store added and this replica
+	// has not applied yet: applied from here, not decoded again, and from
+	// here too when the store lost them (mine.go; applying).
+	mine     mineSet
+	lostLogs *ratelog.Limiter
 	// held is what the stream brought for addresses not watched here yet
 	// (unwatched.go; applying).
 	held held
@@ -150,7 +152,8 @@ func newReplicas(bundle *config.Bundle, folder string, reg prometheus.Registerer
 		logger:    logger,
 		watchlist: w,
 		wake:      make(chan struct{}, 1),
-		mine:      map[string]watchlist.AcceptedAlert{},
+		mine:      newMineSet(),
+		lostLogs:  ratelog.New(time.Minute, nil),
 		held:      newHeld(),
 		dedupTTL:  func() time.Duration { return time.Duration(cur.Load().Config.Webhook.DedupWindow) },
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -210,15 +213,17 @@ func (r *replicas) apply(ev sharedstore.Event) {
 	if !ev.Rewound && (sharedstore.After(r.last, ev.ID) || r.last == ev.ID) {
 		return // already applied (catch-up and Follow may overlap)
 	}
+	r.applyLostBefore(ev.ID)
 	r.noteLost(ev)
 	prev := r.last // the event before; none known when the stream went back
 	if ev.Rewound {
 		prev = ""
 	}
 	r.last = ev.ID
-	if len(ev.Data) > maxEventBytes {
-		// Before anything decodes it: the bound is on what is held.
-		r.invalid(ev, fmt.Errorf("%d bytes, more than the %d an event may have", len(ev.Data), maxEventBytes))
+	if size := max(ev.Oversized, int64(len(ev.Data))); size > maxEventBytes {
+		// Before anything decodes it: the bound is on what is held. An
+		// entry over it in the store was not even sent (Oversized).
+		r.invalid(ev, fmt.Errorf("%d bytes, more than the %d an event may have", size, maxEventBytes))
 		return
 	}
 	now := time.Now()
@@ -249,8 +254,10 @@ func (r *replicas) apply(ev sharedstore.Event) {
 // applyAlert applies an accepted alert's event, prev the event before it.
 // Called with applying held.
 func (r *replicas) applyAlert(ev sharedstore.Event, prev string, now time.Time) {
-	a, ok := r.mine[ev.ID]
-	delete(r.mine, ev.ID)
+	a, ok := r.mine.take(ev.ID)
+	if !ok && ev.Origin == r.name && len(r.mine.applied) < maxMine {
+		r.mine.applied[ev.ID] = true // before its publish returned: keepMine
+	}
 	if !ok || ev.Origin != r.name {
 		var err error
 		if a, err = decodeAlert(ev.Data, now); err != nil {
@@ -451,6 +458,7 @@ func (r *replicas) forward(ctx context.Context) {
 			}
 			continue
 		}
+		epoch := r.mineEpoch()
 		ids, err := r.publishBatch(ctx, next, &batch)
 		if err != nil {
 			t := time.NewTimer(retry)
@@ -464,7 +472,7 @@ func (r *replicas) forward(ctx context.Context) {
 			continue
 		}
 		retry = forwardRetryMin
-		r.keepMine(next, ids)
+		r.keepMine(next, ids, epoch)
 		for i, f := range next {
 			r.counted(ids[i], f.alert.Digest)
 		}
@@ -476,26 +484,6 @@ func (r *replicas) forward(ctx context.Context) {
 		}
 		r.waiting.Set(float64(len(r.backlog)))
 		r.forwardMu.Unlock()
-	}
-}
-
-// maxMine bounds mine: an event the stream never brings back (trimmed
-// past while this replica was cut off) would otherwise stay.
-const maxMine = 10_000
-
-// keepMine keeps the alerts the store added that the stream has not
-// brought back yet, so that apply takes them as they are.
-func (r *replicas) keepMine(batch []forwarded, ids []string) {
-	r.applying.Lock()
-	defer r.applying.Unlock()
-	for i, id := range ids {
-		if id == "" || !sharedstore.After(id, r.last) {
-			continue // a duplicate, or applied already (decoded)
-		}
-		if len(r.mine) >= maxMine {
-			clear(r.mine)
-		}
-		r.mine[id] = batch[i].alert
 	}
 }
 

@@ -40,10 +40,10 @@ import (
 // eventFormat is the version of the outcome events this release writes.
 const eventFormat = 1
 
-// maxEventBytes bounds one event's data: no event over it is decoded. The
-// largest an exporter writes is an answer with a feed's 1,000 database
-// names of 256 bytes (breach.MaxDatabaseBytes), about a quarter of it.
-const maxEventBytes = 1 << 20
+// maxEventBytes bounds one event's data: no event over it is decoded, and
+// the store does not even send one (sharedstore.MaxEventBytes, whose
+// comment says why it is 1 MiB).
+const maxEventBytes = sharedstore.MaxEventBytes
 
 // maxCheckpointBytes bounds the checkpoint fetched from the store: the
 // bound on the state snapshot a replica reads from its own folder.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
@@ -54,7 +55,7 @@ func applier(t *testing.T) *replicas {
 	t.Helper()
 	w := watchlist.New()
 	w.Sync([]string{"default"}, []breach.Address{{Email: "a@example.com"}, {Email: "b@example.com"}}, breach.LabelEmail, 0)
-	r := &replicas{logger: log.NewNopLogger(), watchlist: w, mine: map[string]watchlist.AcceptedAlert{},
+	r := &replicas{logger: log.NewNopLogger(), watchlist: w, mine: newMineSet(), lostLogs: ratelog.New(time.Minute, nil),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "invalid"})}
 	return r
 }
@@ -205,5 +206,10 @@ func TestEventsAreChecked(t *testing.T) {
 	r.apply(sharedstore.Event{ID: "1-1", Kind: eventAnswered, Data: bytes.Repeat([]byte(" "), maxEventBytes+1)})
 	if n := testutil.ToFloat64(r.dropped); n != 1 {
 		t.Errorf("an event over %d bytes: %v skipped, want 1", maxEventBytes, n)
+	}
+	// One the store did not send (sharedstore: its size only).
+	r.apply(sharedstore.Event{ID: "1-2", Oversized: 100 << 20})
+	if n := testutil.ToFloat64(r.dropped); n != 2 {
+		t.Errorf("an entry of 100 MB the store did not send: %v skipped, want 2", n)
 	}
 }

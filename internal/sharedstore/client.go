@@ -71,6 +71,10 @@ type Event struct {
 	Kind   string
 	Origin string // Options.Replica of the publisher
 	Data   []byte
+	// Oversized is the entry's size in the store when it is over
+	// MaxEventBytes: then the store did not send it (Kind, Origin and Data
+	// are empty), and the reader skips and counts it.
+	Oversized int64
 	// Rewound marks the first event read after the stream was found to
 	// end before the reader's place (deleted, emptied, rolled back): its
 	// ID may come before the last one applied, and is new all the same.
@@ -122,8 +126,10 @@ type Client struct {
 	logger  log.Logger
 
 	// Tests of this package shorten them.
-	pingEvery   time.Duration
-	followBlock time.Duration
+	pingEvery    time.Duration
+	pollEvery    time.Duration // Follow's poll while entries come (read.go)
+	pollIdle     time.Duration // ... and the longest it grows to while none do
+	recheckEvery time.Duration // Follow's check of its place while idle
 
 	up      prometheus.Gauge
 	errs    *prometheus.CounterVec
@@ -158,8 +164,11 @@ type Client struct {
 	foreignAt string
 	// storeReplicas is how many replicas the store has, from the last
 	// health check: with any, a publish waits for one to have it.
-	storeReplicas  atomic.Int32
-	waitRefused    atomic.Bool
+	storeReplicas atomic.Int32
+	waitRefused   atomic.Bool
+	// added wakes Follow when this replica added to the stream: it reads
+	// its own events back at once, not at its next poll.
+	added          chan struct{}
 	evictionWarned atomic.Bool
 	formatsWarned  atomic.Bool
 	// clockOffset is the store's clock minus this replica's, in ms, as
@@ -213,7 +222,10 @@ func Open(o Options) (*Client, error) {
 		replica:        o.Replica,
 		logger:         logger,
 		pingEvery:      pingEvery,
-		followBlock:    2 * time.Second,
+		pollEvery:      pollEvery,
+		pollIdle:       pollIdle,
+		recheckEvery:   2 * time.Second,
+		added:          make(chan struct{}, 1),
 		identity:       o.Deployment,
 		keys:           o.Keys,
 		latchAfter:     latchAfter,
@@ -718,22 +730,22 @@ func (s *Client) Forget(ctx context.Context, scope string, items []string) error
 // It reads the hash a page at a time (HSCAN), so a large one does not
 // block the store.
 func (s *Client) Prune(ctx context.Context, scope string, keep func(item string) bool) error {
-	var cursor uint64
+	cursor := "0"
 	for {
-		fields, next, err := s.rdb.HScan(ctx, s.key("ready", scope), cursor, "*", forgetBatch).Result()
-		if err = s.outcome(ctx, "release", err); err != nil {
+		items, next, err := s.scanReady(ctx, scope, cursor)
+		if err != nil {
 			return fmt.Errorf("store: prune: %w", err)
 		}
 		var gone []string
-		for i := 0; i+1 < len(fields); i += 2 { // field, value pairs
-			if !keep(fields[i]) {
-				gone = append(gone, fields[i])
+		for _, item := range items {
+			if !keep(item) {
+				gone = append(gone, item)
 			}
 		}
 		if err := s.Forget(ctx, scope, gone); err != nil {
 			return err
 		}
-		if cursor = next; cursor == 0 {
+		if cursor = next; cursor == "0" {
 			return nil
 		}
 	}

@@ -686,7 +686,7 @@ func TestFollowGoesOnAfterTheStoreWasUnreachable(t *testing.T) {
 	}
 	r := testkit.StartRedis(t)
 	a, b := open(t, r, "a", ""), open(t, r, "b", "")
-	a.pingEvery, a.followBlock = 100*time.Millisecond, 300*time.Millisecond
+	a.pingEvery, a.recheckEvery = 100*time.Millisecond, 300*time.Millisecond
 	ctx := context.Background()
 	first, err := b.Publish(ctx, "k", []byte("before"))
 	if err != nil {
@@ -745,7 +745,7 @@ func TestFollowGoesOnAfterTheStoreWasUnreachable(t *testing.T) {
 func TestFollowAndReadReportATrimmedGapOnce(t *testing.T) {
 	r := testkit.StartRedis(t)
 	a := open(t, r, "a", "")
-	a.followBlock = 200 * time.Millisecond
+	a.recheckEvery = 200 * time.Millisecond
 	ctx := context.Background()
 	var ids []string
 	for i := range 50 {

@@ -60,7 +60,7 @@ func farAhead() string {
 func TestStreamIDsThatWouldStallAreRecovered(t *testing.T) {
 	r := testkit.StartRedis(t)
 	a, b := open(t, r, "a", "stall"), open(t, r, "b", "stall")
-	a.followBlock = 200 * time.Millisecond
+	a.recheckEvery = 200 * time.Millisecond
 	c := raw(t, r)
 	ctx := context.Background()
 	if _, err := b.Publish(ctx, "k", []byte("first")); err != nil {
@@ -320,7 +320,8 @@ func TestLeastPrivilegeACL(t *testing.T) {
 	must(t, s.MarkSynced(ctx, time.Second))
 	must(t, s.repairAhead(ctx, "read"))
 	f := follower{last: "0-0", apply: func(Event) {}}
-	must(t, s.followOnce(ctx, &f))
+	_, err = s.followOnce(ctx, &f)
+	must(t, err)
 	must(t, s.Forget(ctx, "s", []string{"i"}))
 	_, _, err = s.Formats(ctx)
 	must(t, err)

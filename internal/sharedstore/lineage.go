@@ -79,11 +79,32 @@ type Head struct {
 	SyncedAlive bool
 }
 
+// maxHeadBytes bounds each of the checkpoint's id, lineage and
+// deployment members as sent by the store: a stream ID has at most 41
+// bytes, a lineage 32 and store.deployment 64. One over it is sent as
+// luaBounded's marker, "(N bytes)": not a stream ID, so the checkpoint is
+// found invalid, and the same marker names it when a synced replica
+// writes over it (writeCheckpointScript's replace). Data and extra are
+// bounded by their own sizes (HSTRLEN) before they are sent.
+const maxHeadBytes = 256
+
+// luaBounded defines bounded(key, ...): the hash key's fields (HMGET),
+// each over maxHeadBytes replaced by the marker.
+var luaBounded = `
+local function bounded(key, ...)
+  local h = redis.call('HMGET', key, ...)
+  for i = 1, select('#', ...) do
+    if h[i] and #h[i] > ` + strconv.Itoa(maxHeadBytes) + ` then h[i] = '(' .. #h[i] .. ' bytes)' end
+  end
+  return h
+end
+`
+
 // headScript: KEYS checkpoint hash, stream, synced key. One round trip,
 // no entry's data: XINFO STREAM's first and last entries are reduced to
 // their IDs, so a forged huge entry costs nothing here.
-var headScript = redis.NewScript(`
-local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'parts_id', 'parts_size', 'deployment')
+var headScript = redis.NewScript(luaBounded + `
+local h = bounded(KEYS[1], 'id', 'lineage', 'parts_id', 'parts_size', 'deployment')
 ` + luaCheckpointSize + `
 local t = redis.call('TIME')
 local out = {h[1] or '', h[2] or '', size, t[1], t[2], 0, '', '', '', '', 0, 0, redis.call('EXISTS', KEYS[3]), h[5] or '', 0}
@@ -163,8 +184,8 @@ var ErrForeignCheckpoint = errors.New("store: the checkpoint is another deployme
 // data is sent only within the bound, and only of a checkpoint of this
 // deployment (or of none: the previous release's): the whole data, or the
 // parts' names and digests (their bytes come with ReadParts).
-var loadCheckpointScript = redis.NewScript(luaScan + `
-local h = redis.call('HMGET', KEYS[1], 'id', 'lineage', 'parts_id', 'parts_size', 'parts_gen', 'deployment')
+var loadCheckpointScript = redis.NewScript(luaBounded + luaScan + `
+local h = bounded(KEYS[1], 'id', 'lineage', 'parts_id', 'parts_size', 'parts_gen', 'deployment')
 if not h[1] then return {} end
 local dep = h[6] or ''
 if dep ~= '' and dep ~= ARGV[3] then return {h[1], h[2] or '', dep} end
@@ -273,7 +294,7 @@ func checkpointFields(c Checkpoint, deployment string) []string {
 // that hold as much, the first written stays. Stream IDs compare as
 // (milliseconds, sequence) pairs of numbers: as strings "9-0" would sort
 // after "10-0".
-const luaCheckpointAllowed = `
+var luaCheckpointAllowed = luaBounded + `
 local function before(a, b)
   local am, as = string.match(a, '^(%d+)%-(%d+)$')
   local bm, bs = string.match(b, '^(%d+)%-(%d+)$')
@@ -283,7 +304,7 @@ local function before(a, b)
 end
 local function allowed(key, id, lineage, replace, new, from)
   if not string.match(id, '^(%d+)%-(%d+)$') then error('not a stream ID') end
-  local cur = redis.call('HMGET', key, 'id', 'lineage', 'deployment')
+  local cur = bounded(key, 'id', 'lineage', 'deployment')
   local theirs = cur[3] and cur[3] ~= '' and cur[3] ~= identity
   if not cur[1] or theirs or (replace ~= '' and cur[1] == replace) then return true end
   local held = cur[2] or ''

@@ -17,17 +17,17 @@ import (
 func (s *Client) Scan(ctx context.Context, after, until string, apply func(Event)) error {
 	from := orZero(after)
 	for {
-		msgs, err := s.rdb.XRangeN(ctx, s.key("events"), "("+from, until, page).Result()
-		if err = s.readOutcome(ctx, "read", err); err != nil {
+		msgs, more, err := s.readPage(ctx, "read", from, until)
+		if err != nil {
 			return fmt.Errorf("store: scan: %w", err)
 		}
 		for _, m := range msgs {
 			from = m.ID
-			if !s.ahead(m.ID) && s.admits(s.entryVerdict(m)) {
+			if !s.ahead(m.ID) && (m.oversized > 0 || s.admits(s.entryVerdict(m.XMessage))) {
 				apply(event(m))
 			}
 		}
-		if len(msgs) < page {
+		if !more {
 			return nil
 		}
 	}

@@ -218,15 +218,20 @@ return repair(KEYS[1], aheadLimit(tonumber(ARGV[1])))
 
 // streamStateScript: KEYS the stream. Replies whether it exists, its
 // last generated ID, its first entry's ID, the largest ID deleted from it
-// (Redis 7 and Valkey; empty before), and the store's time in ms. A
-// script, so that a missing stream is an answer, not an error.
+// (Redis 7 and Valkey; empty before), the store's time in ms, and its
+// last entry's ID ("0-0" when it has none). A script, so that a missing
+// stream is an answer, not an error; and only IDs leave the store, never
+// the first or last entry, which may be huge (read.go).
 var streamStateScript = redis.NewScript(luaStream + `
 local now = string.format('%.0f', aheadLimit(0))
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'0', '0-0', '', '', now} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'0', '0-0', '', '', now, '0-0'} end
 local info = redis.call('XINFO', 'STREAM', KEYS[1])
-local first, firstID = field(info, 'first-entry'), ''
-if type(first) == 'table' and first[1] then firstID = first[1] end
-return {'1', field(info, 'last-generated-id'), firstID, field(info, 'max-deleted-entry-id') or '', now}
+local function idOf(e, none)
+  if type(e) == 'table' and e[1] then return e[1] end
+  return none
+end
+return {'1', field(info, 'last-generated-id'), idOf(field(info, 'first-entry'), ''),
+  field(info, 'max-deleted-entry-id') or '', now, idOf(field(info, 'last-entry'), '0-0')}
 `)
 
 // healthScript: KEYS this replica's alive key; ARGV its expiry (ms), the

@@ -27,9 +27,6 @@ const (
 	// Follow's backoff while the store is down.
 	backoffMin = 100 * time.Millisecond
 	backoffMax = 5 * time.Second
-	// followSlack is how long past its BLOCK a read may take before the
-	// store counts as down.
-	followSlack = 3 * time.Second
 )
 
 // aheadLimit is how far ahead of the store's clock a stream ID may be:
@@ -65,6 +62,7 @@ func (s *Client) Publish(ctx context.Context, kind string, data []byte) (string,
 		return "", fmt.Errorf("store: publish: %w", err)
 	}
 	s.repaired(reply[1])
+	s.wake()
 	return reply[0], nil
 }
 
@@ -115,6 +113,7 @@ func (s *Client) PublishOnceBatch(ctx context.Context, ttl time.Duration, events
 		return nil, fmt.Errorf("store: publish: %w", err)
 	}
 	s.repaired(reply[len(events)])
+	s.wake()
 	ids = reply[:len(events)]
 	for i, id := range ids {
 		ids[i] = strings.TrimPrefix(id, "=")
@@ -164,16 +163,14 @@ func (s *Client) reset(reason, msg, what string) {
 	}
 }
 
-// Last returns the ID of the newest event, "0-0" when there is none.
+// Last returns the ID of the newest event, "0-0" when there is none
+// (streamState: the newest entry itself, which may be huge, is not read).
 func (s *Client) Last(ctx context.Context) (string, error) {
-	msgs, err := s.rdb.XRevRangeN(ctx, s.key("events"), "+", "-", 1).Result()
-	if err = s.readOutcome(ctx, "read", err); err != nil {
+	st, err := s.streamState(ctx, "read")
+	if err != nil {
 		return "", fmt.Errorf("store: last event: %w", err)
 	}
-	if len(msgs) == 0 {
-		return "0-0", nil
-	}
-	return msgs[0].ID, nil
+	return st.top, nil
 }
 
 // Read calls apply with every event of this deployment (ours) after
@@ -191,8 +188,8 @@ func (s *Client) Read(ctx context.Context, after, until string, apply func(Event
 	}
 	last, ahead := after, false
 	for {
-		msgs, err := s.rdb.XRangeN(ctx, s.key("events"), "("+from, until, page).Result()
-		if err = s.readOutcome(ctx, "read", err); err != nil {
+		msgs, more, err := s.readPage(ctx, "read", from, until)
+		if err != nil {
 			return last, fmt.Errorf("store: read: %w", err)
 		}
 		for _, m := range msgs {
@@ -201,7 +198,7 @@ func (s *Client) Read(ctx context.Context, after, until string, apply func(Event
 				ahead = true // not applied: the repair below removes it
 				continue
 			}
-			if !s.ours(m) {
+			if !s.ours(m.XMessage) {
 				continue
 			}
 			ev := event(m)
@@ -209,7 +206,7 @@ func (s *Client) Read(ctx context.Context, after, until string, apply func(Event
 			apply(ev)
 			last = m.ID
 		}
-		if len(msgs) < page {
+		if !more {
 			break
 		}
 	}
@@ -222,92 +219,105 @@ func (s *Client) Read(ctx context.Context, after, until string, apply func(Event
 }
 
 // Follow calls apply with every event of this deployment (ours) after
-// after, in order and never
-// concurrently, until ctx ends; it reconnects with backoff when the store
-// is down and goes on from the last event applied (or from the stream's
-// end, when the stream ends before it: see Read).
+// after, in order and never concurrently, until ctx ends; it polls the
+// stream, more often while entries come (read.go: why not a blocking
+// read), and at once after this replica added to it (wake), reconnects
+// with backoff when the store is down and goes on from the last event
+// applied (or from the stream's end, when the stream ends before it: see
+// Read).
 func (s *Client) Follow(ctx context.Context, after string, apply func(Event)) {
-	f := follower{last: orZero(after), apply: apply}
+	f := follower{last: orZero(after), apply: apply, every: s.pollEvery}
 	failures := 0
 	for ctx.Err() == nil {
-		err := s.followOnce(ctx, &f)
-		if err == nil {
+		more, err := s.followOnce(ctx, &f)
+		wait := f.every
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			// After the store was gone, it may have trimmed past us meanwhile.
+			f.checked = false
+			wait = backoff(failures)
+			failures++
+		case more:
 			failures = 0
 			continue
+		default:
+			failures = 0
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		// After the store was gone, it may have trimmed past us meanwhile.
-		f.checked = false
-		t := time.NewTimer(backoff(failures))
-		failures++
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case <-s.added:
+			t.Stop()
 		case <-t.C:
 		}
+	}
+}
+
+// wake tells Follow that this replica added to the stream. Until a
+// replica has read its own event back it has not applied it, and the
+// alert it carries stays in its journal (the exporter's mine.go); a
+// blocking read closed that window at once, a poll would leave it open up
+// to pollIdle.
+func (s *Client) wake() {
+	select {
+	case s.added <- struct{}{}:
+	default:
 	}
 }
 
 // follower is where Follow is in the stream.
 type follower struct {
 	last    string
-	checked bool // the place was checked against the stream since the last failure or idle read
-	rewound bool // the next event applied is the first after a rewind
+	checked bool          // the place was checked against the stream since the last failure or idle spell
+	idle    time.Duration // polled for this long without an event since the place was checked
+	every   time.Duration // the wait before the next poll: pollEvery, doubled by each that finds nothing up to pollIdle
+	rewound bool          // the next event applied is the first after a rewind
 	apply   func(Event)
 }
 
-// followOnce checks the place unless checked, then waits up to the block
-// time for events after it and applies them. A read that brings nothing
-// checks the place again: the stream may have been deleted meanwhile.
-func (s *Client) followOnce(ctx context.Context, f *follower) error {
+// followOnce checks the place unless checked, then reads one page after
+// it and applies it; more tells that the page stopped at a bound. Polls
+// that bring nothing for recheckEvery check the place again: the stream
+// may have been deleted meanwhile.
+func (s *Client) followOnce(ctx context.Context, f *follower) (more bool, err error) {
 	if !f.checked {
 		last, rewound, err := s.position(ctx, "follow", f.last)
 		if err != nil {
-			return err
+			return false, err
 		}
-		f.last, f.rewound, f.checked = last, f.rewound || rewound, true
+		f.last, f.rewound, f.checked, f.idle = last, f.rewound || rewound, true, 0
 	}
-	// go-redis gives a blocking read BLOCK + 10 s on the socket; this
-	// deadline notices a store that stopped answering sooner.
-	rctx, cancel := context.WithTimeout(ctx, s.followBlock+followSlack)
-	defer cancel()
-	streams, err := s.rdb.XRead(rctx, &redis.XReadArgs{
-		Streams: []string{s.key("events"), f.last},
-		Count:   page,
-		Block:   s.followBlock,
-	}).Result()
-	if err = s.readOutcome(ctx, "follow", err); err != nil {
-		if errors.Is(err, redis.Nil) {
+	msgs, more, err := s.readPage(ctx, "follow", f.last, "+")
+	if err != nil {
+		return false, err
+	}
+	if len(msgs) == 0 {
+		f.every = min(2*f.every, s.pollIdle)
+		if f.idle += f.every; f.idle >= s.recheckEvery {
 			f.checked = false
-			return nil
 		}
-		return err
+		return false, nil
 	}
-	ahead := false
-	for _, st := range streams {
-		for _, m := range st.Messages {
-			if s.ahead(m.ID) {
-				// Not applied, and not passed: the repair removes it and
-				// the stream goes on before it.
-				ahead = true
-				break
-			}
-			if s.ours(m) {
-				ev := event(m)
-				ev.Rewound, f.rewound = f.rewound, false
-				f.apply(ev)
-			}
-			f.last = m.ID
+	f.idle, f.every = 0, s.pollEvery
+	for _, m := range msgs {
+		if s.ahead(m.ID) {
+			// Not applied, and not passed: the repair removes it and
+			// the stream goes on before it.
+			f.checked = false
+			return false, s.repairAhead(ctx, "follow")
 		}
+		if s.ours(m.XMessage) {
+			ev := event(m)
+			ev.Rewound, f.rewound = f.rewound, false
+			f.apply(ev)
+		}
+		f.last = m.ID
 	}
-	if ahead {
-		f.checked = false
-		return s.repairAhead(ctx, "follow")
-	}
-	return nil
+	return more, nil
 }
 
 // position checks a reader's place in the stream: a place after the
@@ -328,17 +338,18 @@ func (s *Client) position(ctx context.Context, op, after string) (string, bool, 
 	return after, false, nil
 }
 
-// streamInfo is what streamStateScript tells of the stream.
+// streamInfo is what streamStateScript tells of the stream: its last
+// generated ID, first entry, largest deleted ID and last entry.
 type streamInfo struct {
-	last, first, maxDeleted string
+	last, first, maxDeleted, top string
 }
 
 // streamState reads the stream's state and the store's clock, which
 // keeps the offset of the store's clock (ahead).
 func (s *Client) streamState(ctx context.Context, op string) (streamInfo, error) {
 	reply, err := streamStateScript.Run(ctx, s.rdb, []string{s.key("events")}).StringSlice()
-	if err == nil && len(reply) != 5 {
-		err = fmt.Errorf("%d replies, want 5", len(reply))
+	if err == nil && len(reply) != 6 {
+		err = fmt.Errorf("%d replies, want 6", len(reply))
 	}
 	if err = s.readOutcome(ctx, op, err); err != nil {
 		return streamInfo{}, err
@@ -347,9 +358,9 @@ func (s *Client) streamState(ctx context.Context, op string) (streamInfo, error)
 		s.clockOffset.Store(ms - time.Now().UnixMilli())
 	}
 	if reply[0] == "0" {
-		return streamInfo{last: "0-0"}, nil
+		return streamInfo{last: "0-0", top: "0-0"}, nil
 	}
-	return streamInfo{last: reply[1], first: reply[2], maxDeleted: reply[3]}, nil
+	return streamInfo{last: reply[1], first: reply[2], maxDeleted: reply[3], top: reply[5]}, nil
 }
 
 // ahead reports whether id is far ahead of the store's clock (as last
@@ -431,7 +442,10 @@ func orZero(id string) string {
 	return id
 }
 
-func event(m redis.XMessage) Event {
+func event(m entry) Event {
+	if m.oversized > 0 {
+		return Event{ID: m.ID, Oversized: m.oversized}
+	}
 	str := func(k string) string { v, _ := m.Values[k].(string); return v }
 	ev := Event{ID: m.ID, Kind: str("kind"), Origin: str("origin"), Data: []byte(str("data"))}
 	prev := str("prev")
