@@ -227,6 +227,9 @@ func (r *replicas) publishBatch(ctx context.Context, next []forwarded, batch *[]
 	if err != nil {
 		return nil, err
 	}
+	// Before the confirmed file's sync: the stream brings the batch back
+	// meanwhile, and apply takes what keepMine holds without decoding it.
+	r.keepMine(next, ids)
 	if err := r.confirmed.add(next); err != nil {
 		// The alerts are in the store: they go on. Only a crash now
 		// together with the store losing them would count them twice.
