@@ -107,6 +107,8 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 	if o.Only != "" {
 		var err error
 		switch o.Only {
+		case OnlyWebhook:
+			err = measureWebhook(r, o.Webhook, progress)
 		case OnlyWebhookAccounts:
 			err = measureWebhookAccounts(r, o.WebhookAccounts, progress)
 		case OnlyWebhookStore:
@@ -179,12 +181,9 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 		}
 	}
 
-	fmt.Fprintf(progress, "webhook: %d clients, %d rounds of %d requests per server\n", o.Webhook.Clients, o.Webhook.Rounds, o.Webhook.Requests)
-	wh, err := MeasureWebhook(o.Webhook)
-	if err != nil {
-		return r, fmt.Errorf("webhook: %w", err)
+	if err := measureWebhook(r, o.Webhook, progress); err != nil {
+		return r, err
 	}
-	r.Webhook = &wh
 	if err := measureWebhookAccounts(r, o.WebhookAccounts, progress); err != nil {
 		return r, err
 	}
@@ -226,6 +225,9 @@ func RunSuite(o SuiteOptions) (*Report, error) {
 
 // SuiteOptions.Only's parts, each run alone rather than the whole suite.
 const (
+	// OnlyWebhook is the intake against the bare and durable servers (a
+	// minute).
+	OnlyWebhook = "webhook"
 	// OnlyWebhookAccounts is the many-accounts intake (a few seconds).
 	OnlyWebhookAccounts = "webhook-accounts"
 	// OnlyWebhookStore is intake with the store against without.
@@ -245,7 +247,17 @@ const (
 )
 
 // OnlyParts lists them for messages and flags.
-const OnlyParts = OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning + ", " + OnlyOwners + ", " + OnlyUserCost + ", " + OnlyCheckpoint
+const OnlyParts = OnlyWebhook + ", " + OnlyWebhookAccounts + ", " + OnlyWebhookStore + ", " + OnlyReplicas + ", " + OnlyPlanning + ", " + OnlyOwners + ", " + OnlyUserCost + ", " + OnlyCheckpoint
+
+func measureWebhook(r *Report, o WebhookOptions, progress io.Writer) error {
+	fmt.Fprintf(progress, "webhook: %d clients, %d rounds of %d requests per server\n", o.Clients, o.Rounds, o.Requests)
+	res, err := MeasureWebhook(o)
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	r.Webhook = &res
+	return nil
+}
 
 func measureWebhookStore(r *Report, o WebhookOptions, progress io.Writer) error {
 	if o.Rounds == 0 {

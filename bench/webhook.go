@@ -57,17 +57,23 @@ type WebhookResult struct {
 	BaselinePerSecond float64   `json:"baseline_per_second"`
 	OursRounds        []float64 `json:"ours_rounds_per_second"`
 	BaselineRounds    []float64 `json:"baseline_rounds_per_second"`
-	// Ratio is the median over rounds of ours/baseline.
+	// Ratio is the median over slices of ours/baseline.
 	Ratio float64 `json:"ratio"`
 	// The durable floor: the baseline that also makes each alert durable
 	// in the same journal before its 204 (startDurableReceiver). It is
 	// what this machine's disk allows any receiver that keeps its promise;
 	// DurableRatio is durable/baseline and OursToDurable ours/durable,
-	// medians over rounds like Ratio.
+	// medians over slices like Ratio.
 	DurablePerSecond float64   `json:"durable_per_second"`
 	DurableRounds    []float64 `json:"durable_rounds_per_second"`
 	DurableRatio     float64   `json:"durable_ratio"`
 	OursToDurable    float64   `json:"ours_to_durable_ratio"`
+	// The rate of every slice of every round (interleavedRound), in the
+	// order sent; the ratios are the medians over slices of the ratio of
+	// each slice to the same slice of the other.
+	OursSlices       []float64 `json:"ours_slices_per_second"`
+	DurableSlices    []float64 `json:"durable_slices_per_second"`
+	BaselineSlices   []float64 `json:"baseline_slices_per_second"`
 	DurableCPUMicros float64   `json:"durable_cpu_us_per_request"`
 	// Accepted is what breach_webhook_requests_total{outcome="accepted"}
 	// counted over every round, warm-up included; Sent is what was sent.
@@ -101,8 +107,9 @@ const (
 
 var receivers = []receiver{receiverBare, receiverDurable, receiverOurs}
 
-// medianRatio is the median over rounds of a/b, each round's runs being
-// back to back so that load from elsewhere hits them alike.
+// medianRatio is the median of a[i]/b[i], each pair having run next to
+// each other (interleavedRound) so that load from elsewhere hit them
+// alike.
 func medianRatio(a, b []float64) float64 {
 	ratios := make([]float64, len(a))
 	for i := range ratios {
@@ -213,8 +220,11 @@ func serveLoopback(srv *http.Server) (url string, stop func(), err error) {
 func sendAll(url string, alerts []signedAlert, clients int) (time.Duration, error) {
 	transport := &http.Transport{MaxIdleConnsPerHost: clients, DisableCompression: true}
 	defer transport.CloseIdleConnections()
-	client := &http.Client{Transport: transport}
+	return sendAllWith(&http.Client{Transport: transport}, url, alerts, clients)
+}
 
+// sendAllWith is sendAll on client's connections.
+func sendAllWith(client *http.Client, url string, alerts []signedAlert, clients int) (time.Duration, error) {
 	var next atomic.Int64
 	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
@@ -330,7 +340,8 @@ func eachRound(rounds, variants int, run func(variant int) error) error {
 // exporter's real receiver (webhook.NewServer around the exporter's handler,
 // the exporter running against the simulator, its journal on: each 204
 // waits for an fsync, shared by the requests that queued during the last
-// one) with the bare HMAC server, on loopback, in alternating rounds.
+// one) with the bare HMAC server and the durable floor, on loopback, in
+// rounds whose slices alternate (interleavedRound).
 func MeasureWebhook(o WebhookOptions) (WebhookResult, error) {
 	if o.Clients < 1 || o.Requests < 1 || o.Rounds < 1 || o.Addresses < 1 || o.AllocRuns < 1 {
 		return WebhookResult{}, errors.New("every webhook option must be at least 1")
@@ -342,44 +353,19 @@ func MeasureWebhook(o WebhookOptions) (WebhookResult, error) {
 	}
 	defer w.stop()
 
-	rates := map[receiver][]float64{}
-	err = eachRound(o.Rounds, len(receivers), func(variant int) error {
-		kind := receivers[variant]
-		var target webhookTarget
-		var err error
-		switch kind {
-		case receiverOurs:
-			target, err = startOurReceiver(webhookSetup(w.api.baseURL, w.emails), w.creds)
-		case receiverDurable:
-			target, err = startDurableReceiver(w.creds.secret)
-		default:
-			target, err = startBareReceiver(w.creds.secret)
+	rates, slices := map[receiver][]float64{}, map[receiver][]float64{}
+	for range o.Rounds {
+		if err := w.webhookRound(&res, rates, slices, 1/float64(o.Rounds)); err != nil {
+			return res, err
 		}
-		if err != nil {
-			return err
-		}
-		round, accepted, err := w.round(target)
-		if err == nil && target.counted != nil {
-			res.Accepted += accepted
-			res.Sent += w.sent()
-		}
-		target.stop()
-		if err != nil {
-			return fmt.Errorf("%s receiver: %w", kind, err)
-		}
-		rates[kind] = append(rates[kind], round.rate)
-		res.addRound(kind, round, 1/float64(o.Rounds))
-		return nil
-	})
-	if err != nil {
-		return res, err
 	}
 	res.OursRounds, res.BaselineRounds, res.DurableRounds = rates[receiverOurs], rates[receiverBare], rates[receiverDurable]
 	res.OursPerSecond, res.BaselinePerSecond = medianFloat(res.OursRounds), medianFloat(res.BaselineRounds)
 	res.DurablePerSecond = medianFloat(res.DurableRounds)
-	res.Ratio = medianRatio(res.OursRounds, res.BaselineRounds)
-	res.DurableRatio = medianRatio(res.DurableRounds, res.BaselineRounds)
-	res.OursToDurable = medianRatio(res.OursRounds, res.DurableRounds)
+	res.OursSlices, res.BaselineSlices, res.DurableSlices = slices[receiverOurs], slices[receiverBare], slices[receiverDurable]
+	res.Ratio = medianRatio(res.OursSlices, res.BaselineSlices)
+	res.DurableRatio = medianRatio(res.DurableSlices, res.BaselineSlices)
+	res.OursToDurable = medianRatio(res.OursSlices, res.DurableSlices)
 
 	res.OursServerAllocs, res.OursServerBytes, err = ourServerAllocs(w.emails, w.creds, o.AllocRuns)
 	if err != nil {
@@ -391,6 +377,56 @@ func MeasureWebhook(o WebhookOptions) (WebhookResult, error) {
 	}
 	res.BaselineServerAllocs, res.BaselineServerBytes, err = serverAllocs(bareHMACHandler(w.creds.secret), bareAlerts)
 	return res, err
+}
+
+// webhookRound runs one round: the three receivers at once, their slices
+// interleaved (interleavedRound); it adds each one's rate to rates, its
+// slices' to slices and its costs to res, each round weighing share.
+func (w *webhookRounds) webhookRound(res *WebhookResult, rates, slices map[receiver][]float64, share float64) error {
+	targets := make([]webhookTarget, 0, len(receivers))
+	defer func() {
+		for _, t := range targets {
+			t.stop()
+		}
+	}()
+	sliced := make([]*slicedTarget, 0, len(receivers))
+	for _, kind := range receivers {
+		var target webhookTarget
+		var err error
+		switch kind {
+		case receiverOurs:
+			target, err = startOurReceiver(webhookSetup(w.api.baseURL, w.emails), w.creds)
+		case receiverDurable:
+			target, err = startDurableReceiver(w.creds.secret)
+		default:
+			target, err = startBareReceiver(w.creds.secret)
+		}
+		if err != nil {
+			return fmt.Errorf("%s receiver: %w", kind, err)
+		}
+		targets = append(targets, target)
+		t := newSlicedTarget(target.url, w.clients)
+		defer t.close()
+		sliced = append(sliced, t)
+	}
+	results, err := interleavedRound(sliced, w.warm, w.timed, w.clients)
+	if err != nil {
+		return err
+	}
+	for i, kind := range receivers {
+		if counted := targets[i].counted; counted != nil {
+			accepted, err := counted()
+			if err != nil {
+				return fmt.Errorf("%s receiver: %w", kind, err)
+			}
+			res.Accepted += accepted
+			res.Sent += w.sent()
+		}
+		rates[kind] = append(rates[kind], results[i].rate)
+		slices[kind] = append(slices[kind], results[i].sliceRates...)
+		res.addRound(kind, results[i].roundResult, share)
+	}
+	return nil
 }
 
 // addRound adds a round of kind to the means of allocations and CPU per

@@ -20,7 +20,7 @@ import (
 const goalWebhookStoreRatio = 0.8
 
 // WebhookStoreResult is accepted alerts per second, with the store and
-// without, in alternating rounds.
+// without, in rounds whose slices alternate (interleavedRound).
 type WebhookStoreResult struct {
 	Clients  int `json:"clients"`
 	Requests int `json:"requests_per_round"`
@@ -30,13 +30,17 @@ type WebhookStoreResult struct {
 	AlonePerSecond float64   `json:"alone_per_second"`
 	StoreRounds    []float64 `json:"store_rounds_per_second"`
 	AloneRounds    []float64 `json:"alone_rounds_per_second"`
-	// Ratio is the median over rounds of store/alone.
+	// The rate of every slice of every round (interleavedRound), in the
+	// order sent. Ratio is the median over slices of the ratio of each
+	// store slice to the same slice without the store.
+	StoreSlices []float64 `json:"store_slices_per_second"`
+	AloneSlices []float64 `json:"alone_slices_per_second"`
+	// Ratio: see StoreSlices.
 	Ratio float64 `json:"ratio"`
-	// ForwardedPerSecond is, per store round, every alert sent (warm-up
-	// included) over the time from the first send until the store held
-	// them all and the exporter had applied them from the stream: the
-	// rate at which alerts reach the shared state, not the 204s. The
-	// median round.
+	// ForwardedPerSecond is, per store round, the timed alerts over the
+	// time from the start of each slice until the store held them all and
+	// the exporter had applied them from the stream: the rate at which
+	// alerts reach the shared state, not the 204s. The median round.
 	ForwardedPerSecond float64   `json:"forwarded_per_second"`
 	ForwardedRounds    []float64 `json:"forwarded_rounds_per_second"`
 	// Sent is every alert sent with the store; Accepted what
@@ -47,15 +51,15 @@ type WebhookStoreResult struct {
 	Sent     int `json:"sent"`
 	Accepted int `json:"accepted"`
 	Counted  int `json:"counted"`
-	// CPU time (user+system) per alert, warm-up included, from the first
-	// send until the round's alerts were counted: this process (senders
-	// and exporter) and, with the store, redis-server too. Other load on
+	// CPU time (user+system) per timed alert, over the slices, each from
+	// its first send until its alerts were counted: this process (senders
+	// and exporters) and, with the store, redis-server too. Other load on
 	// the machine disturbs it less than the rates. The mean over rounds.
 	StoreCPUMicros float64 `json:"store_cpu_us_per_alert"`
 	AloneCPUMicros float64 `json:"alone_cpu_us_per_alert"`
 }
 
-// MeasureWebhookStore runs the rounds, alternating which goes first.
+// MeasureWebhookStore runs the rounds.
 func MeasureWebhookStore(o WebhookOptions) (WebhookStoreResult, error) {
 	res := WebhookStoreResult{Clients: o.Clients, Requests: o.Requests, Rounds: o.Rounds}
 	if o.Clients < 1 || o.Requests < 1 || o.Rounds < 1 || o.Addresses < 1 {
@@ -72,78 +76,76 @@ func MeasureWebhookStore(o WebhookOptions) (WebhookStoreResult, error) {
 	}
 	defer w.stop()
 
-	err = eachRound(o.Rounds, 2, func(variant int) error {
-		withStore := variant == 0
+	for range o.Rounds {
+		if err := storeRound(&res, w, redis, 1/float64(o.Rounds)); err != nil {
+			return res, err
+		}
+	}
+	res.StorePerSecond, res.AlonePerSecond = medianFloat(res.StoreRounds), medianFloat(res.AloneRounds)
+	res.ForwardedPerSecond = medianFloat(res.ForwardedRounds)
+	res.Ratio = medianRatio(res.StoreSlices, res.AloneSlices)
+	return res, nil
+}
+
+// storeRound runs one round: the exporter with the store and the one
+// without at once, their slices interleaved (interleavedRound), the store's
+// slices each waiting until the store held every alert and the exporter
+// applied them from its stream, so that none of that work runs into the
+// other's slice. It adds the round's figures to res, the CPU figures
+// weighing share.
+func storeRound(res *WebhookStoreResult, w *webhookRounds, redis *redisServer, share float64) error {
+	var targets [2]webhookTarget // the store's, then the one alone
+	defer func() {
+		for _, t := range targets {
+			if t.stop != nil {
+				t.stop()
+			}
+		}
+	}()
+	var sliced [2]*slicedTarget
+	for i := range targets {
 		setup := webhookSetup(w.api.baseURL, w.emails)
-		if withStore {
+		if i == 0 {
 			// A prefix of its own: every round starts from an empty
 			// store.
 			setup.storeURL, setup.storePrefix = redis.url(), "bench-"+randomHex(4)
 		}
-		target, err := startOurReceiver(setup, w.creds)
-		if err != nil {
-			return err
+		var err error
+		if targets[i], err = startOurReceiver(setup, w.creds); err != nil {
+			return fmt.Errorf("exporter, store %v: %w", i == 0, err)
 		}
-		r, cpu, err := storeRound(&res, w, target, redis, withStore)
-		target.stop()
-		if err != nil {
-			return fmt.Errorf("exporter, store %v: %w", withStore, err)
-		}
-		perAlert := float64(cpu.Microseconds()) / float64(w.sent()) / float64(o.Rounds)
-		if withStore {
-			res.StoreRounds = append(res.StoreRounds, r.rate)
-			res.StoreCPUMicros += perAlert
-		} else {
-			res.AloneRounds = append(res.AloneRounds, r.rate)
-			res.AloneCPUMicros += perAlert
-		}
-		return nil
-	})
+		sliced[i] = newSlicedTarget(targets[i].url, w.clients)
+		defer sliced[i].close()
+	}
+	store := targets[0]
+	sliced[0].settle = func(sent int) error { return storeCounted(store, sent) }
+	sliced[0].otherCPU = func() (time.Duration, error) { return processCPU(redis.cmd.Process.Pid) }
+	results, err := interleavedRound(sliced[:], w.warm, w.timed, w.clients)
 	if err != nil {
-		return res, err
+		return err
 	}
-	res.StorePerSecond, res.AlonePerSecond = medianFloat(res.StoreRounds), medianFloat(res.AloneRounds)
-	res.ForwardedPerSecond = medianFloat(res.ForwardedRounds)
-	res.Ratio = medianRatio(res.StoreRounds, res.AloneRounds)
-	return res, nil
+	// Without a store the 204 comes after the count.
+	if accepted, err := targets[1].counted(); err != nil || accepted != w.sent() {
+		return fmt.Errorf("exporter alone: %d alerts sent, %d counted accepted (%v)", w.sent(), accepted, err)
+	}
+	res.Sent += w.sent()
+	res.Accepted += w.sent() // storeCounted checked both counts
+	res.Counted += w.sent()
+	res.StoreRounds = append(res.StoreRounds, results[0].rate)
+	res.AloneRounds = append(res.AloneRounds, results[1].rate)
+	res.StoreSlices = append(res.StoreSlices, results[0].sliceRates...)
+	res.AloneSlices = append(res.AloneSlices, results[1].sliceRates...)
+	res.ForwardedRounds = append(res.ForwardedRounds, float64(len(w.timed))/results[0].settled.Seconds())
+	res.StoreCPUMicros += results[0].cpuMicros * share
+	res.AloneCPUMicros += results[1].cpuMicros * share
+	return nil
 }
 
-// storeRound times one round against target and waits until it counted
-// every alert: with the store, until the store holds them and the exporter
-// applied them from its stream. cpu is the CPU time spent from the first
-// send until then, redis-server's included with the store.
-func storeRound(res *WebhookStoreResult, w *webhookRounds, target webhookTarget, redis *redisServer, withStore bool) (r roundResult, cpu time.Duration, err error) {
-	began, cpu0 := time.Now(), cpuTime()
-	var redis0 time.Duration
-	if withStore {
-		redis0, err = processCPU(redis.cmd.Process.Pid)
-	}
-	if err == nil {
-		r, err = timedRound(target.url, w.warm, w.timed, w.clients)
-	}
-	if err == nil && withStore {
-		err = waitStoreCounted(res, target, w.sent(), began)
-	} else if err == nil {
-		// Without a store the 204 comes after the count.
-		var accepted int
-		if accepted, err = target.counted(); err == nil && accepted != w.sent() {
-			err = fmt.Errorf("%d alerts sent, %d counted accepted", w.sent(), accepted)
-		}
-	}
-	cpu = cpuTime() - cpu0
-	if err == nil && withStore {
-		var redis1 time.Duration
-		redis1, err = processCPU(redis.cmd.Process.Pid)
-		cpu += redis1 - redis0
-	}
-	return r, cpu, err
-}
-
-// waitStoreCounted polls the exporter until every alert it answered 204
-// is in the store and counted from its stream, then adds the round's
-// counts to res. More than were sent, or not all within the deadline, is
-// an error: the figure would be of the wrong thing.
-func waitStoreCounted(res *WebhookStoreResult, target webhookTarget, sent int, began time.Time) error {
+// storeCounted polls the exporter until every alert it answered 204 (sent
+// so far) is in the store and counted from its stream. More than were
+// sent, or not all within the deadline, is an error: the figure would be
+// of the wrong thing.
+func storeCounted(target webhookTarget, sent int) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		exp := target.exposition()
@@ -153,10 +155,6 @@ func waitStoreCounted(res *WebhookStoreResult, target webhookTarget, sent int, b
 			return fmt.Errorf("%d alerts sent, %d counted accepted and %d in breach_alerts_total", sent, accepted, counted)
 		}
 		if accepted == sent && counted == sent {
-			res.ForwardedRounds = append(res.ForwardedRounds, float64(sent)/time.Since(began).Seconds())
-			res.Sent += sent
-			res.Accepted += accepted
-			res.Counted += counted
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -217,8 +217,9 @@ func (r *replicas) replayed(a watchlist.AcceptedAlert) bool {
 // publishBatch publishes a batch of the backlog and, once the store (and
 // one of its replicas, when it has any) holds it, keeps its digests as
 // confirmed. It returns each alert's ID as PublishOnceBatch does; batch is
-// the buffer of the events, kept from one call to the next.
-func (r *replicas) publishBatch(ctx context.Context, next []forwarded, batch *[]sharedstore.Once) ([]string, error) {
+// the buffer of the events, kept from one call to the next; epoch is
+// mineEpoch before the publish (keepMine).
+func (r *replicas) publishBatch(ctx context.Context, next []forwarded, batch *[]sharedstore.Once, epoch uint64) ([]string, error) {
 	*batch = (*batch)[:0]
 	for _, f := range next {
 		*batch = append(*batch, sharedstore.Once{Digest: hex.EncodeToString(f.alert.Digest[:]), Kind: eventAlert, Data: persist.EncodeAlert(f.alert)})
@@ -229,6 +230,9 @@ func (r *replicas) publishBatch(ctx context.Context, next []forwarded, batch *[]
 	if err != nil {
 		return nil, err
 	}
+	// Before the confirmed file's sync: the stream brings the batch back
+	// meanwhile, and apply takes what keepMine holds without decoding it.
+	r.keepMine(next, ids, epoch)
 	if err := r.confirmed.add(next); err != nil {
 		// The alerts are in the store: they go on. Only a crash now
 		// together with the store losing them would count them twice.

@@ -423,8 +423,9 @@ func (r *replicas) waitingCount() int {
 }
 
 // forwardBatch is the most alerts passed to the store in one round trip;
-// forwardLinger is how long the first alert after a quiet moment waits
-// for others to go with it.
+// forwardLinger is how long a batch that is not full waits for others to
+// go with it: the first alert after a quiet moment, and under a steady
+// flow every batch after the one before.
 const (
 	forwardBatch  = 1024
 	forwardLinger = 5 * time.Millisecond
@@ -436,43 +437,38 @@ func (r *replicas) forward(ctx context.Context) {
 	retry := forwardRetryMin
 	var batch []sharedstore.Once
 	for {
-		r.forwardMu.Lock()
-		next := r.backlog[:min(len(r.backlog), forwardBatch)]
-		r.forwardMu.Unlock()
-		if len(next) == 0 {
+		if r.waitingCount() == 0 {
 			select {
 			case <-r.wake:
 			case <-ctx.Done():
 				return
 			}
-			// Lingers a moment for more, as the journal's group commit
-			// does: under a burst each round trip then carries many
-			// alerts, and every replica's read of the stream wakes once
-			// for them, which is most of what passing them costs.
-			t := time.NewTimer(forwardLinger)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
-			continue
+		}
+		// Lingers a moment for more, as the journal's group commit does,
+		// also between batches of a steady flow (the 204s do not wait for
+		// the store): each round trip then carries many alerts, and every
+		// replica's read of the stream, the store's script and the
+		// confirmed file's sync are paid once for them, which is most of
+		// what passing them costs.
+		if r.waitingCount() < forwardBatch && !pause(ctx, forwardLinger) {
+			return
+		}
+		r.forwardMu.Lock()
+		next := r.backlog[:min(len(r.backlog), forwardBatch)]
+		r.forwardMu.Unlock()
+		if len(next) == 0 {
+			continue // a wake-up left from a batch already passed
 		}
 		epoch := r.mineEpoch()
-		ids, err := r.publishBatch(ctx, next, &batch)
+		ids, err := r.publishBatch(ctx, next, &batch, epoch)
 		if err != nil {
-			t := time.NewTimer(retry)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !pause(ctx, retry) {
 				return
 			}
 			retry = min(2*retry, forwardRetryMax)
 			continue
 		}
 		retry = forwardRetryMin
-		r.keepMine(next, ids, epoch)
 		for i, f := range next {
 			r.counted(ids[i], f.alert.Digest)
 		}

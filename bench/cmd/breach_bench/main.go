@@ -5,9 +5,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/breach-exporter/breach_exporter/bench"
@@ -43,7 +46,14 @@ func main() {
 	quick := flag.Bool("quick", false, "small sizes, for checking the harness itself (the figures mean little)")
 	strict := flag.Bool("strict", false, "exit 1 when a goal is missed")
 	only := flag.String("only", "", "run one part alone: "+bench.OnlyParts+" (-out then holds that part only)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run (this process only) to this file")
+	blockProfile := flag.String("blockprofile", "", "write a profile of where goroutines blocked to this file")
 	flag.Parse()
+	stopProfiles, err := startProfiles(*cpuProfile, *blockProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "breach_bench:", err)
+		os.Exit(1)
+	}
 
 	exe, err := os.Executable()
 	if err != nil {
@@ -95,6 +105,9 @@ func main() {
 	}
 
 	report, err := bench.RunSuite(opts)
+	if perr := stopProfiles(); perr != nil {
+		fmt.Fprintln(os.Stderr, "breach_bench:", perr)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "breach_bench:", err)
 		os.Exit(1)
@@ -115,6 +128,39 @@ func main() {
 	if *strict && len(missed) > 0 {
 		os.Exit(1)
 	}
+}
+
+// startProfiles starts the profiles asked for; stop writes them.
+func startProfiles(cpuPath, blockPath string) (stop func() error, err error) {
+	var cpu *os.File
+	if cpuPath != "" {
+		if cpu, err = os.Create(cpuPath); err != nil {
+			return nil, err
+		}
+		if err = pprof.StartCPUProfile(cpu); err != nil {
+			cpu.Close()
+			return nil, err
+		}
+	}
+	if blockPath != "" {
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+	}
+	return func() error {
+		var errs []error
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			errs = append(errs, cpu.Close())
+		}
+		if blockPath != "" {
+			f, err := os.Create(blockPath)
+			if err == nil {
+				err = pprof.Lookup("block").WriteTo(f, 0)
+				errs = append(errs, f.Close())
+			}
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}, nil
 }
 
 func fmtValue(v float64) string { return fmt.Sprintf("%.4g", v) }
