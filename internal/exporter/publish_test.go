@@ -34,14 +34,26 @@ func startCrashable(t *testing.T, dir, storage string, interval time.Duration) (
 	return r, r.crash
 }
 
-// withStore starts a redis-server and an API stand-in, and writes a config
-// with a store section and tail.
+// withStore gives t a store (testkit.StartRedis) and an API stand-in, and
+// writes a config with a store section and tail.
 func withStore(t *testing.T, tail string) (store *testkit.Redis, dir string) {
+	t.Helper()
+	return withStoreOf(t, testkit.StartRedis, tail)
+}
+
+// withOwnStore is withStore with a redis-server of t's own, which t may
+// freeze or restart.
+func withOwnStore(t *testing.T, tail string) (store *testkit.Redis, dir string) {
+	t.Helper()
+	return withStoreOf(t, testkit.StartOwnRedis, tail)
+}
+
+func withStoreOf(t *testing.T, start func(testing.TB) *testkit.Redis, tail string) (store *testkit.Redis, dir string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs exporters against a real redis-server")
 	}
-	store = testkit.StartRedis(t)
+	store = start(t)
 	api := testkit.NewStandIn(t, clockwork.NewRealClock())
 	api.AnswerOthers(combolist(1))
 	dir = t.TempDir()
@@ -78,10 +90,10 @@ func TestAlertsCountOnceAfterTheStoreLostThemAndACrash(t *testing.T) {
 	alerts := alertsOf("a@example.com")
 	testkit.Eventually(t, "the alerts counted on both", func() bool { return one.scrape(t)[alerts] == n && two.scrape(t)[alerts] == n })
 
-	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), DB: store.DB(), Protocol: 2})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
-	if err := c.FlushAll(ctx).Err(); err != nil {
+	if err := c.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	crash()
@@ -166,7 +178,7 @@ func readFile(t *testing.T, path string) string {
 // Stopping with a store that hangs (frozen: connections open, no answer)
 // takes a few seconds at most: the commands in flight end at once.
 func TestStopWithAHungStoreIsBounded(t *testing.T) {
-	store, dir := withStore(t, "addresses: [a@example.com]\n")
+	store, dir := withOwnStore(t, "addresses: [a@example.com]\n")
 	one := startReplica(t, dir, filepath.Join(dir, "one"))
 	if c := one.post(t, alertFor("a@example.com")); c != 204 {
 		t.Fatalf("alert answered %d", c)
@@ -196,7 +208,7 @@ func TestAlertsAfterAStallingStreamIDAreCounted(t *testing.T) {
 	store, dir := withStore(t, "refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com, b@example.com, c@example.com]\n")
 	one := startReplica(t, dir, filepath.Join(dir, "one"))
 	two := startReplica(t, dir, filepath.Join(dir, "two"))
-	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), DB: store.DB(), Protocol: 2})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: "breach_exporter:events", ID: "18446744073709551615-18446744073709551615",

@@ -54,7 +54,7 @@ func open(t *testing.T, r *testkit.Redis, name, prefix string) replica {
 // behind the Client's back.
 func raw(t *testing.T, r *testkit.Redis) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), DB: r.DB(), Protocol: 2})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -297,7 +297,7 @@ func TestBudgetSurvivesAnEmptiedStore(t *testing.T) {
 	for _, s := range []replica{a, b, c} {
 		slots = append(slots, st.take(s, "k"))
 	}
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// The replicas go on, and so does one that never used the budget.
@@ -320,7 +320,7 @@ func TestBudgetSurvivesAnEmptiedStore(t *testing.T) {
 	if err := a.Pause(ctx, "p", 250*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if slot := st.take(b, "p"); slot.Before(pausedAt.Add(250 * time.Millisecond)) {
@@ -680,7 +680,7 @@ func TestFollowGoesOnAfterTheStoreWasUnreachable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an outage and a restart of redis-server, about 3 s of real time: the full run checks it")
 	}
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t)
 	a, b := open(t, r, "a", ""), open(t, r, "b", "")
 	a.pingEvery, a.followBlock = 100*time.Millisecond, 300*time.Millisecond
 	ctx := context.Background()
@@ -811,7 +811,7 @@ func TestPrefixesKeepDeploymentsApart(t *testing.T) {
 }
 
 func TestCommandsWhileTheStoreIsDownFailInTime(t *testing.T) {
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t)
 	s := open(t, r, "a", "")
 	ctx := context.Background()
 	if _, _, err := s.Reserve(ctx, "k", time.Second, time.Hour); err != nil {
@@ -853,7 +853,7 @@ func TestCommandsWhileTheStoreIsDownFailInTime(t *testing.T) {
 // the work: it is down, so that BreachExporterStoreDown fires, until it
 // takes writes again.
 func TestStoreThatRefusesWritesIsDown(t *testing.T) {
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t)
 	a := open(t, r, "a", "")
 	a.pingEvery = 50 * time.Millisecond
 	run(t, a)
