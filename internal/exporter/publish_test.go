@@ -176,29 +176,50 @@ func readFile(t *testing.T, path string) string {
 }
 
 // Stopping with a store that hangs (frozen: connections open, no answer)
-// takes a few seconds at most: the commands in flight end at once.
+// ends while it still hangs: the commands in flight end at once, the last
+// checkpoint is given up, and the alert the store did not take stays in
+// the journal, counted once the replica starts again with the store back.
+// How long the stop takes is logged, not asserted: each command's bound is
+// a deadline on the wall clock, and a loaded machine stretches the stop.
 func TestStopWithAHungStoreIsBounded(t *testing.T) {
 	store, dir := withOwnStore(t, "addresses: [a@example.com]\n")
-	one := startReplica(t, dir, filepath.Join(dir, "one"))
+	storage := filepath.Join(dir, "one")
+	one := startReplica(t, dir, storage)
 	if c := one.post(t, alertFor("a@example.com")); c != 204 {
 		t.Fatalf("alert answered %d", c)
 	}
 	alerts := alertsOf("a@example.com")
 	testkit.Eventually(t, "the alert counted", func() bool { return one.scrape(t)[alerts] == 1 })
 	store.Pause()
-	defer store.Resume()
 	// The state changes while the store hangs: the last snapshot has a
 	// checkpoint to write.
 	if c := one.post(t, alertNumbered("a@example.com", 2)); c != 204 {
 		t.Fatalf("alert answered %d", c)
 	}
 	start := time.Now()
-	one.stop()
-	// The bound the docs state, with a margin for a loaded machine.
-	t.Logf("stopped in %v:\n%s", time.Since(start), one.logs)
-	if d := time.Since(start); d > 6*time.Second {
-		t.Errorf("the stop took %v with a hung store, want at most a few seconds", d)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		one.stop()
+	}()
+	// Far beyond every bound of the stop: only a stop that waits for the
+	// store to answer again reaches it.
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute):
+		store.Resume()
+		<-stopped
+		t.Fatalf("the stop waited for the hung store:\n%s", one.logs)
 	}
+	t.Logf("stopped in %v:\n%s", time.Since(start), one.logs)
+	for _, want := range []string{"Could not write the checkpoint to the store", "Stopping with alerts accepted here that the store does not hold yet"} {
+		if !strings.Contains(one.logs.String(), want) {
+			t.Errorf("the stop with a hung store logged no %q", want)
+		}
+	}
+	store.Resume()
+	again := startReplica(t, dir, storage)
+	testkit.Eventually(t, "both alerts counted after the restart", func() bool { return again.scrape(t)[alerts] == 2 })
 }
 
 // An entry at the largest stream ID, forged into the store, stalls
