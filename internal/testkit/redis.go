@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -255,4 +256,16 @@ func ping(addr string) error {
 		return fmt.Errorf("answered %q", line)
 	}
 	return nil
+}
+
+// dieWithParent has the kernel kill a process started for tests when the
+// test binary dies before it can (a panic, -timeout). Only Linux has the
+// field, and a build tag would need a lint run of its own: it is set when
+// it exists.
+func dieWithParent() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{}
+	if f := reflect.ValueOf(attr).Elem().FieldByName("Pdeathsig"); f.IsValid() && f.Type() == reflect.TypeOf(syscall.SIGKILL) {
+		f.Set(reflect.ValueOf(syscall.SIGKILL))
+	}
+	return attr
 }
