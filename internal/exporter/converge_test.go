@@ -46,15 +46,27 @@ type storeSetup struct {
 
 func newStoreSetup(t *testing.T) *storeSetup {
 	t.Helper()
+	return newStoreSetupOf(t, testkit.StartRedis)
+}
+
+// newOwnStoreSetup is newStoreSetup with a redis-server of t's own, which
+// t may freeze, restart or have save.
+func newOwnStoreSetup(t *testing.T) *storeSetup {
+	t.Helper()
+	return newStoreSetupOf(t, testkit.StartOwnRedis)
+}
+
+func newStoreSetupOf(t *testing.T, start func(testing.TB) *testkit.Redis) *storeSetup {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs exporters against a real redis-server")
 	}
-	s := &storeSetup{store: testkit.StartRedis(t), api: testkit.NewStandIn(t, clockwork.NewRealClock()), dir: t.TempDir(),
+	s := &storeSetup{store: start(t), api: testkit.NewStandIn(t, clockwork.NewRealClock()), dir: t.TempDir(),
 		addresses: []string{"a@example.com", "b@example.com", "c@example.com", "d@example.com", "e@example.com", "f@example.com"}}
 	s.api.AnswerOthers(combolist(1))
 	writeConfig(t, s.dir, s.api.BaseURL(), fmt.Sprintf("store:\n  url: %s\nrefresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [%s]\n",
 		s.store.URL(), strings.Join(s.addresses, ", ")))
-	s.redis = redis.NewClient(&redis.Options{Addr: s.store.Addr(), Protocol: 2})
+	s.redis = redis.NewClient(&redis.Options{Addr: s.store.Addr(), DB: s.store.DB(), Protocol: 2})
 	t.Cleanup(func() { s.redis.Close() })
 	return s
 }
@@ -199,7 +211,7 @@ func (s *storeSetup) waitConverged(t *testing.T, r, want *replica) {
 // from its start and served (and checkpointed) three of six addresses
 // verified.
 func TestReplicaStartedWhileTheStoreIsPausedCatchesUp(t *testing.T) {
-	s := newStoreSetup(t)
+	s := newOwnStoreSetup(t)
 	one := s.replica(t, "one")
 	s.verified(t, one)
 	for _, a := range s.addresses[:3] {
@@ -243,7 +255,7 @@ func TestReplicaStartedWhileTheStoreIsPausedCatchesUp(t *testing.T) {
 // it waits for the replica that holds the history to checkpoint it again,
 // then loads it, instead of starting empty and staying so.
 func TestReplicaStartedAfterTheStoreRestartedEmptyCatchesUp(t *testing.T) {
-	s := newStoreSetup(t)
+	s := newOwnStoreSetup(t)
 	one := s.replica(t, "one")
 	s.verified(t, one)
 	alert(t, one, "a@example.com")
@@ -589,8 +601,8 @@ func (s *storeSetup) linked(t *testing.T, name string, interval time.Duration) (
 	t.Helper()
 	l := newLink(t, s.store.Addr())
 	dir := t.TempDir()
-	writeConfig(t, dir, s.api.BaseURL(), fmt.Sprintf("store:\n  url: redis://%s\nrefresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [%s]\n",
-		l.addr(), strings.Join(s.addresses, ", ")))
+	writeConfig(t, dir, s.api.BaseURL(), fmt.Sprintf("store:\n  url: redis://%s/%d\nrefresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [%s]\n",
+		l.addr(), s.store.DB(), strings.Join(s.addresses, ", ")))
 	return startReplicaEvery(t, dir, filepath.Join(s.dir, name), interval), l
 }
 
@@ -613,7 +625,7 @@ func alertsCounted(t *testing.T, r *replica, address string, from, to int) {
 // saw nothing; the restarted one declared itself synced holding 3 alerts
 // for a of 6, and stayed so.
 func TestReplicaSeesARewindThatNewEntriesFollow(t *testing.T) {
-	s := newStoreSetup(t)
+	s := newOwnStoreSetup(t)
 	one, link := s.linked(t, "one", time.Second)
 	s.verified(t, one)
 	alertsCounted(t, one, "a@example.com", 0, 3)

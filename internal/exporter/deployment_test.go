@@ -53,7 +53,7 @@ func TestDeploymentsDoNotMergeAfterTheStoreIsEmptied(t *testing.T) {
 	const secretA, secretB = "exporter-hook-secret", "beta-hook-secret"
 	testkit.WriteFile(t, filepath.Join(dirB, "secret"), secretB)
 
-	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), DB: store.DB(), Protocol: 2})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	alerts := alertsOf("a@example.com")
@@ -73,7 +73,7 @@ func TestDeploymentsDoNotMergeAfterTheStoreIsEmptied(t *testing.T) {
 	// The store emptied and B's identity in it in one step: B claims it
 	// before any write of A's.
 	if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.FlushAll(ctx)
+		p.FlushDB(ctx)
 		p.Set(ctx, "breach_exporter:deployment", "beta", 0)
 		return nil
 	}); err != nil {

@@ -24,7 +24,7 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testkit.ShareRedis(m)) }
 
 // combolist is the one feed the stand-in serves for every address.
 func combolist(count int64) sim.Answer {

@@ -109,7 +109,7 @@ func TestPageAcknowledgementsAreShared(t *testing.T) {
 // replica that took it, is not lost: kept in its state folder, it is
 // published when the replica starts again, into a store restarted empty.
 func TestPageAcknowledgementWhileTheStoreIsAway(t *testing.T) {
-	s := newStoreSetup(t)
+	s := newOwnStoreSetup(t)
 	one, two := s.replica(t, "one"), s.replica(t, "two")
 	s.verified(t, one)
 	s.verified(t, two)

@@ -34,14 +34,26 @@ func startCrashable(t *testing.T, dir, storage string, interval time.Duration) (
 	return r, r.crash
 }
 
-// withStore starts a redis-server and an API stand-in, and writes a config
-// with a store section and tail.
+// withStore gives t a store (testkit.StartRedis) and an API stand-in, and
+// writes a config with a store section and tail.
 func withStore(t *testing.T, tail string) (store *testkit.Redis, dir string) {
+	t.Helper()
+	return withStoreOf(t, testkit.StartRedis, tail)
+}
+
+// withOwnStore is withStore with a redis-server of t's own, which t may
+// freeze or restart.
+func withOwnStore(t *testing.T, tail string) (store *testkit.Redis, dir string) {
+	t.Helper()
+	return withStoreOf(t, testkit.StartOwnRedis, tail)
+}
+
+func withStoreOf(t *testing.T, start func(testing.TB) *testkit.Redis, tail string) (store *testkit.Redis, dir string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs exporters against a real redis-server")
 	}
-	store = testkit.StartRedis(t)
+	store = start(t)
 	api := testkit.NewStandIn(t, clockwork.NewRealClock())
 	api.AnswerOthers(combolist(1))
 	dir = t.TempDir()
@@ -78,10 +90,10 @@ func TestAlertsCountOnceAfterTheStoreLostThemAndACrash(t *testing.T) {
 	alerts := alertsOf("a@example.com")
 	testkit.Eventually(t, "the alerts counted on both", func() bool { return one.scrape(t)[alerts] == n && two.scrape(t)[alerts] == n })
 
-	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), DB: store.DB(), Protocol: 2})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
-	if err := c.FlushAll(ctx).Err(); err != nil {
+	if err := c.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	crash()
@@ -164,29 +176,50 @@ func readFile(t *testing.T, path string) string {
 }
 
 // Stopping with a store that hangs (frozen: connections open, no answer)
-// takes a few seconds at most: the commands in flight end at once.
+// ends while it still hangs: the commands in flight end at once, the last
+// checkpoint is given up, and the alert the store did not take stays in
+// the journal, counted once the replica starts again with the store back.
+// How long the stop takes is logged, not asserted: each command's bound is
+// a deadline on the wall clock, and a loaded machine stretches the stop.
 func TestStopWithAHungStoreIsBounded(t *testing.T) {
-	store, dir := withStore(t, "addresses: [a@example.com]\n")
-	one := startReplica(t, dir, filepath.Join(dir, "one"))
+	store, dir := withOwnStore(t, "addresses: [a@example.com]\n")
+	storage := filepath.Join(dir, "one")
+	one := startReplica(t, dir, storage)
 	if c := one.post(t, alertFor("a@example.com")); c != 204 {
 		t.Fatalf("alert answered %d", c)
 	}
 	alerts := alertsOf("a@example.com")
 	testkit.Eventually(t, "the alert counted", func() bool { return one.scrape(t)[alerts] == 1 })
 	store.Pause()
-	defer store.Resume()
 	// The state changes while the store hangs: the last snapshot has a
 	// checkpoint to write.
 	if c := one.post(t, alertNumbered("a@example.com", 2)); c != 204 {
 		t.Fatalf("alert answered %d", c)
 	}
 	start := time.Now()
-	one.stop()
-	// The bound the docs state, with a margin for a loaded machine.
-	t.Logf("stopped in %v:\n%s", time.Since(start), one.logs)
-	if d := time.Since(start); d > 6*time.Second {
-		t.Errorf("the stop took %v with a hung store, want at most a few seconds", d)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		one.stop()
+	}()
+	// Far beyond every bound of the stop: only a stop that waits for the
+	// store to answer again reaches it.
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute):
+		store.Resume()
+		<-stopped
+		t.Fatalf("the stop waited for the hung store:\n%s", one.logs)
 	}
+	t.Logf("stopped in %v:\n%s", time.Since(start), one.logs)
+	for _, want := range []string{"Could not write the checkpoint to the store", "Stopping with alerts accepted here that the store does not hold yet"} {
+		if !strings.Contains(one.logs.String(), want) {
+			t.Errorf("the stop with a hung store logged no %q", want)
+		}
+	}
+	store.Resume()
+	again := startReplica(t, dir, storage)
+	testkit.Eventually(t, "both alerts counted after the restart", func() bool { return again.scrape(t)[alerts] == 2 })
 }
 
 // An entry at the largest stream ID, forged into the store, stalls
@@ -196,7 +229,7 @@ func TestAlertsAfterAStallingStreamIDAreCounted(t *testing.T) {
 	store, dir := withStore(t, "refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com, b@example.com, c@example.com]\n")
 	one := startReplica(t, dir, filepath.Join(dir, "one"))
 	two := startReplica(t, dir, filepath.Join(dir, "two"))
-	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), DB: store.DB(), Protocol: 2})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: "breach_exporter:events", ID: "18446744073709551615-18446744073709551615",

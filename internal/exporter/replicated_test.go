@@ -70,7 +70,7 @@ func TestReplicasShareOneStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two exporters against a real redis-server for about 15 s")
 	}
-	store := testkit.StartRedis(t)
+	store := testkit.StartOwnRedis(t)
 	api := testkit.NewStandIn(t, clockwork.NewRealClock())
 	api.AnswerOthers(combolist(1))
 	dir := t.TempDir()
@@ -151,7 +151,7 @@ func TestCheckpointIsWrittenAgainAfterTheStoreLostIt(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs exporters against a real redis-server")
 	}
-	store := testkit.StartRedis(t)
+	store := testkit.StartOwnRedis(t)
 	api := testkit.NewStandIn(t, clockwork.NewRealClock())
 	api.AnswerOthers(combolist(1))
 	dir := t.TempDir()

@@ -21,7 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testkit.ShareRedis(m))
 }
 
 func TestBudgetIsNeverExceeded(t *testing.T) {

@@ -39,7 +39,7 @@ func openStore(t *testing.T, r *testkit.Redis, name string) *sharedstore.Client 
 func TestRemovedAddressesLeaveTheStoresReadyTimes(t *testing.T) {
 	r := testkit.StartRedis(t)
 	store := openStore(t, r, "r0")
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), DB: r.DB(), Protocol: 2})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
 	hash := "breach_exporter:ready:" + breach.DefaultAccount
@@ -106,9 +106,9 @@ type storeUnderTest struct {
 func TestFakeStoreAnswersAsTheRealOne(t *testing.T) {
 	r := testkit.StartRedis(t)
 	open := func(name string) *sharedstore.Client { return openStore(t, r, name) }
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), DB: r.DB(), Protocol: 2})
 	t.Cleanup(func() { rdb.Close() })
-	real := storeUnderTest{a: open("a"), b: open("b"), flush: func() { rdb.FlushAll(context.Background()) }}
+	real := storeUnderTest{a: open("a"), b: open("b"), flush: func() { rdb.FlushDB(context.Background()) }}
 	fake := newFakeStore(clockwork.NewFakeClockAt(t0))
 	fakes := storeUnderTest{a: fake.as("a"), b: fake.as("b"), flush: fake.flush}
 

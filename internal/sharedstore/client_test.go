@@ -54,7 +54,7 @@ func open(t *testing.T, r *testkit.Redis, name, prefix string) replica {
 // behind the Client's back.
 func raw(t *testing.T, r *testkit.Redis) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: r.Addr(), Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), DB: r.DB(), Protocol: 2})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -286,7 +286,9 @@ func (st slotTaker) take(s replica, key string) time.Time {
 // The store emptied while replicas poll (FLUSHALL, a restart without its
 // data) forgets neither the slots it handed out nor a pause: the first
 // replica that had used the budget and finds it gone starts it again after
-// the horizon, so slots old and new are still spacing apart.
+// the horizon, so slots old and new are still spacing apart. Slots are
+// compared on the store's clock, where the scripts place them, so that
+// however long a call takes on a loaded machine moves none of them.
 func TestBudgetSurvivesAnEmptiedStore(t *testing.T) {
 	r := testkit.StartRedis(t)
 	a, b, c := open(t, r, "a", ""), open(t, r, "b", ""), open(t, r, "c", "")
@@ -294,24 +296,30 @@ func TestBudgetSurvivesAnEmptiedStore(t *testing.T) {
 	ctx := context.Background()
 	// Scaled down from the scheduler's 1 s spacing and 62 s horizon.
 	st := slotTaker{t: t, spacing: 100 * time.Millisecond, horizon: 300 * time.Millisecond}
-	const tolerance = 20 * time.Millisecond // the calls' own time
+	// slot is the slot s takes, in µs on the store's clock: the next one
+	// the key holds, less the spacing (nothing else takes one meanwhile).
+	slot := func(s replica, key string) int64 {
+		t.Helper()
+		st.take(s, key)
+		return nextSlot(t, s, key) - micros(st.spacing)
+	}
 
 	// Each replica holds a slot, and has sent in none yet.
-	var slots []time.Time
+	var slots []int64
 	for _, s := range []replica{a, b, c} {
-		slots = append(slots, st.take(s, "k"))
+		slots = append(slots, slot(s, "k"))
 	}
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// The replicas go on, and so does one that never used the budget.
 	d := open(t, r, "d", "")
 	for _, s := range []replica{a, b, c, d, a, b} {
-		slots = append(slots, st.take(s, "k"))
+		slots = append(slots, slot(s, "k"))
 	}
-	sort.Slice(slots, func(i, j int) bool { return slots[i].Before(slots[j]) })
+	slices.Sort(slots)
 	for i := 1; i < len(slots); i++ {
-		if gap := slots[i].Sub(slots[i-1]); gap < st.spacing-tolerance {
+		if gap := time.Duration(slots[i]-slots[i-1]) * time.Microsecond; gap < st.spacing {
 			t.Errorf("slots %d and %d of %d are %s apart, want at least %s", i-1, i, len(slots), gap, st.spacing)
 		}
 	}
@@ -320,16 +328,27 @@ func TestBudgetSurvivesAnEmptiedStore(t *testing.T) {
 	if _, ok, err := b.Reserve(ctx, "p", st.spacing, st.horizon); err != nil || !ok {
 		t.Fatalf("first slot: %v, %v", ok, err)
 	}
-	pausedAt := time.Now()
 	if err := a.Pause(ctx, "p", 250*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
+	pausedUntil := nextSlot(t, a, "p")
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if slot := st.take(b, "p"); slot.Before(pausedAt.Add(250 * time.Millisecond)) {
-		t.Errorf("a slot %s after a 250ms pause began, within it", slot.Sub(pausedAt))
+	if got := slot(b, "p"); got < pausedUntil {
+		t.Errorf("a slot %s before the 250ms pause ended", time.Duration(pausedUntil-got)*time.Microsecond)
 	}
+}
+
+// nextSlot is the time the budget key of s holds, in µs on the store's
+// clock: when its next slot starts.
+func nextSlot(t *testing.T, s replica, key string) int64 {
+	t.Helper()
+	v, err := s.rdb.Get(context.Background(), s.key("budget", key)).Int64()
+	if err != nil {
+		t.Fatalf("the budget key of %s: %v", key, err)
+	}
+	return v
 }
 
 // A budget nobody used for longer than its key lives is new, not lost:
@@ -684,7 +703,7 @@ func TestFollowGoesOnAfterTheStoreWasUnreachable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an outage and a restart of redis-server, about 3 s of real time: the full run checks it")
 	}
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t)
 	a, b := open(t, r, "a", ""), open(t, r, "b", "")
 	a.pingEvery, a.recheckEvery = 100*time.Millisecond, 300*time.Millisecond
 	ctx := context.Background()
@@ -815,7 +834,7 @@ func TestPrefixesKeepDeploymentsApart(t *testing.T) {
 }
 
 func TestCommandsWhileTheStoreIsDownFailInTime(t *testing.T) {
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t)
 	s := open(t, r, "a", "")
 	ctx := context.Background()
 	if _, _, err := s.Reserve(ctx, "k", time.Second, time.Hour); err != nil {
@@ -857,7 +876,7 @@ func TestCommandsWhileTheStoreIsDownFailInTime(t *testing.T) {
 // the work: it is down, so that BreachExporterStoreDown fires, until it
 // takes writes again.
 func TestStoreThatRefusesWritesIsDown(t *testing.T) {
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t)
 	a := open(t, r, "a", "")
 	a.pingEvery = 50 * time.Millisecond
 	run(t, a)

@@ -50,7 +50,7 @@ func foreignCount(s replica, what string) float64 {
 func TestEveryWriteChecksTheDeployment(t *testing.T) {
 	_, a, c := alphaOnStore(t)
 	ctx := context.Background()
-	must(t, c.FlushAll(ctx).Err())
+	must(t, c.FlushDB(ctx).Err())
 	must(t, c.Set(ctx, "breach_exporter:deployment", "beta", 0).Err())
 	writes := []struct {
 		name string
@@ -108,7 +108,7 @@ func TestEveryWriteChecksTheDeployment(t *testing.T) {
 func TestFirstDeploymentToWriteClaimsAnEmptiedStore(t *testing.T) {
 	r, a, c := alphaOnStore(t)
 	ctx := context.Background()
-	must(t, c.FlushAll(ctx).Err())
+	must(t, c.FlushDB(ctx).Err())
 	if _, err := a.Publish(ctx, "k", []byte("x")); err != nil {
 		t.Fatalf("the first write to the emptied store: %v", err)
 	}
@@ -123,7 +123,7 @@ func TestFirstDeploymentToWriteClaimsAnEmptiedStore(t *testing.T) {
 	}
 
 	// The other way round: the other deployment's start claims it first.
-	must(t, c.FlushAll(ctx).Err())
+	must(t, c.FlushDB(ctx).Err())
 	must(t, b.Join(ctx))
 	if _, err := a.Publish(ctx, "k", []byte("y")); !errors.As(err, new(*ErrForeign)) {
 		t.Fatalf("a write after the other deployment claimed the store: %v", err)

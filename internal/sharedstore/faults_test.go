@@ -184,7 +184,7 @@ func must(t *testing.T, err error) {
 // one line of it, so that BreachExporterStoreDown's for: is not reset
 // by a read that worked.
 func TestStoreUpStaysDownWhileWritesAreRefused(t *testing.T) {
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t)
 	for _, how := range []string{"maxmemory", "read-only"} {
 		t.Run(how, func(t *testing.T) {
 			a := open(t, r, "a", "up-"+how)
@@ -242,7 +242,7 @@ func TestPublishWaitsForAReplicaOfTheStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two redis-servers")
 	}
-	primary, secondary := testkit.StartRedis(t), testkit.StartRedis(t)
+	primary, secondary := testkit.StartOwnRedis(t), testkit.StartOwnRedis(t)
 	ctx := context.Background()
 	host, port, _ := net.SplitHostPort(primary.Addr())
 	p := raw(t, primary)
@@ -276,7 +276,7 @@ func TestPublishWaitsForAReplicaOfTheStore(t *testing.T) {
 // The least privilege docs/replicas.md gives is enough for every
 // operation of the client.
 func TestLeastPrivilegeACL(t *testing.T) {
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t)
 	ctx := context.Background()
 	c := raw(t, r)
 	must(t, c.Do(ctx, aclLine(t, "pw", false)...).Err())
@@ -352,7 +352,7 @@ func aclLine(t *testing.T, password string, cluster bool) []any {
 // A replica of another deployment under the same prefix is refused, by
 // Join and by every command after it; the first deployment goes on.
 func TestJoinRefusesAnotherDeployment(t *testing.T) {
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t)
 	ctx := context.Background()
 	a := open(t, r, "a", "shared") // deployment ""
 	b, err := Open(Options{URL: r.URL(), KeyPrefix: "shared", Replica: "b", Deployment: "other"})

@@ -243,7 +243,7 @@ func publishUntilConfirmed(ctx context.Context, t *testing.T, r replica, digest 
 // the default user is off, so nothing works without them.
 func TestTopologyACLUser(t *testing.T) {
 	testkit.StoreTopologies(t)
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t)
 	ctx := context.Background()
 	c := raw(t, r)
 	must(t, c.Do(ctx, aclLine(t, "pw", false)...).Err())

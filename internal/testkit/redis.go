@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,15 +16,22 @@ import (
 	"time"
 )
 
-// Redis is a real redis-server on a loopback port for one test, without
-// persistence. Stop and Start restart it on the same port (its data gone);
-// Pause and Resume freeze it (SIGSTOP, SIGCONT): a store that holds its
-// connections and data but answers nothing, as one lost to the network.
+// Redis is a real redis-server on a loopback port, without persistence:
+// a database of the one server the test binary shares (StartRedis), or a
+// server of one test's own (StartOwnRedis). Stop and Start restart an own
+// server on the same port (its data gone); Pause and Resume freeze it
+// (SIGSTOP, SIGCONT): a store that holds its connections and data but
+// answers nothing, as one lost to the network.
 type Redis struct {
-	t    testing.TB
-	addr string
-	dir  string
-	out  *SyncBuffer
+	t     testing.TB
+	addr  string
+	dir   string
+	out   *SyncBuffer
+	extra []string // more arguments of redis-server
+	db    int      // the test's database
+	// shared is set on a database of the shared server, which no test may
+	// stop, freeze or reconfigure.
+	shared bool
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -31,10 +39,45 @@ type Redis struct {
 	paused bool
 }
 
-// StartRedis starts redis-server for t and stops it when t ends. Without
-// redis-server (Debian's redis-server package; make redis-server installs
-// it) the test fails, or skips under -short.
+// StartRedis gives t a store of its own: in a package whose TestMain
+// calls ShareRedis, an emptied database of the test binary's one
+// redis-server, emptied again when t ends; elsewhere a server of its own
+// (StartOwnRedis). The databases are handed out lowest first, so while
+// tests run one at a time (t.Parallel is not used with it) a test's first
+// store is database 0, and a client of Addr alone sees its keys; a second
+// store of one test is another database (DB). The shared server refuses
+// what would reach beyond a database (FLUSHALL, CONFIG, ACL, REPLICAOF,
+// SHUTDOWN, DEBUG, ...): a test that needs them, or Stop, Start, Pause or
+// Resume, starts its own with StartOwnRedis. Without redis-server
+// (Debian's redis-server package; make redis-server installs it) the test
+// fails, or skips under -short.
 func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	needRedisServer(t)
+	sharing.mu.Lock()
+	enabled := sharing.enabled
+	sharing.mu.Unlock()
+	if !enabled {
+		return StartOwnRedis(t)
+	}
+	return sharedDatabase(t)
+}
+
+// StartOwnRedis starts a redis-server for t alone and kills it when t
+// ends: for a test that stops, freezes or reconfigures its store (SIGSTOP,
+// a restart, CONFIG SET maxmemory, read-only, a replica, ACL users).
+func StartOwnRedis(t testing.TB) *Redis {
+	t.Helper()
+	needRedisServer(t)
+	r := &Redis{t: t, dir: t.TempDir(), out: &SyncBuffer{}}
+	t.Cleanup(r.kill)
+	if err := r.launchOnFreePort(t); err != nil {
+		t.Fatalf("redis-server: %v\n%s", err, r.out.String())
+	}
+	return r
+}
+
+func needRedisServer(t testing.TB) {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if testing.Short() {
@@ -42,23 +85,32 @@ func StartRedis(t testing.TB) *Redis {
 		}
 		t.Fatal("redis-server is not installed: make redis-server installs Debian's redis-server package")
 	}
-	r := &Redis{t: t, dir: t.TempDir(), out: &SyncBuffer{}}
-	t.Cleanup(r.kill)
-	// The free port may be taken between finding and binding it: another
-	// one then.
+}
+
+// launchOnFreePort launches r on a free loopback port. The free port may
+// be taken between finding and binding it: another one then.
+func (r *Redis) launchOnFreePort(t testing.TB) error {
 	var err error
 	for range 3 {
 		r.addr = FreeAddress(t)
 		if err = r.launch(); err == nil {
-			return r
+			return nil
 		}
 	}
-	t.Fatalf("redis-server: %v\n%s", err, r.out.String())
-	return nil
+	return err
 }
 
-// URL is the redis:// URL of the server.
-func (r *Redis) URL() string { return "redis://" + r.addr }
+// URL is the redis:// URL of the test's store: the server and, on the
+// shared server, the database.
+func (r *Redis) URL() string {
+	if r.shared {
+		return fmt.Sprintf("redis://%s/%d", r.addr, r.db)
+	}
+	return "redis://" + r.addr
+}
+
+// DB is the number of the test's database: 0 on a server of its own.
+func (r *Redis) DB() int { return r.db }
 
 // Addr is the server's host:port.
 func (r *Redis) Addr() string { return r.addr }
@@ -66,6 +118,7 @@ func (r *Redis) Addr() string { return r.addr }
 // Start starts the server again on its port after Stop.
 func (r *Redis) Start() {
 	r.t.Helper()
+	r.mustOwn("Start")
 	r.mu.Lock()
 	running := r.cmd != nil
 	r.mu.Unlock()
@@ -80,19 +133,21 @@ func (r *Redis) Start() {
 // Stop ends the server (SIGTERM) and waits until it has exited.
 func (r *Redis) Stop() {
 	r.t.Helper()
+	r.mustOwn("Stop")
 	if err := r.stop(syscall.SIGTERM); err != nil {
 		r.t.Fatalf("redis-server: %v", err)
 	}
 }
 
 // Pause freezes the server: connections stay open and nothing answers.
-func (r *Redis) Pause() { r.signal(syscall.SIGSTOP, true) }
+func (r *Redis) Pause() { r.signal("Pause", syscall.SIGSTOP, true) }
 
 // Resume lets a paused server go on.
-func (r *Redis) Resume() { r.signal(syscall.SIGCONT, false) }
+func (r *Redis) Resume() { r.signal("Resume", syscall.SIGCONT, false) }
 
-func (r *Redis) signal(sig syscall.Signal, paused bool) {
+func (r *Redis) signal(what string, sig syscall.Signal, paused bool) {
 	r.t.Helper()
+	r.mustOwn(what)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cmd == nil {
@@ -104,14 +159,24 @@ func (r *Redis) signal(sig syscall.Signal, paused bool) {
 	r.paused = paused
 }
 
+// mustOwn fails the test when r is a database of the shared server.
+func (r *Redis) mustOwn(what string) {
+	r.t.Helper()
+	if r.shared {
+		r.t.Fatalf("redis-server: %s of the server other tests share; StartOwnRedis starts one of the test's own", what)
+	}
+}
+
 // launch starts redis-server on r.addr and returns once it answers PING.
 func (r *Redis) launch() error {
 	_, port, _ := net.SplitHostPort(r.addr)
-	cmd := exec.Command("redis-server",
+	cmd := exec.Command("redis-server", append([]string{
 		"--bind", "127.0.0.1", "--port", port,
 		"--save", "", "--appendonly", "no", "--dir", r.dir,
-		"--loglevel", "warning")
+		"--loglevel", "warning"}, r.extra...)...)
 	cmd.Stdout, cmd.Stderr = r.out, r.out
+	// A test binary that dies (a panic, -timeout) leaves no server behind.
+	cmd.SysProcAttr = dieWithParent()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -191,4 +256,16 @@ func ping(addr string) error {
 		return fmt.Errorf("answered %q", line)
 	}
 	return nil
+}
+
+// dieWithParent has the kernel kill a process started for tests when the
+// test binary dies before it can (a panic, -timeout). Only Linux has the
+// field, and a build tag would need a lint run of its own: it is set when
+// it exists.
+func dieWithParent() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{}
+	if f := reflect.ValueOf(attr).Elem().FieldByName("Pdeathsig"); f.IsValid() && f.Type() == reflect.TypeOf(syscall.SIGKILL) {
+		f.Set(reflect.ValueOf(syscall.SIGKILL))
+	}
+	return attr
 }

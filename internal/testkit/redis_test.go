@@ -8,7 +8,7 @@ func TestRedisStopsStartsPausesAndResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two starts of redis-server and a pause, about a second of real time: the full run checks the harness")
 	}
-	r := StartRedis(t)
+	r := StartOwnRedis(t)
 	if err := ping(r.Addr()); err != nil {
 		t.Fatalf("after StartRedis: %v", err)
 	}

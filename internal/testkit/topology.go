@@ -174,7 +174,7 @@ type Sentinels struct {
 // returns once the Sentinels know each other and the replica.
 func StartSentinels(t testing.TB) *Sentinels {
 	t.Helper()
-	s := &Sentinels{Primary: StartRedis(t), Replica: StartRedis(t), MasterName: "breach", Password: "sentinel-pw", out: &SyncBuffer{}}
+	s := &Sentinels{Primary: StartOwnRedis(t), Replica: StartOwnRedis(t), MasterName: "breach", Password: "sentinel-pw", out: &SyncBuffer{}}
 	ctx := context.Background()
 	primary := plainClient(t, s.Primary.Addr(), "")
 	host, port, _ := net.SplitHostPort(s.Primary.Addr())
