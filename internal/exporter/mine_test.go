@@ -70,7 +70,7 @@ func (s *storeSetup) emptyOnceAdded(ctx context.Context, n int) error {
 		case err != nil:
 			return err
 		case len(keys) >= n:
-			return s.redis.FlushAll(ctx).Err()
+			return s.redis.FlushDB(ctx).Err()
 		case time.Now().After(deadline):
 			return fmt.Errorf("the store holds %d seen keys after 5 s, want %d", len(keys), n)
 		}

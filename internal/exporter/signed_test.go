@@ -22,7 +22,7 @@ import (
 // sig) is counted on neither.
 func TestSignedOnlySurvivesAnEmptiedStore(t *testing.T) {
 	store, dir := withStore(t, "refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com]\n")
-	c := redis.NewClient(&redis.Options{Addr: store.Addr(), Protocol: 2})
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), DB: store.DB(), Protocol: 2})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	alerts, signedOnly := alertsOf("a@example.com"), testkit.Series("breach_exporter_store_signed_only")
@@ -75,7 +75,7 @@ func TestSignedOnlySurvivesAnEmptiedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := c.FlushAll(ctx).Err(); err != nil {
+	if err := c.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	one = startReplica(t, dir, filepath.Join(dir, "one"))

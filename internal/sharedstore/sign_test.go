@@ -291,7 +291,7 @@ func TestLatch(t *testing.T) {
 	if !a.SignedOnly() {
 		t.Fatal("not latched with every replica signing")
 	}
-	must(t, c.FlushAll(ctx).Err())
+	must(t, c.FlushDB(ctx).Err())
 	forgeAlert(t, c, "after the flush", "")
 	must(t, a.Join(ctx))
 	if got := readData(t, a); len(got) != 0 {
@@ -312,7 +312,7 @@ func TestFormatsRefusedLeavesTheStoreUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a real redis-server")
 	}
-	r := testkit.StartRedis(t)
+	r := testkit.StartOwnRedis(t) // its ACL
 	ctx := context.Background()
 	must(t, raw(t, r).Do(ctx, append(aclLine(t, "pw", false), "-scan", "-mget")...).Err())
 	buf := &testkit.SyncBuffer{}
