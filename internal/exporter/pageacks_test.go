@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +31,10 @@ func startAlice(t *testing.T) (api *testkit.StandIn, dir, storage string, r *run
 // withdrawn.
 func TestPageAcknowledgementSurvivesRestart(t *testing.T) {
 	api, dir, storage, r := startAlice(t)
-	testkit.AdvanceUntil(t, r.clock, "the first round", 100*time.Millisecond, func() bool { return api.Reads(alice) == 1 })
+	// The answer applied, not only sent: the feed's series served.
+	testkit.AdvanceUntil(t, r.clock, "the first round", 100*time.Millisecond, func() bool {
+		return api.Reads(alice) == 1 && strings.Contains(testkit.ScrapeText(t, r.exp.MetricsHandler(r.reg)), `source="combolist"`)
+	})
 
 	if err := r.exp.Acknowledge(alice, "combolist", "Ada", "password reset"); err != nil {
 		t.Fatal(err)
