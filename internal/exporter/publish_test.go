@@ -52,15 +52,23 @@ func withOwnStore(t *testing.T, tail string) (store *testkit.Redis, dir string) 
 
 func withStoreOf(t *testing.T, start func(testing.TB) *testkit.Redis, tail string) (store *testkit.Redis, dir string) {
 	t.Helper()
+	store, _, dir = withStoreAndAPI(t, start, tail)
+	return store, dir
+}
+
+// withStoreAndAPI is withStoreOf with the API stand-in, for a test that
+// makes it misbehave.
+func withStoreAndAPI(t *testing.T, start func(testing.TB) *testkit.Redis, tail string) (store *testkit.Redis, api *testkit.StandIn, dir string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs exporters against a real redis-server")
 	}
 	store = start(t)
-	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	api = testkit.NewStandIn(t, clockwork.NewRealClock())
 	api.AnswerOthers(combolist(1))
 	dir = t.TempDir()
 	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: %s\n", store.URL())+tail)
-	return store, dir
+	return store, api, dir
 }
 
 // alertsOf is the series that counts the alerts for address.
@@ -233,14 +241,7 @@ func TestStopWithAHungStoreIsBounded(t *testing.T) {
 // 2 s, the lease's release 1 s: a timer never fires early). The check is
 // on the wall clock with a 2 s margin for what the stop does besides.
 func TestStopWithAnOutcomeInFlightAndAHungStoreIsBounded(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs an exporter against a real redis-server")
-	}
-	store := testkit.StartOwnRedis(t)
-	api := testkit.NewStandIn(t, clockwork.NewRealClock())
-	api.AnswerOthers(combolist(1))
-	dir := t.TempDir()
-	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: %s\nrefresh:\n  interval: 1s\n  me_interval: 1h\naddresses: [a@example.com]\n", store.URL()))
+	store, api, dir := withStoreAndAPI(t, testkit.StartOwnRedis, "refresh:\n  interval: 1s\n  me_interval: 1h\naddresses: [a@example.com]\n")
 	// The lease names where the others pass scrapes; none comes here.
 	one := &replica{running: startExporter(t, Options{
 		ConfigFile:       filepath.Join(dir, "config.yml"),
