@@ -732,8 +732,6 @@ func (r *replicas) checkpoint(ctx context.Context, st persist.State, data []byte
 	if id == "" {
 		return nil // not synced
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.timeout(startTimeout, closeWriteTimeout))
-	defer cancel()
 	r.applying.Lock()
 	extra, lineage, replace := r.sync.extra, r.sync.lineage, r.sync.replace
 	isNew, from := r.sync.fresh, r.sync.from

@@ -52,14 +52,6 @@ import (
 // confirmedName is the file of confirmed digests in the state folder.
 const confirmedName = "store-confirmed"
 
-// Shutdown's bounds on the store: a store that hangs delays the exit by
-// at most closeCheckTimeout + closeWriteTimeout (the check whether the
-// checkpoint is behind, and its write).
-const (
-	closeCheckTimeout = time.Second
-	closeWriteTimeout = 2 * time.Second
-)
-
 // maxConfirmed bounds the confirmed digests kept (about 100 bytes each in
 // memory): those of the alerts accepted since the last state snapshot,
 // which a healthy replica writes every interval. Past it, an alert's
@@ -280,21 +272,11 @@ func (r *replicas) compactConfirmed(mark uint64) {
 }
 
 // stop is the start of the shutdown: the commands in flight end now, and
-// the last checkpoint's are bounded by closeCheckTimeout and
-// closeWriteTimeout.
-func (r *replicas) stop() {
-	r.stopping.Store(true)
-	r.shared.Interrupt()
-}
-
-// timeout bounds one of the checkpoint's commands: d, or its shutdown
-// bound once the replica stops.
-func (r *replicas) timeout(d, closing time.Duration) time.Duration {
-	if r.stopping.Load() {
-		return closing
-	}
-	return d
-}
+// every later one (what Run's goroutines still send, the last checkpoint,
+// the serving lease's release) by one deadline sharedstore.StopBound from
+// now: a store that hangs delays the exit by at most that. An alert the
+// store did not take meanwhile stays in the journal for the next start.
+func (r *replicas) stop() { r.shared.Interrupt() }
 
 // close closes the confirmed file and the store's client.
 func (r *replicas) close() {

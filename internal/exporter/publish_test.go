@@ -5,6 +5,7 @@ package exporter
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
@@ -50,15 +52,23 @@ func withOwnStore(t *testing.T, tail string) (store *testkit.Redis, dir string) 
 
 func withStoreOf(t *testing.T, start func(testing.TB) *testkit.Redis, tail string) (store *testkit.Redis, dir string) {
 	t.Helper()
+	store, _, dir = withStoreAndAPI(t, start, tail)
+	return store, dir
+}
+
+// withStoreAndAPI is withStoreOf with the API stand-in, for a test that
+// makes it misbehave.
+func withStoreAndAPI(t *testing.T, start func(testing.TB) *testkit.Redis, tail string) (store *testkit.Redis, api *testkit.StandIn, dir string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs exporters against a real redis-server")
 	}
 	store = start(t)
-	api := testkit.NewStandIn(t, clockwork.NewRealClock())
+	api = testkit.NewStandIn(t, clockwork.NewRealClock())
 	api.AnswerOthers(combolist(1))
 	dir = t.TempDir()
 	writeConfig(t, dir, api.BaseURL(), fmt.Sprintf("store:\n  url: %s\n", store.URL())+tail)
-	return store, dir
+	return store, api, dir
 }
 
 // alertsOf is the series that counts the alerts for address.
@@ -220,6 +230,53 @@ func TestStopWithAHungStoreIsBounded(t *testing.T) {
 	store.Resume()
 	again := startReplica(t, dir, storage)
 	testkit.Eventually(t, "both alerts counted after the restart", func() bool { return again.scrape(t)[alerts] == 2 })
+}
+
+// A stop while the store hangs, with an API answer just in (its outcome's
+// publish under way, the claim's release after it), an alert the store
+// does not hold (the last checkpoint has a state to write) and the serving
+// lease held, ends within sharedstore.StopBound of its start: every store
+// command it sends shares one deadline. Each with its own timeout, one
+// after another, it took at least 5 s (the release 2 s, the checkpoint
+// 2 s, the lease's release 1 s: a timer never fires early). The check is
+// on the wall clock with a 2 s margin for what the stop does besides.
+func TestStopWithAnOutcomeInFlightAndAHungStoreIsBounded(t *testing.T) {
+	store, api, dir := withStoreAndAPI(t, testkit.StartOwnRedis, "refresh:\n  interval: 1s\n  me_interval: 1h\naddresses: [a@example.com]\n")
+	// The lease names where the others pass scrapes; none comes here.
+	one := &replica{running: startExporter(t, Options{
+		ConfigFile:       filepath.Join(dir, "config.yml"),
+		Webhook:          true,
+		StoragePath:      filepath.Join(dir, "one"),
+		SnapshotInterval: time.Second,
+		AdvertiseURL:     "http://" + testkit.FreeAddress(t) + "/metrics",
+	})}
+	testkit.Eventually(t, "synced, serving", func() bool { return one.synced(t) && one.exp.replicas.serving.holds() })
+	arrived, answer := make(chan struct{}, 1), make(chan struct{})
+	defer close(answer)
+	api.Misbehave(func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-answer
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+	<-arrived
+	store.Pause()
+	defer store.Resume()
+	if c := one.post(t, alertFor("a@example.com")); c != 204 {
+		t.Fatalf("alert answered %d", c)
+	}
+	answer <- struct{}{}
+	answered := testkit.Series("breach_api_requests_total", "account", "default", "code", "500", "endpoint", "breaches")
+	testkit.Eventually(t, "the API's answer recorded", func() bool { return one.scrape(t)[answered] == 1 })
+	start := time.Now()
+	one.stop()
+	took := time.Since(start)
+	t.Logf("stopped in %v:\n%s", took.Round(time.Millisecond), one.logs)
+	if bound := sharedstore.StopBound + 2*time.Second; took > bound {
+		t.Errorf("the stop took %v with the store hung, more than %v: its store commands waited one after another", took.Round(time.Millisecond), bound)
+	}
 }
 
 // An entry at the largest stream ID, forged into the store, stalls

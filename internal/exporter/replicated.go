@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-kit/log"
@@ -95,11 +94,9 @@ type replicas struct {
 	published prometheus.Counter // outcomes the store did not take: applied nowhere
 
 	// The publish protocol's (publish.go): the alerts the store
-	// confirmed, the identity checked in the store, and whether the
-	// shutdown started.
+	// confirmed and the identity checked in the store.
 	confirmed  confirmed
 	deployment string
-	stopping   atomic.Bool
 
 	sync    convergence // converge.go
 	dups    dupAccount  // replayed.go
@@ -325,6 +322,8 @@ func (r *replicas) invalid(ev sharedstore.Event, err error) {
 func (r *replicas) publish(kind string, o outcomeEvent) {
 	data, err := encodeOutcome(o)
 	if err == nil {
+		// Not Run's context: an outcome that came before the stop is
+		// still published, within the stop's bound on the store.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err = r.shared.Publish(ctx, kind, data)
 		cancel()

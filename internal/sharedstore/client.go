@@ -112,6 +112,18 @@ const (
 	logEvery = time.Minute
 )
 
+// StopBound is the most a store that hangs holds up a replica's stop:
+// from Interrupt on, every command, in flight then or sent later by
+// whatever still runs (an API outcome's publish, a claim's release, the
+// last checkpoint, the serving lease's release), ends by one deadline
+// StopBound after it, all together: not each after a timeout of its own,
+// one after another. A store that answers takes milliseconds for them.
+const StopBound = 2 * time.Second
+
+// errStopped refuses a command sent after the stop's deadline: it is not
+// sent, and says nothing about the store.
+var errStopped = errors.New("the stop's time for the store is over")
+
 // Client is the client of the shared store. Every method is safe for
 // concurrent use and bounded in time: none blocks past its context or the
 // client's timeouts.
@@ -152,8 +164,11 @@ type Client struct {
 	logs       *ratelog.Limiter
 	downLogged bool // the last change to down was logged: its end is too
 
-	// conns are the open connections, closed at once by Interrupt.
-	conns connSet
+	// conns are the open connections, closed at once by Interrupt;
+	// stopAt is the stop's deadline (StopBound after Interrupt), in Unix
+	// nanoseconds, 0 until then.
+	conns  connSet
+	stopAt atomic.Int64
 	// identity is Options.Deployment; joined tells whether the store
 	// holds it (joinUnknown until the first check).
 	identity string
@@ -467,9 +482,30 @@ func (s *Client) Up() bool {
 	return s.state == stateUp
 }
 
-// Interrupt ends every command in flight now: at shutdown, a store that
-// hangs holds nothing up. Later commands work as ever.
-func (s *Client) Interrupt() { s.conns.interrupt() }
+// Interrupt starts the stop: every command in flight ends now, and every
+// later one by the stop's deadline, StopBound from now (stopping). A
+// second call keeps the first deadline.
+func (s *Client) Interrupt() {
+	s.stopAt.CompareAndSwap(0, time.Now().Add(StopBound).UnixNano())
+	s.conns.interrupt()
+}
+
+// stopping bounds ctx by the stop's deadline once Interrupt was called,
+// so that the commands a stop sends share it; past it, it returns
+// errStopped. The deadline bounds the wait for a connection, its dial
+// and its reads and writes (ContextTimeoutEnabled).
+func (s *Client) stopping(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	at := s.stopAt.Load()
+	if at == 0 {
+		return ctx, func() {}, nil
+	}
+	deadline := time.Unix(0, at)
+	if !time.Now().Before(deadline) {
+		return ctx, func() {}, errStopped
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	return ctx, cancel, nil
+}
 
 // Close closes the client. It never waits for the store: a command in
 // flight ends at once.
@@ -500,7 +536,7 @@ func (s *Client) record(ctx context.Context, op string, err error, write bool) e
 		return err
 	}
 	err = s.lockOut(err)
-	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, errNotJoined) {
+	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, errNotJoined) || errors.Is(err, errStopped) {
 		return err
 	}
 	s.errs.WithLabelValues(op).Inc()

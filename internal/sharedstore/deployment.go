@@ -199,7 +199,9 @@ func shown(v string) string {
 type joiningKey struct{}
 
 // gate refuses every command but the health check until the store's
-// identity is checked, and every one after it was found another's.
+// identity is checked, and every one after it was found another's; once
+// the stop started, it bounds every command by the stop's deadline
+// (Client.stopping).
 type gate struct{ s *Client }
 
 func (g gate) allowed(ctx context.Context) error {
@@ -215,11 +217,23 @@ func (g gate) allowed(ctx context.Context) error {
 	return errNotJoined
 }
 
+// admit is the gate's check of one command: ctx bounded by the stop's
+// deadline, or why the command is not sent.
+func (g gate) admit(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	ctx, cancel, err := g.s.stopping(ctx)
+	if err == nil {
+		err = g.allowed(ctx)
+	}
+	return ctx, cancel, err
+}
+
 func (g gate) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (g gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if err := g.allowed(ctx); err != nil {
+		ctx, cancel, err := g.admit(ctx)
+		defer cancel()
+		if err != nil {
 			cmd.SetErr(err)
 			return err
 		}
@@ -229,7 +243,9 @@ func (g gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (g gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if err := g.allowed(ctx); err != nil {
+		ctx, cancel, err := g.admit(ctx)
+		defer cancel()
+		if err != nil {
 			for _, cmd := range cmds {
 				cmd.SetErr(err)
 			}

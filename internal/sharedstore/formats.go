@@ -45,6 +45,12 @@ const (
 // release's least privilege had neither) answers all the rest, and is
 // said so once.
 func (s *Client) Formats(ctx context.Context) (lowest int, complete bool, err error) {
+	// On a cluster the shard's client has not the gate's stop deadline.
+	ctx, cancel, err := s.stopping(ctx)
+	defer cancel()
+	if err != nil {
+		return 0, false, err
+	}
 	shard, err := s.shard(ctx)
 	if err != nil {
 		return 0, false, err

@@ -93,8 +93,11 @@ func (s *Client) PublishOnceBatch(ctx context.Context, ttl time.Duration, events
 	}
 	// One connection for the script and the WAIT after it: WAIT counts
 	// the writes of its own connection. On a cluster it is one to the
-	// primary of the keys' slot, which has not the cluster client's gate.
-	if err := (gate{s}).allowed(ctx); err != nil {
+	// primary of the keys' slot, which has not the cluster client's gate:
+	// its check and the stop's deadline are made here.
+	ctx, cancel, err := gate{s}.admit(ctx)
+	defer cancel()
+	if err != nil {
 		return nil, fmt.Errorf("store: publish: %w", err)
 	}
 	shard, err := s.shard(ctx)
