@@ -190,9 +190,10 @@ type Client struct {
 	// last read: what is far ahead is judged on the store's clock.
 	clockOffset atomic.Int64
 
-	// keys sign and verify (sign.go); latched, signingSince and
+	// keys sign and verify, with macs (sign.go); latched, signingSince and
 	// latchAfter are latch.go's.
 	keys           Keys
+	macs           sync.Map // string(secret) -> *sync.Pool of its HMACs
 	acceptUnsigned bool
 	latched        atomic.Bool
 	latchMu        sync.Mutex

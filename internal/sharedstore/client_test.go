@@ -600,6 +600,44 @@ func TestPublishOnceBatchInOrder(t *testing.T) {
 	}
 }
 
+// TestPublishOnceBatchFindsEarlierOnesPastAThousand publishes a batch
+// longer than the script's duplicate check reads at once: the digests
+// this replica and another published before, on both sides of the
+// thousandth, are told apart from the new ones.
+func TestPublishOnceBatchFindsEarlierOnesPastAThousand(t *testing.T) {
+	r := testkit.StartRedis(t)
+	a, b := open(t, r, "a", ""), open(t, r, "b", "")
+	ctx := context.Background()
+	digest := func(i int) string { return fmt.Sprintf("d%04d", i) }
+	before := map[int]replica{3: a, 999: b, 1000: a, 1001: b, 1499: a}
+	earlier := map[int]string{}
+	for i, s := range before {
+		ids, err := s.PublishOnceBatch(ctx, time.Hour, []Once{{Digest: digest(i), Kind: "alert", Data: []byte("old")}})
+		if err != nil || ids[0] == "" {
+			t.Fatalf("publishing %d first: %q, %v", i, ids, err)
+		}
+		if s == a {
+			earlier[i] = ids[0] // this replica's: its ID again
+		} else {
+			earlier[i] = "" // another's: none
+		}
+	}
+	events := make([]Once, 1500)
+	for i := range events {
+		events[i] = Once{Digest: digest(i), Kind: "alert", Data: []byte("new")}
+	}
+	ids, err := a.PublishOnceBatch(ctx, time.Hour, events)
+	if err != nil || len(ids) != len(events) {
+		t.Fatalf("%d ids, %v", len(ids), err)
+	}
+	for i, id := range ids {
+		want, old := earlier[i]
+		if old && id != want || !old && id == "" {
+			t.Errorf("event %d (published before: %v): ID %q, want %q (a new one when not)", i, old, id, want)
+		}
+	}
+}
+
 func btoi(b bool) int {
 	if b {
 		return 1

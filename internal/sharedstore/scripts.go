@@ -182,7 +182,9 @@ return {id, tostring(n)}
 // added it in an earlier call (a retry); an empty string when another
 // replica did, or an event before it in the batch;
 // then how many entries a repair removed. One call for a whole batch: the
-// store's cost of a script call is paid once.
+// store's cost of a script call is paid once, and so is the duplicate
+// check's read (MGET, a thousand keys at a time: unpack's bound in the
+// store's Lua).
 //
 // Each event is added before its seen key is written, which holds the
 // publisher and the ID: a run-time error in XADD (which Redis does not
@@ -193,11 +195,17 @@ var publishOnceScript = newGuarded(luaStream + `
 local limit = aheadLimit(tonumber(ARGV[4]))
 local out, fixed, now, prev = {}, 0, {}, nil
 local events = #KEYS - 2
+local seen = {}
+for from = 2, events + 1, 1000 do
+  local part = redis.call('MGET', unpack(KEYS, from, math.min(from + 999, events + 1)))
+  for j = 1, #part do seen[from - 2 + j] = part[j] end
+end
 for i = 1, events do
-  local seen = redis.call('GET', KEYS[i + 1])
-  if seen then
-    local origin, id = string.match(seen, '^(%S+) (%S+)$')
-    if origin == ARGV[3] and not now[KEYS[i + 1]] then out[i] = '=' .. id else out[i] = '' end
+  if now[KEYS[i + 1]] then
+    out[i] = ''
+  elseif seen[i] then
+    local origin, id = string.match(seen[i], '^(%S+) (%S+)$')
+    if origin == ARGV[3] then out[i] = '=' .. id else out[i] = '' end
   else
     now[KEYS[i + 1]] = true
     local id, n = xadd(KEYS[1], limit, ARGV[2], prev, 'kind', ARGV[2 + 3 * i], 'origin', ARGV[3], 'deployment', identity, 'data', ARGV[3 + 3 * i], 'sig', ARGV[4 + 3 * i])
