@@ -190,14 +190,13 @@ type Client struct {
 	// last read: what is far ahead is judged on the store's clock.
 	clockOffset atomic.Int64
 
-	// keys sign and verify, with macs (sign.go); latched, signingSince and
-	// latchAfter are latch.go's.
+	// keys sign and verify, with macs (sign.go); latched and latchAfter
+	// are latch.go's; formats is the SCAN for the alive keys (formats.go).
 	keys           Keys
 	macs           sync.Map // string(secret) -> *sync.Pool of its HMACs
 	acceptUnsigned bool
 	latched        atomic.Bool
-	latchMu        sync.Mutex
-	signingSince   time.Time
+	formats        formatsPass
 	latchAfter     time.Duration
 
 	// budgets are the budget keys this replica used lately (Reserve,
@@ -245,6 +244,7 @@ func Open(o Options) (*Client, error) {
 		identity:       o.Deployment,
 		keys:           o.Keys,
 		latchAfter:     latchAfter,
+		formats:        newFormatsPass(),
 		acceptUnsigned: o.AcceptUnsigned,
 		logs:           ratelog.New(logEvery, nil),
 		up: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -453,9 +453,13 @@ func (s *Client) shard(ctx context.Context) (*redis.Client, error) {
 // every write (out of memory, read-only, a failing RDB save), which does
 // none of the work: so the check writes a short-lived key of this
 // replica's, and checks the deployment's identity (Join) in the same step.
+// It also paces the SCAN for the replicas' formats (formats.go).
 func (s *Client) Run(ctx context.Context) {
 	t := time.NewTicker(s.pingEvery)
 	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.paceFormats(ctx) })
 	for {
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		err := s.check(pctx)

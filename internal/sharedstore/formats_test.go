@@ -5,6 +5,7 @@ package sharedstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,5 +58,56 @@ func TestFormatsReadsTheAliveReplicasAnnouncements(t *testing.T) {
 	for i := range maxAlive {
 		set(fmt.Sprintf("breach_exporter:alive:r%d", i), "2")
 	}
-	check("more alive keys than it reads", storeFormat, false)
+	check("more alive keys than it reads", 0, false)
+}
+
+// On a keyspace that holds many keys besides the alive ones (a seen key
+// per alert of the dedup window), the pass of the SCAN ends within its
+// pace and sees a replica of the previous release among them; the SCAN
+// calls it sends stay within scansPerSecond, which the store's own count
+// (INFO commandstats) checks. The pace is on the clock by design, so the
+// test polls, for at most 40 s (a pass at this size takes 15).
+func TestFormatsEndsOnAManyKeyStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a pass over 150,000 keys at its pace takes 15 s")
+	}
+	r := testkit.StartOwnRedis(t) // its commandstats
+	a := open(t, r, "a", "")
+	ctx := context.Background()
+	rdb := raw(t, r)
+	must(t, rdb.Eval(ctx, `for i = 1, tonumber(ARGV[1]) do redis.call('SET', 'breach_exporter:seen:' .. i, '1', 'EX', 3600) end return 0`, nil, 150000).Err())
+	must(t, rdb.Set(ctx, "breach_exporter:alive:old", "1", time.Hour).Err()) // 28b5cca's
+	must(t, rdb.ConfigResetStat(ctx).Err())
+	start := time.Now()
+	var lowest int
+	var complete bool
+	waitFor(t, 40*time.Second, "a pass over 150,000 keys", func() bool {
+		var err error
+		lowest, complete, err = a.Formats(ctx)
+		must(t, err)
+		return complete
+	})
+	took := time.Since(start)
+	if lowest != 1 {
+		t.Fatalf("Formats after %v over 150,000 keys: %d, want 1: the previous release's replica unseen", took.Round(time.Millisecond), lowest)
+	}
+	calls, usec := scanStats(t, rdb)
+	t.Logf("the pass took %v: %d SCAN calls, %d µs of the store's time, %.1f ms per second", took.Round(time.Millisecond), calls, usec, float64(usec)/1000/took.Seconds())
+	if bound := int64(took.Seconds()*scansPerSecond) + scansPerSecond + 1; calls > bound {
+		t.Errorf("%d SCAN calls in %v, more than the pace allows (%d)", calls, took, bound)
+	}
+}
+
+// scanStats reads the SCAN calls the store counted and their time.
+func scanStats(t *testing.T, rdb *redis.Client) (calls, usec int64) {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	must(t, err)
+	for line := range strings.Lines(info) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_scan:"); ok {
+			_, err := fmt.Sscanf(rest, "calls=%d,usec=%d", &calls, &usec)
+			must(t, err)
+		}
+	}
+	return calls, usec
 }

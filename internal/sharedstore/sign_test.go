@@ -253,13 +253,20 @@ func TestForgedServingLeaseIsNone(t *testing.T) {
 	}
 }
 
-// The latch: closed while a replica announces the previous format, or
+// The latch: closed until the passes that see every replica sign span
+// latchAfter, while a replica announces the previous format, or
 // while more replicas are alive than Formats reads; open once all announce
 // this one for latchAfter; and a latched replica stays so when the store
 // loses every key. accept_unsigned never latches.
 func TestLatch(t *testing.T) {
 	_, a, b, c := signedPair(t)
 	ctx := context.Background()
+	a.latchAfter = time.Hour
+	a.watchFormats(ctx)
+	a.watchFormats(ctx)
+	if a.SignedOnly() {
+		t.Fatal("latched before the passes that saw every replica sign spanned latchAfter")
+	}
 	a.latchAfter = 0
 	if lowest, complete, err := a.Formats(ctx); err != nil || lowest != storeFormat || !complete {
 		t.Fatalf("Formats = %d, %v, %v; want %d, complete", lowest, complete, err, storeFormat)
