@@ -689,6 +689,7 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 	r.sync.lost, r.sync.lostAt, r.sync.started = "", "", ""
 	r.sync.target = ""
 	r.mine.reset()
+	r.applied.reset()
 	r.rebaseHeld(st.Stream) // unwatched.go
 	r.applying.Unlock()
 	r.setSynced(false)

@@ -79,6 +79,7 @@ type replicas struct {
 	// has not applied yet: applied from here, not decoded again, and from
 	// here too when the store lost them (mine.go; applying).
 	mine     mineSet
+	applied  appliedDigests // applied.go
 	lostLogs *ratelog.Limiter
 	// held is what the stream brought for addresses not watched here yet
 	// (unwatched.go; applying).
@@ -261,6 +262,10 @@ func (r *replicas) applyAlert(ev sharedstore.Event, prev string, now time.Time) 
 			r.invalid(ev, err)
 			return
 		}
+	}
+	if !r.applied.add(a.Digest) {
+		r.copied(ev)
+		return
 	}
 	r.inspect(ev, a.Digest)
 	if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, ev.ID, prev, len(ev.Data)) {

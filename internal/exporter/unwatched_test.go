@@ -337,6 +337,11 @@ func startReplicas(t *testing.T, names []string, tail func(name, dir string) str
 		r := startReplica(t, dir, filepath.Join(dir, "storage"))
 		r.dir = dir
 		replicas = append(replicas, r)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s's log:\n%s", name, r.logs.String())
+			}
+		})
 	}
 	return replicas, api
 }
