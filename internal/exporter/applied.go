@@ -59,7 +59,7 @@ func (a *appliedDigests) reset() {
 // as a copy of one applied already.
 func (r *replicas) copied(ev sharedstore.Event) {
 	r.dropped.Inc()
-	if suppressed, ok := r.lostLogs.Allow("copied"); ok {
+	if suppressed, ok := r.logs.Allow("copied"); ok {
 		level.Warn(r.logger).Log("msg", "Skipped an alert entry of the store that copies one this replica applied already: counted once", "id", breach.LabelValue(ev.ID, breach.MaxValueBytes), ratelog.SuppressedKey, suppressed)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 )
@@ -114,6 +115,7 @@ type convergence struct {
 	follow       followRun
 	behind       atomic.Bool // the store's checkpoint holds less than this synced replica
 	urgent       bool        // ... or is missing, invalid or of an older lineage: written at once
+	retry        retryWrite  // when writeNow tries again after the store refused
 
 	// resynced syncs the watchlist with the config after a resync
 	// replaced it.
@@ -490,17 +492,44 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 // It has the time a snapshot's write has, not the round's second: a first
 // write of many addresses encodes and sends every part.
 func (r *replicas) writeNow(ctx context.Context) {
+	now := time.Now()
+	if !r.sync.retry.due(now) {
+		return
+	}
 	st := persist.State{SignedOnly: r.shared.SignedOnly()}
 	st.Stream = r.take(func() { st.Watchlist, _ = r.watchlist.Save() })
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	defer cancel()
-	err := r.checkpoint(wctx, st, nil, st.Stream)
-	if err == nil {
-		r.sync.urgent = false
+	if err := r.checkpoint(wctx, st, nil, st.Stream); err != nil {
+		r.sync.retry.failed(now)
+		if suppressed, ok := r.logs.Allow("checkpoint-now"); ok {
+			level.Warn(r.logger).Log("msg", "Could not write the checkpoint to the store; trying again", "in", r.sync.retry.wait, "err", err, ratelog.SuppressedKey, suppressed)
+		}
+		return
 	}
-	if err != nil {
-		level.Warn(r.logger).Log("msg", "Could not write the checkpoint to the store; trying again in a second", "err", err)
-	}
+	r.sync.urgent = false
+	r.sync.retry = retryWrite{}
+}
+
+// maxRetryWait bounds writeNow's wait between tries: a store that takes
+// writes again has the checkpoint within it.
+const maxRetryWait = 8 * time.Second
+
+// retryWrite paces writeNow while the store refuses the checkpoint (full,
+// read-only, unreachable). Each try takes, encodes and sends the whole
+// state: a refusal that lasts would cost that every round, and the
+// garbage of each try grows the heap the runtime keeps. The wait doubles
+// from a second up to maxRetryWait.
+type retryWrite struct {
+	at   time.Time     // no try before it
+	wait time.Duration // the wait after the last refusal
+}
+
+func (w *retryWrite) due(now time.Time) bool { return !now.Before(w.at) }
+
+func (w *retryWrite) failed(now time.Time) {
+	w.wait = min(max(2*w.wait, time.Second), maxRetryWait)
+	w.at = now.Add(w.wait)
 }
 
 // withoutCheckpoint is a round's step when the store has no valid

@@ -31,6 +31,7 @@ import (
 	"github.com/breach-exporter/breach_exporter/internal/fileread"
 	"github.com/breach-exporter/breach_exporter/internal/filewatch"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 	"github.com/breach-exporter/breach_exporter/internal/scheduler"
 	"github.com/breach-exporter/breach_exporter/internal/watchlist"
 	"github.com/breach-exporter/breach_exporter/webhook"
@@ -888,7 +889,9 @@ func (e *Exporter) writeCheckpoint(st persist.State, data []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	if err := e.replicas.checkpoint(ctx, st, data, st.Stream); err != nil {
-		level.Warn(e.logger).Log("msg", "Could not write the checkpoint to the store; another replica's, or the next one, serves a start", "err", err)
+		if suppressed, ok := e.replicas.logs.Allow("checkpoint"); ok {
+			level.Warn(e.logger).Log("msg", "Could not write the checkpoint to the store; another replica's, or the next one, serves a start", "err", err, ratelog.SuppressedKey, suppressed)
+		}
 	}
 }
 

@@ -148,7 +148,7 @@ func (r *replicas) applyLost(id string) {
 		r.last = id
 	}
 	r.applyAlert(sharedstore.Event{ID: id, Kind: eventAlert, Origin: r.name}, prev, time.Now())
-	if suppressed, ok := r.lostLogs.Allow("lost"); ok {
+	if suppressed, ok := r.logs.Allow("lost"); ok {
 		level.Warn(r.logger).Log("msg", "The store lost an alert it had confirmed to this replica before the stream brought it back; applied from this replica's memory, and carried to the others by the lineage that holds the most", "id", id, ratelog.SuppressedKey, suppressed)
 	}
 }

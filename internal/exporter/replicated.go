@@ -78,9 +78,10 @@ type replicas struct {
 	// mine are this replica's alerts the store added and this replica
 	// has not applied yet: applied from here, not decoded again, and from
 	// here too when the store lost them (mine.go; applying).
-	mine     mineSet
-	applied  appliedDigests // applied.go
-	lostLogs *ratelog.Limiter
+	mine    mineSet
+	applied appliedDigests // applied.go
+	// logs paces the lines of store failures that repeat, per reason.
+	logs *ratelog.Limiter
 	// held is what the stream brought for addresses not watched here yet
 	// (unwatched.go; applying).
 	held held
@@ -151,7 +152,7 @@ func newReplicas(bundle *config.Bundle, folder string, reg prometheus.Registerer
 		watchlist: w,
 		wake:      make(chan struct{}, 1),
 		mine:      newMineSet(),
-		lostLogs:  ratelog.New(time.Minute, nil),
+		logs:      ratelog.New(time.Minute, nil),
 		held:      newHeld(),
 		dedupTTL:  func() time.Duration { return time.Duration(cur.Load().Config.Webhook.DedupWindow) },
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{

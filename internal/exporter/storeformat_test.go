@@ -55,7 +55,7 @@ func applier(t *testing.T) *replicas {
 	t.Helper()
 	w := watchlist.New()
 	w.Sync([]string{"default"}, []breach.Address{{Email: "a@example.com"}, {Email: "b@example.com"}}, breach.LabelEmail, 0)
-	r := &replicas{logger: log.NewNopLogger(), watchlist: w, mine: newMineSet(), lostLogs: ratelog.New(time.Minute, nil),
+	r := &replicas{logger: log.NewNopLogger(), watchlist: w, mine: newMineSet(), logs: ratelog.New(time.Minute, nil),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "invalid"})}
 	return r
 }

@@ -173,6 +173,9 @@ type Client struct {
 	// holds it (joinUnknown until the first check).
 	identity string
 	joined   atomic.Int32
+	// holder is the other deployment's identity the store held when this
+	// replica was locked out, for the errors of the commands it refuses.
+	holder atomic.Pointer[string]
 	// foreignAt is the ID of the last checkpoint of another deployment
 	// counted, so that one is counted once (foreignCheckpoint).
 	foreignMu sync.Mutex

@@ -134,6 +134,7 @@ func (s *Client) lockOut(err error) error {
 	}
 	s.foreign.WithLabelValues(foreignWrite).Inc()
 	ferr := &ErrForeign{Prefix: s.name, Ours: s.identity, Theirs: theirs}
+	s.holder.Store(&theirs)
 	if s.joined.Swap(joinForeign) != joinForeign {
 		level.Error(s.logger).Log("msg", "The shared store holds another deployment under this key prefix; this replica does not use it", "err", ferr)
 	}
@@ -212,7 +213,11 @@ func (g gate) allowed(ctx context.Context) error {
 	case joinOK:
 		return nil
 	case joinForeign:
-		return &ErrForeign{Prefix: g.s.name, Ours: g.s.identity, Theirs: "another"}
+		var theirs string
+		if h := g.s.holder.Load(); h != nil {
+			theirs = *h
+		}
+		return &ErrForeign{Prefix: g.s.name, Ours: g.s.identity, Theirs: theirs}
 	}
 	return errNotJoined
 }

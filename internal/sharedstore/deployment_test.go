@@ -98,8 +98,10 @@ func TestEveryWriteChecksTheDeployment(t *testing.T) {
 		t.Errorf("the lock-out is not logged:\n%s", a.log)
 	}
 	// Locked out, nothing is sent at all, reads included.
-	if _, err := a.Last(ctx); !errors.As(err, new(*ErrForeign)) {
-		t.Errorf("a read after the lock-out: %v", err)
+	// The refusal names the other deployment, not a placeholder.
+	var refused *ErrForeign
+	if _, err := a.Last(ctx); !errors.As(err, &refused) || refused.Theirs != "beta" {
+		t.Errorf("a read after the lock-out: %v, want *ErrForeign naming beta", err)
 	}
 }
 
