@@ -80,6 +80,7 @@ type replicas struct {
 	// here too when the store lost them (mine.go; applying).
 	mine    mineSet
 	applied appliedDigests // applied.go
+	recent  recentOwn      // reforward.go
 	// logs paces the lines of store failures that repeat, per reason.
 	logs *ratelog.Limiter
 	// held is what the stream brought for addresses not watched here yet
@@ -108,6 +109,9 @@ type replicas struct {
 
 type forwarded struct {
 	alert watchlist.AcceptedAlert
+	// again: passed again after a resync dropped it (reforward.go); its
+	// 204 was counted when it was first passed.
+	again bool
 }
 
 // replicaName names this process in the store: the host, the pid, the
@@ -269,6 +273,9 @@ func (r *replicas) applyAlert(ev sharedstore.Event, prev string, now time.Time) 
 		return
 	}
 	r.inspect(ev, a.Digest)
+	if ev.Origin == r.name {
+		r.recent.add(a)
+	}
 	if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, ev.ID, prev, len(ev.Data)) {
 		r.hook.ApplyShared(a, ev.Origin == r.name)
 	}
@@ -391,8 +398,13 @@ func (r *replicas) queue(a watchlist.AcceptedAlert, replayed bool) {
 			return
 		}
 	}
+	r.push(forwarded{alert: a})
+}
+
+// push adds to the backlog and wakes forward.
+func (r *replicas) push(fs ...forwarded) {
 	r.forwardMu.Lock()
-	r.backlog = append(r.backlog, forwarded{alert: a})
+	r.backlog = append(r.backlog, fs...)
 	r.waiting.Set(float64(len(r.backlog)))
 	r.forwardMu.Unlock()
 	select {
@@ -501,7 +513,9 @@ func (r *replicas) forward(ctx context.Context) {
 		}
 		retry = forwardRetryMin
 		for i, f := range next {
-			r.counted(ids[i], f.alert.Digest)
+			if !f.again {
+				r.counted(ids[i], f.alert.Digest)
+			}
 		}
 		r.forwardMu.Lock()
 		clear(r.backlog[:len(next)])
