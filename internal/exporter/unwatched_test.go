@@ -40,29 +40,12 @@ func TestReplicasAgreeWhileTheirAddressFilesDiffer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two exporters against a real redis-server for a few seconds")
 	}
-	one, two, api := startTwoReplicas(t, func(name, dir string) string {
-		if err := os.MkdirAll(filepath.Join(dir, "lists"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		list := "a@example.com\n"
-		if name == "one" {
-			list += "new@example.com\n"
-		}
-		testkit.WriteFile(t, filepath.Join(dir, "lists", "hr.txt"), list)
-		return "addresses_files: [lists/*.txt]\n"
-	})
+	one, two, api := startTwoReplicas(t, oneListsNew(t))
 
 	state := func(r *replica, address, state string) float64 {
 		return r.scrape(t)[testkit.Series("breach_address_state", "account", "default", "address", address, "state", state)]
 	}
-	testkit.Eventually(t, "one serves the new address verified", func() bool { return state(one, "new@example.com", "verified") == 1 })
-	if c := one.post(t, alertFor("new@example.com")); c != 204 {
-		t.Fatalf("alert answered %d, want 204", c)
-	}
-	alerts := testkit.Series("breach_alerts_total", "address", "new@example.com", "severity", "critical", "source", "combolist")
-	testkit.Eventually(t, "one counts the alert", func() bool { return one.scrape(t)[alerts] == 1 })
-	// The alert has one read the address again.
-	testkit.Eventually(t, "one's second read of the new address", func() bool { return api.Reads("new@example.com") == 2 })
+	alerts := oneReadsNewAndItsAlert(t, one, api)
 	applied := lastApplied(one)
 	testkit.Eventually(t, "two applied the stream as far as one", func() bool {
 		last := lastApplied(two)
@@ -311,6 +294,39 @@ func lastApplied(r *replica) string {
 	return r.exp.replicas.last
 }
 
+// oneListsNew is startReplicas's tail for address files of a@example.com,
+// and new@example.com too for the replica named "one".
+func oneListsNew(t *testing.T) func(name, dir string) string {
+	return func(name, dir string) string {
+		if err := os.MkdirAll(filepath.Join(dir, "lists"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		list := "a@example.com\n"
+		if name == "one" {
+			list += "new@example.com\n"
+		}
+		testkit.WriteFile(t, filepath.Join(dir, "lists", "hr.txt"), list)
+		return "addresses_files: [lists/*.txt]\n"
+	}
+}
+
+// oneReadsNewAndItsAlert waits until one serves new@example.com verified,
+// posts an alert for it, and waits until one counts it and has read the
+// address again for it. It returns the alert's series.
+func oneReadsNewAndItsAlert(t *testing.T, one *replica, api *testkit.StandIn) string {
+	t.Helper()
+	verified := testkit.Series("breach_address_state", "account", "default", "address", "new@example.com", "state", "verified")
+	testkit.Eventually(t, "one serves the new address verified", func() bool { return one.scrape(t)[verified] == 1 })
+	if c := one.post(t, alertFor("new@example.com")); c != 204 {
+		t.Fatalf("alert answered %d, want 204", c)
+	}
+	alerts := testkit.Series("breach_alerts_total", "address", "new@example.com", "severity", "critical", "source", "combolist")
+	testkit.Eventually(t, "one counts the alert", func() bool { return one.scrape(t)[alerts] == 1 })
+	// The alert has one read the address again.
+	testkit.Eventually(t, "one's second read of the new address", func() bool { return api.Reads("new@example.com") == 2 })
+	return alerts
+}
+
 // startTwoReplicas is startReplicas of "one" and "two".
 func startTwoReplicas(t *testing.T, tail func(name, dir string) string) (one, two *replica, api *testkit.StandIn) {
 	t.Helper()
@@ -460,25 +476,9 @@ func TestStartFromACheckpointKeepsItsUnwatchedAddresses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two exporters against a real redis-server for a few seconds")
 	}
-	one, two, api := startTwoReplicas(t, func(name, dir string) string {
-		if err := os.MkdirAll(filepath.Join(dir, "lists"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		list := "a@example.com\n"
-		if name == "one" {
-			list += "new@example.com\n"
-		}
-		testkit.WriteFile(t, filepath.Join(dir, "lists", "hr.txt"), list)
-		return "addresses_files: [lists/*.txt]\n"
-	})
+	one, two, api := startTwoReplicas(t, oneListsNew(t))
 	verified := testkit.Series("breach_address_state", "account", "default", "address", "new@example.com", "state", "verified")
-	testkit.Eventually(t, "one serves the new address verified", func() bool { return one.scrape(t)[verified] == 1 })
-	if c := one.post(t, alertFor("new@example.com")); c != 204 {
-		t.Fatalf("alert answered %d, want 204", c)
-	}
-	alerts := testkit.Series("breach_alerts_total", "address", "new@example.com", "severity", "critical", "source", "combolist")
-	testkit.Eventually(t, "one counts the alert", func() bool { return one.scrape(t)[alerts] == 1 })
-	testkit.Eventually(t, "one's second read of the new address", func() bool { return api.Reads("new@example.com") == 2 })
+	alerts := oneReadsNewAndItsAlert(t, one, api)
 	applied := lastApplied(one)
 	testkit.Eventually(t, "the store's checkpoint is past one's second read", func() bool {
 		cp, ok, err := one.exp.replicas.shared.LoadCheckpoint(t.Context(), maxCheckpointBytes)
