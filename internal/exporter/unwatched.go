@@ -50,8 +50,10 @@ import (
 // Through a resync it keeps what it held (rebaseHeld). So an alert is
 // counted once per replica through a restart or a resync, and no
 // checkpoint waits for the hold to end (a steady trickle of such alerts
-// would hold them back for good). The held answers are not read back: a
-// restarted replica serves such an address pending until its next read.
+// would hold them back for good). The held answers are not read back:
+// the checkpoint's entry for such an address is held in their place
+// (holdLoaded), so that a replica that loaded it, at its start or in a
+// resync, serves the address's answer at once when its files bring it.
 
 const (
 	// maxHeldAnswers and maxHeldAnswerBytes (the events' sizes) bound the
@@ -288,11 +290,41 @@ type readBack struct {
 	from      string          // the event before the first to read
 }
 
+// holdLoaded holds, as an answer the stream brought, the answer of each of
+// a loaded checkpoint's addresses that this replica's files lack (its
+// sync dropped them): the checkpoint's state is that of the stream up to
+// its event, so the answer is one the stream brought there, and is
+// checked as the stream's are. One the stream brought since (held
+// already, sent later) stays. Called once the replica's files are
+// synced.
+func (r *replicas) holdLoaded(loaded []watchlist.SavedEntry) {
+	now := time.Now()
+	r.applying.Lock()
+	defer r.applying.Unlock()
+	for _, se := range loaded {
+		key := se.Address.Key()
+		o := outcomeEvent{Account: se.Address.Account, Key: key, Sent: clamp(se.LastAttempt, now), At: clamp(se.LastRefresh, now), State: se.State, Sources: se.Sources}
+		if checkOutcome(eventAnswered, o, now) != nil {
+			continue // never answered, or not as the stream would bring it
+		}
+		if old, ok := r.held.answers[key]; ok && !old.o.Sent.Before(o.Sent) {
+			continue
+		}
+		data, err := encodeOutcome(o)
+		if err != nil || len(data) > maxEventBytes {
+			continue // no event could have brought it
+		}
+		r.holdAnswer(eventAnswered, o, len(data))
+	}
+}
+
 // rederive applies what readBack names, read back from the stream up to
 // k, the checkpoint's ID, as if it came now: under its address if this
 // replica's files have it, held otherwise, and not at all once its hold
-// is over. loaded are the checkpoint's addresses, x its extra.
+// is over. loaded are the checkpoint's addresses, x its extra; the
+// answers of those this replica's files lack are held (holdLoaded).
 func (r *replicas) rederive(ctx context.Context, k string, x *checkpointExtra, loaded []watchlist.SavedEntry) {
+	r.holdLoaded(loaded)
 	if r.hook == nil {
 		return
 	}

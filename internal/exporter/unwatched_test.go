@@ -40,29 +40,12 @@ func TestReplicasAgreeWhileTheirAddressFilesDiffer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two exporters against a real redis-server for a few seconds")
 	}
-	one, two, api := startTwoReplicas(t, func(name, dir string) string {
-		if err := os.MkdirAll(filepath.Join(dir, "lists"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		list := "a@example.com\n"
-		if name == "one" {
-			list += "new@example.com\n"
-		}
-		testkit.WriteFile(t, filepath.Join(dir, "lists", "hr.txt"), list)
-		return "addresses_files: [lists/*.txt]\n"
-	})
+	one, two, api := startTwoReplicas(t, oneListsNew(t))
 
 	state := func(r *replica, address, state string) float64 {
 		return r.scrape(t)[testkit.Series("breach_address_state", "account", "default", "address", address, "state", state)]
 	}
-	testkit.Eventually(t, "one serves the new address verified", func() bool { return state(one, "new@example.com", "verified") == 1 })
-	if c := one.post(t, alertFor("new@example.com")); c != 204 {
-		t.Fatalf("alert answered %d, want 204", c)
-	}
-	alerts := testkit.Series("breach_alerts_total", "address", "new@example.com", "severity", "critical", "source", "combolist")
-	testkit.Eventually(t, "one counts the alert", func() bool { return one.scrape(t)[alerts] == 1 })
-	// The alert has one read the address again.
-	testkit.Eventually(t, "one's second read of the new address", func() bool { return api.Reads("new@example.com") == 2 })
+	alerts := oneReadsNewAndItsAlert(t, one, api)
 	applied := lastApplied(one)
 	testkit.Eventually(t, "two applied the stream as far as one", func() bool {
 		last := lastApplied(two)
@@ -311,6 +294,39 @@ func lastApplied(r *replica) string {
 	return r.exp.replicas.last
 }
 
+// oneListsNew is startReplicas's tail for address files of a@example.com,
+// and new@example.com too for the replica named "one".
+func oneListsNew(t *testing.T) func(name, dir string) string {
+	return func(name, dir string) string {
+		if err := os.MkdirAll(filepath.Join(dir, "lists"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		list := "a@example.com\n"
+		if name == "one" {
+			list += "new@example.com\n"
+		}
+		testkit.WriteFile(t, filepath.Join(dir, "lists", "hr.txt"), list)
+		return "addresses_files: [lists/*.txt]\n"
+	}
+}
+
+// oneReadsNewAndItsAlert waits until one serves new@example.com verified,
+// posts an alert for it, and waits until one counts it and has read the
+// address again for it. It returns the alert's series.
+func oneReadsNewAndItsAlert(t *testing.T, one *replica, api *testkit.StandIn) string {
+	t.Helper()
+	verified := testkit.Series("breach_address_state", "account", "default", "address", "new@example.com", "state", "verified")
+	testkit.Eventually(t, "one serves the new address verified", func() bool { return one.scrape(t)[verified] == 1 })
+	if c := one.post(t, alertFor("new@example.com")); c != 204 {
+		t.Fatalf("alert answered %d, want 204", c)
+	}
+	alerts := testkit.Series("breach_alerts_total", "address", "new@example.com", "severity", "critical", "source", "combolist")
+	testkit.Eventually(t, "one counts the alert", func() bool { return one.scrape(t)[alerts] == 1 })
+	// The alert has one read the address again.
+	testkit.Eventually(t, "one's second read of the new address", func() bool { return api.Reads("new@example.com") == 2 })
+	return alerts
+}
+
 // startTwoReplicas is startReplicas of "one" and "two".
 func startTwoReplicas(t *testing.T, tail func(name, dir string) string) (one, two *replica, api *testkit.StandIn) {
 	t.Helper()
@@ -445,5 +461,61 @@ func TestHeldListOfACheckpointIsChecked(t *testing.T) {
 		if got := validHeld(&c.x); got != c.want {
 			t.Errorf("validHeld(%+v) = %v, want %v", c.x, got, c.want)
 		}
+	}
+}
+
+// A replica that starts from a checkpoint holding an address its own files
+// lack yet keeps what the checkpoint says of it, as a held answer, and
+// applies it when its files bring the address: it serves the answer at
+// once and counts the alert under the address, without reading the
+// address again. The order is forced: one reads the address, counts its
+// alert and writes a checkpoint past them before two starts from it.
+// Before, the start dropped the checkpoint's entry with the watchlist's
+// sync, and two served the address pending until its next round.
+func TestStartFromACheckpointKeepsItsUnwatchedAddresses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two exporters against a real redis-server for a few seconds")
+	}
+	one, two, api := startTwoReplicas(t, oneListsNew(t))
+	verified := testkit.Series("breach_address_state", "account", "default", "address", "new@example.com", "state", "verified")
+	alerts := oneReadsNewAndItsAlert(t, one, api)
+	applied := lastApplied(one)
+	testkit.Eventually(t, "the store's checkpoint is past one's second read", func() bool {
+		cp, ok, err := one.exp.replicas.shared.LoadCheckpoint(t.Context(), maxCheckpointBytes)
+		return err == nil && ok && !sharedstore.Before(cp.ID, applied)
+	})
+
+	// Two starts afresh from that checkpoint, its files lacking the address.
+	dir := two.dir
+	two.crash()
+	if err := os.RemoveAll(filepath.Join(dir, "storage")); err != nil {
+		t.Fatal(err)
+	}
+	two = startReplica(t, dir, filepath.Join(dir, "storage"))
+	two.dir = dir
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("two's log after its restart:\n%s", two.logs.String())
+		}
+	})
+	testkit.Eventually(t, "two applied the stream as far as one", func() bool {
+		last := lastApplied(two)
+		return last == applied || sharedstore.After(last, applied)
+	})
+	if _, ok := two.exp.watchlist.ScheduleOf(breach.Key("new@example.com")); ok {
+		t.Fatal("two watches the new address before its files list it")
+	}
+
+	// The ConfigMap reaches two.
+	testkit.WriteFile(t, filepath.Join(dir, "lists", "hr.txt"), "a@example.com\nnew@example.com\n")
+	testkit.Eventually(t, "two serves the new address verified and its alert, as one does", func() bool {
+		m := two.scrape(t)
+		return m[verified] == 1 && m[alerts] == 1
+	})
+	if got := two.scrape(t)[untracked]; got != 0 {
+		t.Errorf("two: %s = %v, want 0: the alert is counted under its address", untracked, got)
+	}
+	if n := api.Reads("new@example.com"); n != 2 {
+		t.Errorf("new@example.com read %d times, want twice (one's, the alert's): two takes the checkpoint's answer", n)
 	}
 }
