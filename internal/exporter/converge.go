@@ -717,13 +717,10 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 	r.sync.lineage, r.sync.descends, r.sync.fresh = lineage, true, false
 	r.sync.lost, r.sync.lostAt, r.sync.started = "", "", ""
 	r.sync.target = ""
-	again := r.notHeld(st.Seen, r.dedupTTL(), time.Now())
 	r.mine.reset()
 	r.applied.reset()
-	r.recent.reset()
 	r.rebaseHeld(st.Stream) // unwatched.go
 	r.applying.Unlock()
-	r.reforward(again)
 	r.setSynced(false)
 	if r.sync.resynced != nil {
 		r.sync.resynced()

@@ -207,11 +207,6 @@ func (r *replicas) keepMine(batch []forwarded, ids []string, epoch uint64) {
 			continue // a duplicate, or applied already (decoded)
 		case sharedstore.After(id, r.last):
 			r.mine.add(id, batch[i].alert)
-		case batch[i].again:
-			// Passed again after a resync (reforward.go), and the store
-			// still holds its entry, at or before the position loaded:
-			// the loaded state's writer read it.
-			continue
 		case r.mine.epoch == epoch:
 			r.mine.add(id, batch[i].alert)
 			r.applyLost(id)

@@ -80,7 +80,6 @@ type replicas struct {
 	// here too when the store lost them (mine.go; applying).
 	mine    mineSet
 	applied appliedDigests // applied.go
-	recent  recentOwn      // reforward.go
 	// logs paces the lines of store failures that repeat, per reason.
 	logs *ratelog.Limiter
 	// held is what the stream brought for addresses not watched here yet
@@ -109,9 +108,6 @@ type replicas struct {
 
 type forwarded struct {
 	alert watchlist.AcceptedAlert
-	// again: passed again after a resync dropped it (reforward.go); its
-	// 204 was counted when it was first passed.
-	again bool
 }
 
 // replicaName names this process in the store: the host, the pid, the
@@ -273,9 +269,6 @@ func (r *replicas) applyAlert(ev sharedstore.Event, prev string, now time.Time) 
 		return
 	}
 	r.inspect(ev, a.Digest)
-	if ev.Origin == r.name {
-		r.recent.add(a)
-	}
 	if r.hook != nil && !r.holdAlert(a, ev.Origin == r.name, ev.ID, prev, len(ev.Data)) {
 		r.hook.ApplyShared(a, ev.Origin == r.name)
 	}
@@ -398,13 +391,8 @@ func (r *replicas) queue(a watchlist.AcceptedAlert, replayed bool) {
 			return
 		}
 	}
-	r.push(forwarded{alert: a})
-}
-
-// push adds to the backlog and wakes forward.
-func (r *replicas) push(fs ...forwarded) {
 	r.forwardMu.Lock()
-	r.backlog = append(r.backlog, fs...)
+	r.backlog = append(r.backlog, forwarded{alert: a})
 	r.waiting.Set(float64(len(r.backlog)))
 	r.forwardMu.Unlock()
 	select {
@@ -513,9 +501,7 @@ func (r *replicas) forward(ctx context.Context) {
 		}
 		retry = forwardRetryMin
 		for i, f := range next {
-			if !f.again {
-				r.counted(ids[i], f.alert.Digest)
-			}
+			r.counted(ids[i], f.alert.Digest)
 		}
 		r.forwardMu.Lock()
 		clear(r.backlog[:len(next)])
