@@ -18,9 +18,7 @@ import (
 // lost its seen: key), counts once on every replica: the copy is skipped
 // and counted. Before, every replica counted it again.
 func TestACopiedAlertEntryCountsOnce(t *testing.T) {
-	store, dir := withStore(t, "refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com]\n")
-	c := redis.NewClient(&redis.Options{Addr: store.Addr(), DB: store.DB(), Protocol: 2})
-	t.Cleanup(func() { c.Close() })
+	c, dir := withStoreClient(t)
 	ctx := context.Background()
 	one := startReplica(t, dir, filepath.Join(dir, "one"))
 	two := startReplica(t, dir, filepath.Join(dir, "two"))
@@ -33,19 +31,7 @@ func TestACopiedAlertEntryCountsOnce(t *testing.T) {
 	}
 	testkit.Eventually(t, "the alert counted on both", func() bool { return one.scrape(t)[alerts] == 1 && two.scrape(t)[alerts] == 1 })
 
-	entries, err := c.XRange(ctx, eventsKey, "-", "+").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var genuine map[string]any
-	for _, e := range entries {
-		if e.Values["kind"] == eventAlert {
-			genuine = e.Values
-		}
-	}
-	if genuine == nil {
-		t.Fatalf("no alert entry in the stream: %v", entries)
-	}
+	genuine := lastAlertEntry(t, c)
 	var values []any
 	for k, v := range genuine {
 		values = append(values, k, v)
@@ -83,4 +69,33 @@ func TestAppliedDigestsKeepTheNewest(t *testing.T) {
 	if !a.add(digest(maxApplied + 9)) {
 		t.Error("a digest kept across a reset")
 	}
+}
+
+// withStoreClient is withStore for one address, a@example.com, with a
+// client of the test's database.
+func withStoreClient(t *testing.T) (*redis.Client, string) {
+	t.Helper()
+	store, dir := withStore(t, "refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com]\n")
+	c := redis.NewClient(&redis.Options{Addr: store.Addr(), DB: store.DB(), Protocol: 2})
+	t.Cleanup(func() { c.Close() })
+	return c, dir
+}
+
+// lastAlertEntry is the fields of the stream's last alert entry.
+func lastAlertEntry(t *testing.T, c *redis.Client) map[string]any {
+	t.Helper()
+	entries, err := c.XRange(context.Background(), eventsKey, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last map[string]any
+	for _, e := range entries {
+		if e.Values["kind"] == eventAlert {
+			last = e.Values
+		}
+	}
+	if last == nil {
+		t.Fatalf("no alert entry in the stream: %v", entries)
+	}
+	return last
 }

@@ -21,9 +21,7 @@ import (
 // written again; and a well-formed alert entry added by hand then (no
 // sig) is counted on neither.
 func TestSignedOnlySurvivesAnEmptiedStore(t *testing.T) {
-	store, dir := withStore(t, "refresh:\n  interval: 1h\n  me_interval: 1h\naddresses: [a@example.com]\n")
-	c := redis.NewClient(&redis.Options{Addr: store.Addr(), DB: store.DB(), Protocol: 2})
-	t.Cleanup(func() { c.Close() })
+	c, dir := withStoreClient(t)
 	ctx := context.Background()
 	alerts, signedOnly := alertsOf("a@example.com"), testkit.Series("breach_exporter_store_signed_only")
 	unverified := testkit.Series("breach_exporter_store_unverified_total", "what", "event")
@@ -58,19 +56,7 @@ func TestSignedOnlySurvivesAnEmptiedStore(t *testing.T) {
 		return err == nil && meta.state.SignedOnly
 	}
 	testkit.Eventually(t, "a checkpoint that says signed only", checkpointSignedOnly)
-	entries, err := c.XRange(ctx, "breach_exporter:events", "-", "+").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var genuine map[string]any
-	for _, e := range entries {
-		if e.Values["kind"] == eventAlert {
-			genuine = e.Values
-		}
-	}
-	if genuine == nil {
-		t.Fatalf("no alert entry in the stream: %v", entries)
-	}
+	genuine := lastAlertEntry(t, c)
 	if err := one.stop(); err != nil {
 		t.Fatal(err)
 	}
