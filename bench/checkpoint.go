@@ -35,7 +35,10 @@ import (
 // encoding, and what the store's memory is held to), and exec to /-/ready
 // of the binary without a store starting from that snapshot.
 
-// The goals of issue 33.
+// The goals: a quiet minute must not cost the store more than a small
+// share of what the whole snapshot did, a replica must start from the
+// store within a rollout's patience, and the store must hold no more than
+// twice what one replica keeps on disk.
 const (
 	goalCheckpointBytes = 1_000_000 // a replica's writes per quiet minute
 	goalStoreStart      = 5.0       // seconds, exec to ready from the store
