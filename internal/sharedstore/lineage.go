@@ -79,9 +79,10 @@ type Head struct {
 	SyncedAlive bool
 }
 
-// maxHeadBytes bounds each of the checkpoint's id, lineage and
-// deployment members as sent by the store: a stream ID has at most 41
-// bytes, a lineage 32 and store.deployment 64. One over it is sent as
+// maxHeadBytes bounds each of the checkpoint's id, lineage, deployment
+// and sig members as sent by the store: a stream ID has at most 41 bytes,
+// a lineage 32, store.deployment 64 and a sig 98 (an oversized sig
+// arrives as the marker, which verifies with no key). One over it is sent as
 // luaBounded's marker, "(N bytes)": not a stream ID, so the checkpoint is
 // found invalid, and the same marker names it when a synced replica
 // writes over it (writeCheckpointScript's replace). Data and extra are
@@ -185,14 +186,13 @@ var ErrForeignCheckpoint = errors.New("store: the checkpoint is another deployme
 // deployment (or of none: the previous release's): the whole data, or the
 // parts' names and digests (their bytes come with ReadParts).
 var loadCheckpointScript = redis.NewScript(luaBounded + luaScan + `
-local h = bounded(KEYS[1], 'id', 'lineage', 'parts_id', 'parts_size', 'parts_gen', 'deployment')
+local h = bounded(KEYS[1], 'id', 'lineage', 'parts_id', 'parts_size', 'parts_gen', 'deployment', 'sig')
 if not h[1] then return {} end
 local dep = h[6] or ''
 if dep ~= '' and dep ~= ARGV[3] then return {h[1], h[2] or '', dep} end
 ` + luaCheckpointSize + `
 if size > tonumber(ARGV[1]) then return {h[1], h[2] or '', dep, size} end
-local sig = ''
-if redis.call('HSTRLEN', KEYS[1], 'sig') <= 256 then sig = redis.call('HGET', KEYS[1], 'sig') or '' end
+local sig = h[7] or ''
 if h[3] == h[1] then
   local out = {h[1], h[2] or '', dep, size, '', redis.call('HGET', KEYS[1], 'extra') or '', h[5] or '0', sig}
   if not scan(KEYS[2], out, tonumber(ARGV[2])) then return {h[1], h[2] or '', dep, size} end
