@@ -43,10 +43,10 @@ var deployedAlertFields = []string{"hash", "password"}
 
 // DeployedSeriesPerAddress is what the exporter serves per address by
 // default with the receiver on, full feed data and one critical alert: the
-// state, last refresh and two news counters, per feed the breach count,
+// state, last refresh, two news counters and address_info, per feed the breach count,
 // plaintext flag and last change, and breach_alerts_total for critical
 // alerts of every feed (the alert moves one of them).
-var DeployedSeriesPerAddress = 4 + 3*len(breach.KnownSources) + len(breach.KnownSources)
+var DeployedSeriesPerAddress = 5 + 3*len(breach.KnownSources) + len(breach.KnownSources)
 
 // The two processes compared.
 const (

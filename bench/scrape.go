@@ -50,8 +50,8 @@ const (
 	// SeriesPerAddress, with every detail family on: per feed breaches,
 	// databases, one database_info per database, one field_exposed per
 	// field, plaintext, last scanned and last changed; per address the
-	// state, the last refresh and the two news counters.
-	SeriesPerAddress = 4*(2+databasesPerFeed+8+3) + 4
+	// state, the last refresh, the two news counters and address_info.
+	SeriesPerAddress = 4*(2+databasesPerFeed+8+3) + 5
 	// globalSeries: api_up, account_info, the three rate-limit gauges,
 	// budget, refresh cycle, the five bounded labels' drop counters, and
 	// the fleet aggregates (4 states, 4 feeds four times: breached,
