@@ -4,55 +4,244 @@ package exporter
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"strconv"
+	"time"
 
 	"github.com/go-kit/log/level"
 
 	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/ratelog"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 )
 
-// maxApplied bounds appliedDigests: about 2 MB. A copy of an entry older
+// maxApplied bounds appliedDigests: about 1 MB. A copy of an entry older
 // than the last maxApplied alerts applied is not recognised.
 const maxApplied = 20_000
 
-// appliedDigests is the digests of the alerts this replica applied from
-// the stream since its state was last replaced, the newest maxApplied. An
+// appliedWindow is how far back, in the store's time, the checkpoint
+// carries the digests applied (at most maxCheckpointApplied of them), and
+// so how far back a replica passes again its own alerts that a state
+// loaded in place of its own lacks (reforward.go). The replicas' states
+// differ only in the events around a loss of the store's (what one read
+// and another had not yet, what was confirmed and lost before anyone
+// read it), seconds apart; ten minutes leaves room for a store that
+// answers slowly while it reloads.
+const appliedWindow = 10 * time.Minute
+
+// maxCheckpointApplied bounds the digests a checkpoint carries: 23 bytes
+// each, about 300 KB in the checkpoint's extra at most.
+const maxCheckpointApplied = 10_000
+
+// appliedKey is an alert's digest as the memory of applied alerts keeps
+// it: 16 bytes tell 20,000 alerts apart with no collision in practice,
+// and halve what the checkpoint carries.
+type appliedKey [16]byte
+
+func keyOf(d [sha256.Size]byte) appliedKey { return appliedKey(d[:16]) }
+
+// appliedDigests is the digests of the alerts the replica's state counts,
+// with the stream IDs they were applied at, the newest maxApplied. An
 // alert entry whose digest is among them is a copy, counted once already:
 // the same body published again after the store lost its seen: key (a
-// retry, a journal replayed after a crash), or an entry copied whole by
-// someone who can write to the store, whose signature verifies all the
-// same. A checkpoint that replaces the state may not hold what they
-// counted, so they go with it (reset, beside mine's). Under
-// replicas.applying.
+// retry, a journal replayed after a crash, an alert passed again after a
+// resync: reforward.go), or an entry copied whole by someone who can
+// write to the store, whose signature verifies all the same.
+//
+// It is part of the replicated state: a checkpoint carries its newest
+// part (wire), and a state loaded from one takes it (restore), so that
+// every replica skips the same copies, and a replica that loads another's
+// state can tell which of its own alerts that state counts. horizon says
+// what it may have forgotten: an alert applied at or before it may be
+// counted though its digest is not here. Under replicas.applying.
 type appliedDigests struct {
-	set   map[[sha256.Size]byte]struct{}
-	order [][sha256.Size]byte // a ring of set's members, oldest at next
-	next  int
+	set     map[appliedKey]struct{}
+	order   []appliedAt // a ring of set's members, oldest at next
+	next    int
+	horizon string
 }
 
-// add reports whether d is new, and keeps it.
-func (a *appliedDigests) add(d [sha256.Size]byte) bool {
+type appliedAt struct {
+	key     appliedKey
+	ms, seq uint64 // the event's ID
+}
+
+func (e appliedAt) id() string {
+	return strconv.FormatUint(e.ms, 10) + "-" + strconv.FormatUint(e.seq, 10)
+}
+
+// add reports whether d is new, and keeps it as applied at event id.
+func (a *appliedDigests) add(d [sha256.Size]byte, id string) bool {
+	return a.addKey(keyOf(d), id)
+}
+
+func (a *appliedDigests) addKey(k appliedKey, id string) bool {
 	if a.set == nil {
-		a.set = map[[sha256.Size]byte]struct{}{}
+		a.set = map[appliedKey]struct{}{}
 	}
-	if _, ok := a.set[d]; ok {
+	if _, ok := a.set[k]; ok {
 		return false
 	}
+	ms, seq, _ := sharedstore.ParseID(id)
+	e := appliedAt{key: k, ms: ms, seq: seq}
 	if len(a.order) < maxApplied {
-		a.order = append(a.order, d)
+		a.order = append(a.order, e)
 	} else {
-		delete(a.set, a.order[a.next])
-		a.order[a.next] = d
+		old := a.order[a.next]
+		delete(a.set, old.key)
+		a.forget(old.id())
+		a.order[a.next] = e
 		a.next = (a.next + 1) % maxApplied
 	}
-	a.set[d] = struct{}{}
+	a.set[k] = struct{}{}
 	return true
 }
 
-func (a *appliedDigests) reset() {
+// forget moves the horizon to id when it is past it.
+func (a *appliedDigests) forget(id string) {
+	if sharedstore.After(id, a.horizon) {
+		a.horizon = id
+	}
+}
+
+// has reports whether the state counts the alert of digest d.
+func (a *appliedDigests) has(d [sha256.Size]byte) bool {
+	_, ok := a.set[keyOf(d)]
+	return ok
+}
+
+// mayCount reports whether the state may count an alert applied at event
+// id though its digest is not kept: at or before the horizon.
+func (a *appliedDigests) mayCount(id string) bool {
+	return !sharedstore.After(id, a.horizon)
+}
+
+// oldestFirst calls f with the members, oldest first, until it returns
+// false.
+func (a *appliedDigests) oldestFirst(f func(appliedAt) bool) {
+	for i := range a.order {
+		if !f(a.order[(a.next+i)%len(a.order)]) {
+			return
+		}
+	}
+}
+
+// appliedWire is the checkpoint's form of appliedDigests: the horizon,
+// and per alert, oldest first, its appliedKey and its event ID's
+// milliseconds and sequence number as unsigned varints, in base64.
+type appliedWire struct {
+	After   string `json:"after,omitempty"`
+	Entries string `json:"entries,omitempty"`
+}
+
+// wire is what a checkpoint at event last carries: the digests applied
+// within appliedWindow before it, the newest maxCheckpointApplied; the
+// horizon moves past those left out.
+func (a *appliedDigests) wire(last string) *appliedWire {
+	cutoff := ""
+	if ms, _, ok := sharedstore.ParseID(last); ok {
+		cutoff = sharedstore.IDAt(time.UnixMilli(int64(ms)).Add(-appliedWindow))
+	}
+	w := &appliedWire{After: a.horizon}
+	skip := max(len(a.order)-maxCheckpointApplied, 0)
+	var buf []byte
+	i := 0
+	a.oldestFirst(func(e appliedAt) bool {
+		i++
+		if i <= skip || sharedstore.Before(e.id(), cutoff) {
+			if sharedstore.After(e.id(), w.After) {
+				w.After = e.id()
+			}
+			return true
+		}
+		buf = append(buf, e.key[:]...)
+		buf = binary.AppendUvarint(buf, e.ms)
+		buf = binary.AppendUvarint(buf, e.seq)
+		return true
+	})
+	w.Entries = base64.StdEncoding.EncodeToString(buf)
+	return w
+}
+
+// errAppliedWire is a checkpoint's applied digests that cannot be its
+// writer's.
+var errAppliedWire = errors.New("the checkpoint's applied digests are not well formed")
+
+// restore replaces the memory with that of a state loaded from a
+// checkpoint at event at: w, nil in a checkpoint of a release before it.
+// w comes from the store: one that is not well formed, or names an event
+// past the state's, is as none. A state whose digests are not known may
+// count any alert up to its position, and one at no position any alert
+// up to the store's clock: the horizon says so. A horizon past at
+// (restoreLocal's) is kept: it only passes fewer alerts again.
+func (a *appliedDigests) restore(w *appliedWire, at string, now time.Time) {
+	a.empty()
+	if w != nil && a.decode(w, at) == nil {
+		a.horizon = w.After
+		return
+	}
+	a.empty()
+	a.horizon = at
+	if at == "" || at == "0-0" {
+		a.horizon = sharedstore.IDAt(now.Add(breach.MaxFutureSkew))
+	}
+}
+
+// restoreLocal starts the memory for a state from this replica's own
+// snapshot, which carries no digests, at its position stream: nil, a
+// state that counts nothing yet.
+func (a *appliedDigests) restoreLocal(local *persist.State, now time.Time) {
+	a.empty()
+	switch {
+	case local == nil:
+		a.horizon = ""
+	case local.Stream != "":
+		a.horizon = local.Stream
+	default:
+		a.horizon = sharedstore.IDAt(now.Add(breach.MaxFutureSkew))
+	}
+}
+
+func (a *appliedDigests) empty() {
 	clear(a.set)
-	a.order, a.next = nil, 0
+	clear(a.order)
+	a.order, a.next = a.order[:0], 0
+}
+
+func (a *appliedDigests) decode(w *appliedWire, at string) error {
+	if base64.StdEncoding.DecodedLen(len(w.Entries)) > maxCheckpointApplied*(len(appliedKey{})+2*binary.MaxVarintLen64) {
+		return errAppliedWire
+	}
+	b, err := base64.StdEncoding.DecodeString(w.Entries)
+	if err != nil {
+		return errAppliedWire
+	}
+	for len(b) > 0 {
+		if len(b) < len(appliedKey{}) {
+			return errAppliedWire
+		}
+		k := appliedKey(b[:len(appliedKey{})])
+		b = b[len(appliedKey{}):]
+		ms, n := binary.Uvarint(b)
+		if n <= 0 {
+			return errAppliedWire
+		}
+		b = b[n:]
+		seq, n := binary.Uvarint(b)
+		if n <= 0 {
+			return errAppliedWire
+		}
+		b = b[n:]
+		e := appliedAt{key: k, ms: ms, seq: seq}
+		if sharedstore.After(e.id(), at) || len(a.order) >= maxCheckpointApplied {
+			return errAppliedWire
+		}
+		a.addKey(k, e.id())
+	}
+	return nil
 }
 
 // copied counts and logs (at most once a minute) an alert entry skipped

@@ -5,11 +5,19 @@ package exporter
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/persist"
+	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
 )
 
@@ -23,14 +31,15 @@ func TestACopiedAlertEntryCountsOnce(t *testing.T) {
 	one := startReplica(t, dir, filepath.Join(dir, "one"))
 	two := startReplica(t, dir, filepath.Join(dir, "two"))
 	alerts, invalid := alertsOf("a@example.com"), testkit.Series("breach_exporter_store_events_invalid_total")
-	// Both follow the stream: neither takes the alert from a checkpoint,
-	// which does not carry the digests applied (a limit, docs/replicas.md).
 	testkit.Eventually(t, "both synced", func() bool { return one.synced(t) && two.synced(t) })
 	if code := one.post(t, alertNumbered("a@example.com", 0)); code != 204 {
 		t.Fatalf("the alert answered %d", code)
 	}
 	testkit.Eventually(t, "the alert counted on both", func() bool { return one.scrape(t)[alerts] == 1 && two.scrape(t)[alerts] == 1 })
 
+	lineages := testkit.Series("breach_exporter_store_lineages_started_total", "reason", "rewound")
+	resyncs := testkit.Series("breach_exporter_store_resyncs_total", "reason", "lineage")
+	before := map[string]map[string]float64{"one": one.scrape(t), "two": two.scrape(t)}
 	genuine := lastAlertEntry(t, c)
 	var values []any
 	for k, v := range genuine {
@@ -45,29 +54,123 @@ func TestACopiedAlertEntryCountsOnce(t *testing.T) {
 			t.Errorf("%s counts %v alerts, want 1: the copy counted", name, got)
 		}
 	}
+
+	// The copy carried its prev, an ID before the entry that came before
+	// it, as an entry after a loss of the store's does; yet the store
+	// still holds every entry. Before, every replica took it for a loss
+	// and started a new lineage.
+	if _, ok := genuine["prev"]; !ok {
+		t.Fatal("the copied entry has no prev")
+	}
+	if code := two.post(t, alertNumbered("a@example.com", 1)); code != 204 {
+		t.Fatalf("the alert answered %d", code)
+	}
+	testkit.Eventually(t, "the next alert counted on both", func() bool { return one.scrape(t)[alerts] == 2 && two.scrape(t)[alerts] == 2 })
+	testkit.Eventually(t, "both replicas found the store still holds their position", func() bool {
+		return one.logs.Count("not a loss of the store's") == 1 && two.logs.Count("not a loss of the store's") == 1
+	})
+	for name, r := range map[string]*replica{"one": one, "two": two} {
+		m := r.scrape(t)
+		if n := m[lineages] - before[name][lineages]; n != 0 {
+			t.Errorf("%s started %v lineages for a copy, want 0", name, n)
+		}
+		if n := m[resyncs] - before[name][resyncs]; n != 0 {
+			t.Errorf("%s loaded %v checkpoints of another lineage for a copy, want 0", name, n)
+		}
+	}
 }
 
-// The memory of applied digests keeps the newest maxApplied.
+// The memory of applied digests keeps the newest maxApplied, and its
+// horizon moves to the newest event it forgot.
 func TestAppliedDigestsKeepTheNewest(t *testing.T) {
 	var a appliedDigests
 	digest := func(i int) [sha256.Size]byte { return sha256.Sum256([]byte{byte(i), byte(i >> 8), byte(i >> 16)}) }
+	id := func(i int) string { return fmt.Sprintf("%d-0", 1000+i) }
 	for i := range maxApplied + 10 {
-		if !a.add(digest(i)) {
+		if !a.add(digest(i), id(i)) {
 			t.Fatalf("digest %d not new", i)
 		}
 	}
 	if len(a.set) != maxApplied {
 		t.Fatalf("%d digests kept, want %d", len(a.set), maxApplied)
 	}
-	if !a.add(digest(0)) {
+	if a.horizon != id(9) {
+		t.Errorf("horizon %s, want %s: the newest event forgotten", a.horizon, id(9))
+	}
+	if !a.mayCount(id(9)) || a.mayCount(id(10)) {
+		t.Error("mayCount does not follow the horizon")
+	}
+	if !a.add(digest(0), id(maxApplied+10)) {
 		t.Error("the oldest digest still kept past the bound")
 	}
-	if a.add(digest(maxApplied + 9)) {
+	if a.add(digest(maxApplied+9), id(maxApplied+11)) {
 		t.Error("the newest digest forgotten")
 	}
-	a.reset()
-	if !a.add(digest(maxApplied + 9)) {
-		t.Error("a digest kept across a reset")
+}
+
+// A checkpoint carries the digests of its last appliedWindow, the newest
+// maxCheckpointApplied, and a state loaded from it has them and the
+// horizon past those left out; what the store holds is checked first.
+func TestAppliedDigestsThroughACheckpoint(t *testing.T) {
+	var a appliedDigests
+	start := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	at := func(d time.Duration, seq int) string { return fmt.Sprintf("%d-%d", start.Add(d).UnixMilli(), seq) }
+	digest := func(i int) [sha256.Size]byte { return sha256.Sum256([]byte{byte(i), byte(i >> 8)}) }
+	a.add(digest(0), at(0, 0))                         // older than the window
+	a.add(digest(1), at(time.Minute, 3))               // within it
+	a.add(digest(2), at(appliedWindow+time.Minute, 0)) // the newest
+	last := at(appliedWindow+time.Minute, 0)
+	w := a.wire(last)
+	if w.After != at(0, 0) {
+		t.Errorf("horizon %s, want the one left out, %s", w.After, at(0, 0))
+	}
+	data, err := json.Marshal(checkpointExtra{V: eventFormat, ID: last, Applied: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, ok := decodeExtra(data, last)
+	if !ok {
+		t.Fatal("the extra does not decode")
+	}
+	var b appliedDigests
+	b.restore(x.appliedWire(), last, time.Now())
+	if b.has(digest(0)) || !b.has(digest(1)) || !b.has(digest(2)) {
+		t.Errorf("loaded %v %v %v, want the two within the window", b.has(digest(0)), b.has(digest(1)), b.has(digest(2)))
+	}
+	if !b.mayCount(at(0, 0)) || b.mayCount(at(time.Minute, 3)) {
+		t.Error("the loaded horizon does not cover what was left out, or covers what was kept")
+	}
+
+	for name, bad := range map[string]*appliedWire{
+		"not base64":     {Entries: "%%%"},
+		"a cut entry":    {Entries: base64.StdEncoding.EncodeToString(make([]byte, 20))},
+		"past the state": {Entries: base64.StdEncoding.EncodeToString(append(make([]byte, 16), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0))},
+		"too many":       {Entries: strings.Repeat("A", 4*(maxCheckpointApplied*36/3+3))},
+	} {
+		b.restore(bad, last, time.Now())
+		if len(b.set) != 0 || b.horizon != last {
+			t.Errorf("%s: %d digests loaded, horizon %s; want none and the checkpoint's ID", name, len(b.set), b.horizon)
+		}
+	}
+	future := &appliedWire{After: at(appliedWindow+2*time.Minute, 0)}
+	if b.restore(future, last, time.Now()); b.horizon != future.After {
+		t.Errorf("a horizon past the state: %s, want it kept (it only passes fewer alerts again)", b.horizon)
+	}
+	b.restore(nil, "", start)
+	if b.horizon != sharedstore.IDAt(start.Add(breach.MaxFutureSkew)) {
+		t.Errorf("a checkpoint without position or digests: horizon %s, want the store's clock ahead", b.horizon)
+	}
+	for _, c := range []struct {
+		local *persist.State
+		want  string
+	}{
+		{nil, ""},
+		{&persist.State{Stream: last}, last},
+		{&persist.State{}, sharedstore.IDAt(start.Add(breach.MaxFutureSkew))},
+	} {
+		if b.restoreLocal(c.local, start); b.horizon != c.want || len(b.set) != 0 {
+			t.Errorf("from a local snapshot %+v: horizon %q, %d digests; want %q, none", c.local, b.horizon, len(b.set), c.want)
+		}
 	}
 }
 

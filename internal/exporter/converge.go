@@ -213,6 +213,7 @@ func (r *replicas) start(local *persist.State) *persist.State {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
+	r.applied.restoreLocal(local, time.Now())
 	head, err := r.shared.Head(ctx)
 	if err != nil {
 		level.Warn(r.logger).Log("msg", "The store did not answer at start; serving this replica's own snapshot, not synced until the store's checkpoint and the events after it are loaded", "err", err)
@@ -229,6 +230,7 @@ func (r *replicas) start(local *persist.State) *persist.State {
 		st.Webhook, st.Journal = local.Webhook, local.Journal
 	}
 	r.applying.Lock()
+	r.applied.restore(x.appliedWire(), st.Stream, time.Now())
 	r.sync.lineage, r.sync.descends, r.sync.start = lineage, true, x
 	r.held.loaded = st.Watchlist.Entries
 	r.applying.Unlock()
@@ -458,6 +460,9 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 	if err != nil {
 		return false // the store's outage changes nothing a replica holds
 	}
+	if !r.checkLoss(ctx, &loss, seen) {
+		return false
+	}
 	last = r.settleLostAt(held, head, last)
 	switch {
 	case !head.HasCheckpoint || !r.validHead(head):
@@ -476,6 +481,7 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 	r.applying.Unlock()
 	r.settleDuplicates()
 	if r.sync.synced.Load() {
+		r.reforward(head)
 		r.partsUnread(ctx, head)
 		_ = r.shared.MarkSynced(ctx, syncedTTL)
 		if r.sync.urgent {
@@ -557,6 +563,31 @@ func (r *replicas) withoutCheckpoint(head sharedstore.Head) bool {
 	r.sync.behind.Store(true)
 	r.sync.urgent = true
 	level.Warn(r.logger).Log("msg", "No replica holds a history the store has: starting a new one from this replica's state (a new deployment, or a store that lost everything while no replica was synced)", "addresses", addresses)
+	return true
+}
+
+// checkLoss checks the loss noteLost saw at entry seen, if any: the store
+// lost the position held then only when it no longer holds its entry. An
+// entry copied whole, its prev with it, or one forged with an earlier
+// prev, names a loss that did not happen: it is forgotten, and logged.
+// False when the store did not answer.
+func (r *replicas) checkLoss(ctx context.Context, loss *lossSeen, seen string) bool {
+	if loss.held == "" {
+		return true
+	}
+	holds, err := r.shared.Holds(ctx, loss.held)
+	if err != nil || !holds {
+		return err == nil
+	}
+	r.applying.Lock()
+	if r.sync.lostAt == seen {
+		r.sync.lost, r.sync.lostAt = "", ""
+	}
+	r.applying.Unlock()
+	if suppressed, ok := r.logs.Allow("not-lost"); ok {
+		level.Warn(r.logger).Log("msg", "An entry of the store names an earlier last entry than the one before it, though the store still holds that one: a copied or forged entry, not a loss of the store's; ignored", "at", breach.LabelValue(seen, breach.MaxValueBytes), "held", loss.held, ratelog.SuppressedKey, suppressed)
+	}
+	loss.held, loss.at = "", ""
 	return true
 }
 
@@ -718,7 +749,8 @@ func (r *replicas) resync(ctx context.Context, head sharedstore.Head, reason str
 	r.sync.lost, r.sync.lostAt, r.sync.started = "", "", ""
 	r.sync.target = ""
 	r.mine.reset()
-	r.applied.reset()
+	r.applied.restore(x.appliedWire(), st.Stream, time.Now())
+	r.own.check = true      // reforward.go
 	r.rebaseHeld(st.Stream) // unwatched.go
 	r.applying.Unlock()
 	r.setSynced(false)
@@ -746,6 +778,7 @@ func (r *replicas) take(f func()) string {
 	}
 	x := checkpointExtra{V: eventFormat, ID: r.last, Page: pageWires(r.page.entries)}
 	x.HeldAfter, x.Held = r.heldExtra()
+	x.Applied = r.applied.wire(r.last)
 	x = withContinuity(x, r.watchlist.SaveContinuity())
 	r.sync.extra = &x
 	return r.last

@@ -202,6 +202,9 @@ func (r *replicas) keepMine(batch []forwarded, ids []string, epoch uint64) {
 	r.applying.Lock()
 	defer r.applying.Unlock()
 	for i, id := range ids {
+		if id != "" {
+			r.own.add(id, batch[i].alert)
+		}
 		switch {
 		case id == "" || r.mine.applied[id]:
 			continue // a duplicate, or applied already (decoded)
@@ -210,6 +213,10 @@ func (r *replicas) keepMine(batch []forwarded, ids []string, epoch uint64) {
 		case r.mine.epoch == epoch:
 			r.mine.add(id, batch[i].alert)
 			r.applyLost(id)
+		default:
+			// The state was replaced meanwhile: whether it counts the
+			// alert is reforward's to find out.
+			r.own.check = true
 		}
 	}
 	clear(r.mine.applied)

@@ -80,6 +80,7 @@ type replicas struct {
 	// here too when the store lost them (mine.go; applying).
 	mine    mineSet
 	applied appliedDigests // applied.go
+	own     ownAlerts      // reforward.go
 	// logs paces the lines of store failures that repeat, per reason.
 	logs *ratelog.Limiter
 	// held is what the stream brought for addresses not watched here yet
@@ -108,6 +109,10 @@ type replicas struct {
 
 type forwarded struct {
 	alert watchlist.AcceptedAlert
+	// again: passed again because a state loaded in place of this
+	// replica's lacks it (reforward.go); its 204 was counted when it was
+	// first passed.
+	again bool
 }
 
 // replicaName names this process in the store: the host, the pid, the
@@ -264,7 +269,7 @@ func (r *replicas) applyAlert(ev sharedstore.Event, prev string, now time.Time) 
 			return
 		}
 	}
-	if !r.applied.add(a.Digest) {
+	if !r.applied.add(a.Digest, ev.ID) {
 		r.copied(ev)
 		return
 	}
@@ -391,8 +396,13 @@ func (r *replicas) queue(a watchlist.AcceptedAlert, replayed bool) {
 			return
 		}
 	}
+	r.push(forwarded{alert: a})
+}
+
+// push adds to the backlog and wakes forward.
+func (r *replicas) push(fs ...forwarded) {
 	r.forwardMu.Lock()
-	r.backlog = append(r.backlog, forwarded{alert: a})
+	r.backlog = append(r.backlog, fs...)
 	r.waiting.Set(float64(len(r.backlog)))
 	r.forwardMu.Unlock()
 	select {
@@ -501,7 +511,9 @@ func (r *replicas) forward(ctx context.Context) {
 		}
 		retry = forwardRetryMin
 		for i, f := range next {
-			r.counted(ids[i], f.alert.Digest)
+			if !f.again {
+				r.counted(ids[i], f.alert.Digest)
+			}
 		}
 		r.forwardMu.Lock()
 		clear(r.backlog[:len(next)])

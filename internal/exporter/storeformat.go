@@ -241,6 +241,17 @@ type checkpointExtra struct {
 	// the event before the first, and their events' IDs.
 	HeldAfter string   `json:"held_after,omitempty"`
 	Held      []string `json:"held,omitempty"`
+	// Applied is the digests of the alerts the writer's state counts
+	// (applied.go); nil in a checkpoint of a release before it.
+	Applied *appliedWire `json:"applied,omitempty"`
+}
+
+// appliedWire is x's Applied; nil when x is.
+func (x *checkpointExtra) appliedWire() *appliedWire {
+	if x == nil {
+		return nil
+	}
+	return x.Applied
 }
 
 type accountExtra struct {

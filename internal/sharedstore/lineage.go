@@ -161,6 +161,22 @@ func (s *Client) Head(ctx context.Context) (Head, error) {
 	return h, nil
 }
 
+// holdsScript: KEYS the stream; ARGV an ID. 1 when the stream holds an
+// entry of that ID, else 0; never the entry itself, which may be large.
+var holdsScript = redis.NewScript(`
+if redis.call('TYPE', KEYS[1]).ok ~= 'stream' then return 0 end
+return #redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+`)
+
+// Holds reports whether the stream still holds the entry of ID id.
+func (s *Client) Holds(ctx context.Context, id string) (bool, error) {
+	n, err := holdsScript.Run(ctx, s.rdb, []string{s.key("events")}, id).Int64()
+	if err = s.readOutcome(ctx, "read", err); err != nil {
+		return false, fmt.Errorf("store: holds: %w", err)
+	}
+	return n == 1, nil
+}
+
 // MarkSynced tells the others, for ttl, that a replica holds the
 // cluster's history: one that does not waits for its checkpoint rather
 // than start a history of its own.
@@ -371,3 +387,12 @@ func Adjacent(a, b string) bool {
 
 // Before reports whether stream ID a comes before b (After(b, a)).
 func Before(a, b string) bool { return After(b, a) }
+
+// ParseID splits a stream ID into its milliseconds and sequence number;
+// false for one that is not an ID.
+func ParseID(id string) (ms, seq uint64, ok bool) { return parseID(id) }
+
+// IDAt is the first stream ID of t's millisecond ("0-0" before 1970).
+func IDAt(t time.Time) string {
+	return strconv.FormatInt(max(t.UnixMilli(), 0), 10) + "-0"
+}
