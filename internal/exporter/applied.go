@@ -244,11 +244,26 @@ func (a *appliedDigests) decode(w *appliedWire, at string) error {
 	return nil
 }
 
-// copied counts and logs (at most once a minute) an alert entry skipped
-// as a copy of one applied already.
+// outcomeDigest is the digest an answer's or a failure's entry is known
+// by among the applied: its kind and data, which hold the request's time
+// and so differ for every request. The other outcomes (an account's
+// /me, a drop, a rate limit) may legitimately repeat the same data: a
+// copy of one of them states again what the API said last.
+func outcomeDigest(kind string, data []byte) ([sha256.Size]byte, bool) {
+	if kind != eventAnswered && kind != eventFailed {
+		return [sha256.Size]byte{}, false
+	}
+	h := sha256.New()
+	h.Write([]byte("outcome\x00" + kind + "\x00"))
+	h.Write(data)
+	return [sha256.Size]byte(h.Sum(nil)), true
+}
+
+// copied counts and logs (at most once a minute) an entry skipped as a
+// copy of one applied already.
 func (r *replicas) copied(ev sharedstore.Event) {
 	r.dropped.Inc()
 	if suppressed, ok := r.logs.Allow("copied"); ok {
-		level.Warn(r.logger).Log("msg", "Skipped an alert entry of the store that copies one this replica applied already: counted once", "id", breach.LabelValue(ev.ID, breach.MaxValueBytes), ratelog.SuppressedKey, suppressed)
+		level.Warn(r.logger).Log("msg", "Skipped an entry of the store that copies one this replica applied already: applied once", "kind", breach.LabelValue(ev.Kind, breach.MaxValueBytes), "id", breach.LabelValue(ev.ID, breach.MaxValueBytes), ratelog.SuppressedKey, suppressed)
 	}
 }

@@ -9,12 +9,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breach-exporter/breach_exporter/examples/simulator/sim"
 	"github.com/breach-exporter/breach_exporter/internal/breach"
 	"github.com/breach-exporter/breach_exporter/internal/persist"
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
@@ -199,6 +201,83 @@ func lastAlertEntry(t *testing.T, c *redis.Client) map[string]any {
 	}
 	if last == nil {
 		t.Fatalf("no alert entry in the stream: %v", entries)
+	}
+	return last
+}
+
+// An answer's entry copied whole, its signature included, is applied once:
+// the older answer again would take the address back, and its next read
+// would count the same news twice. Before, the copy was applied, and the
+// read after it counted the new database again (news 2, want 1).
+func TestACopiedAnswerIsAppliedOnce(t *testing.T) {
+	s := newStoreSetup(t)
+	one, two := s.replica(t, "one"), s.replica(t, "two")
+	s.verified(t, one)
+	s.verified(t, two)
+	ctx := context.Background()
+	first := lastEntryOf(t, s, eventAnswered, "a@example.com")
+	at := time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC)
+	s.api.Answer("a@example.com", sim.Verified(breach.SourceState{Source: "combolist", BreachCount: 2, SourceDBs: []string{"x", "y"},
+		FieldsExposed: []string{"password"}, HasPlaintextPassword: true, LastScannedAt: at, LastChangedAt: at}))
+	// Each asks for a re-read (a new database), whichever replica holds
+	// a's claim; the store counts the body once.
+	alert(t, one, "a@example.com")
+	alert(t, two, "a@example.com")
+	news := testkit.Series("breach_address_new_databases_total", "address", "a@example.com")
+	testkit.Eventually(t, "the new database counted on both", func() bool { return one.scrape(t)[news] == 1 && two.scrape(t)[news] == 1 })
+
+	var values []any
+	for k, v := range first {
+		values = append(values, k, v)
+	}
+	copyID, err := s.redis.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey, Values: values}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*replica{one, two} { // a's next read
+		if c := r.post(t, alertNumbered("a@example.com", 7)); c != 204 {
+			t.Fatalf("alert answered %d", c)
+		}
+	}
+	testkit.Eventually(t, "a read again", func() bool {
+		next, err := s.redis.XRangeN(ctx, eventsKey, "("+copyID, "+", 100).Result()
+		return err == nil && slices.ContainsFunc(next, func(m redis.XMessage) bool {
+			data, _ := m.Values["data"].(string)
+			return m.Values["kind"] == eventAnswered && strings.Contains(data, "a@example.com")
+		})
+	})
+	s.waitConverged(t, two, one)
+	invalid := testkit.Series("breach_exporter_store_events_invalid_total")
+	testkit.Eventually(t, "both replicas past the read after the copy", func() bool {
+		return one.scrape(t)[alertsOf("a@example.com")] == 2 && two.scrape(t)[alertsOf("a@example.com")] == 2
+	})
+	for name, r := range map[string]*replica{"one": one, "two": two} {
+		m := r.scrape(t)
+		if got := m[news]; got != 1 {
+			t.Errorf("%s counts %v new databases for a, want 1: the copied answer took it back", name, got)
+		}
+		if got := m[invalid]; got != 1 {
+			t.Errorf("%s skipped %v entries, want the copy", name, got)
+		}
+	}
+}
+
+// lastEntryOf is the fields of the stream's last entry of kind whose data
+// names address.
+func lastEntryOf(t *testing.T, s *storeSetup, kind, address string) map[string]any {
+	t.Helper()
+	entries, err := s.redis.XRange(context.Background(), eventsKey, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last map[string]any
+	for _, e := range entries {
+		if data, _ := e.Values["data"].(string); e.Values["kind"] == kind && strings.Contains(data, address) {
+			last = e.Values
+		}
+	}
+	if last == nil {
+		t.Fatalf("no %s entry for %s in the stream", kind, address)
 	}
 	return last
 }

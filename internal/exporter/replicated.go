@@ -245,6 +245,12 @@ func (r *replicas) apply(ev sharedstore.Event) {
 		r.invalid(ev, errors.New("an unknown kind"))
 		return
 	}
+	if d, ok := outcomeDigest(ev.Kind, ev.Data); ok && !r.applied.add(d, ev.ID) {
+		// An older answer again would take the address back, and its
+		// next read would count the same news twice.
+		r.copied(ev)
+		return
+	}
 	o, err := decodeOutcome(ev.Kind, ev.Data, now)
 	if err != nil {
 		r.invalid(ev, err)
