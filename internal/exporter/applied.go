@@ -19,7 +19,7 @@ import (
 )
 
 // maxApplied bounds appliedDigests: about 1 MB. A copy of an entry older
-// than the last maxApplied alerts applied is not recognised.
+// than the last maxApplied entries applied is not recognised.
 const maxApplied = 20_000
 
 // appliedWindow is how far back, in the store's time, the checkpoint
@@ -36,16 +36,17 @@ const appliedWindow = 10 * time.Minute
 // each, about 300 KB in the checkpoint's extra at most.
 const maxCheckpointApplied = 10_000
 
-// appliedKey is an alert's digest as the memory of applied alerts keeps
-// it: 16 bytes tell 20,000 alerts apart with no collision in practice,
-// and halve what the checkpoint carries.
+// appliedKey is a digest as the memory of applied entries keeps it: 16
+// bytes tell 20,000 entries apart with no collision in practice, and
+// halve what the checkpoint carries.
 type appliedKey [16]byte
 
 func keyOf(d [sha256.Size]byte) appliedKey { return appliedKey(d[:16]) }
 
-// appliedDigests is the digests of the alerts the replica's state counts,
-// with the stream IDs they were applied at, the newest maxApplied. An
-// alert entry whose digest is among them is a copy, counted once already:
+// appliedDigests is the digests of the alerts the replica's state counts
+// (and of the answers and failures it applied: outcomeDigest), with the
+// stream IDs they were applied at, the newest maxApplied. An entry whose
+// digest is among them is a copy, applied once already:
 // the same body published again after the store lost its seen: key (a
 // retry, a journal replayed after a crash, an alert passed again after a
 // resync: reforward.go), or an entry copied whole by someone who can
