@@ -108,7 +108,8 @@ func (a *appliedDigests) forget(id string) {
 	}
 }
 
-// has reports whether the state counts the alert of digest d.
+// has reports whether the state applied the entry of digest d: counted
+// it, or holds it for an address not watched yet, or skipped it.
 func (a *appliedDigests) has(d [sha256.Size]byte) bool {
 	_, ok := a.set[keyOf(d)]
 	return ok
@@ -140,7 +141,10 @@ type appliedWire struct {
 
 // wire is what a checkpoint at event last carries: the digests applied
 // within appliedWindow before it, the newest maxCheckpointApplied; the
-// horizon moves past those left out.
+// horizon moves past those left out. One applied at an ID past last (a
+// stream that went back: a failover to a primary whose clock lags) is
+// left out too, since a loader refuses a wire that names an event past
+// the checkpoint's.
 func (a *appliedDigests) wire(last string) *appliedWire {
 	cutoff := ""
 	if ms, _, ok := sharedstore.ParseID(last); ok {
@@ -152,7 +156,7 @@ func (a *appliedDigests) wire(last string) *appliedWire {
 	i := 0
 	a.oldestFirst(func(e appliedAt) bool {
 		i++
-		if i <= skip || sharedstore.Before(e.id(), cutoff) {
+		if i <= skip || sharedstore.Before(e.id(), cutoff) || sharedstore.After(e.id(), last) {
 			if sharedstore.After(e.id(), w.After) {
 				w.After = e.id()
 			}
@@ -173,14 +177,17 @@ var errAppliedWire = errors.New("the checkpoint's applied digests are not well f
 
 // restore replaces the memory with that of a state loaded from a
 // checkpoint at event at: w, nil in a checkpoint of a release before it.
-// w comes from the store: one that is not well formed, or names an event
-// past the state's, is as none. A state whose digests are not known may
-// count any alert up to its position, and one at no position any alert
-// up to the store's clock: the horizon says so. A horizon past at
-// (restoreLocal's) is kept: it only passes fewer alerts again.
+// w comes from the store: one that is not well formed, names an event
+// past the state's, or a horizon past both the state's and this clock's
+// reach (which would stop every alert being passed again for good), is
+// as none. A state whose digests are not known may count any alert up to
+// its position, and one at no position any alert up to now (and as far
+// ahead as a clock may be): the horizon says so. w's horizon may lie past
+// at (restoreLocal's, written by a replica that started from its own
+// snapshot): it only passes fewer alerts again for a while.
 func (a *appliedDigests) restore(w *appliedWire, at string, now time.Time) {
 	a.empty()
-	if w != nil && a.decode(w, at) == nil {
+	if w != nil && validHorizon(w.After, at, now) && a.decode(w, at) == nil {
 		a.horizon = w.After
 		return
 	}
@@ -210,6 +217,16 @@ func (a *appliedDigests) empty() {
 	clear(a.set)
 	clear(a.order)
 	a.order, a.next = a.order[:0], 0
+}
+
+// validHorizon reports whether h could be a horizon of a state at event
+// at: none, or a stream ID no later than at or than restoreLocal's.
+func validHorizon(h, at string, now time.Time) bool {
+	if h == "" {
+		return true
+	}
+	_, _, ok := sharedstore.ParseID(h)
+	return ok && (!sharedstore.After(h, at) || !sharedstore.After(h, sharedstore.IDAt(now.Add(breach.MaxFutureSkew))))
 }
 
 func (a *appliedDigests) decode(w *appliedWire, at string) error {

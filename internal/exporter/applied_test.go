@@ -154,6 +154,17 @@ func TestAppliedDigestsThroughACheckpoint(t *testing.T) {
 			t.Errorf("%s: %d digests loaded, horizon %s; want none and the checkpoint's ID", name, len(b.set), b.horizon)
 		}
 	}
+	if b.restore(&appliedWire{After: at(24*time.Hour*365, 0)}, last, time.Now()); b.horizon != last {
+		t.Errorf("a horizon a year ahead: %s, want the wire refused (it would stop every alert passed again)", b.horizon)
+	}
+	var back appliedDigests // the stream went back below an ID applied
+	back.add(digest(7), at(time.Minute, 0))
+	back.add(digest(8), at(2*time.Minute, 0))
+	if w := back.wire(at(90*time.Second, 0)); w.After != at(2*time.Minute, 0) {
+		t.Errorf("after the stream went back: horizon %s, want the ID past the checkpoint's, %s", w.After, at(2*time.Minute, 0))
+	} else if b.restore(w, at(90*time.Second, 0), time.Now()); !b.has(digest(7)) {
+		t.Error("a wire with an ID past its checkpoint's was refused whole")
+	}
 	future := &appliedWire{After: at(appliedWindow+2*time.Minute, 0)}
 	if b.restore(future, last, time.Now()); b.horizon != future.After {
 		t.Errorf("a horizon past the state: %s, want it kept (it only passes fewer alerts again)", b.horizon)

@@ -32,9 +32,14 @@ import (
 // replica that stopped before the resync are not passed again: the
 // limit docs/replicas.md states.
 
+// maxOwn bounds ownAlerts (about 500 bytes each): at 10,000 alerts in
+// less than appliedWindow, the oldest of them are not passed again after
+// a resync (docs/replicas.md says so).
+const maxOwn = 10_000
+
 // ownAlerts is this replica's alerts the store confirmed, with the IDs it
 // gave them, oldest first: those of the last appliedWindow, at most
-// maxMine. check: a state was loaded in place of this replica's since
+// maxOwn. check: a state was loaded in place of this replica's since
 // reforward last looked. Under replicas.applying.
 type ownAlerts struct {
 	list  []ownAlert
@@ -55,8 +60,8 @@ func (o *ownAlerts) add(id string, a watchlist.AcceptedAlert) {
 		}
 		o.drop(n)
 	}
-	if len(o.list) >= maxMine {
-		o.drop(len(o.list) - maxMine + 1)
+	if len(o.list) >= maxOwn {
+		o.drop(len(o.list) - maxOwn + 1)
 	}
 	o.list = append(o.list, ownAlert{id: id, alert: a})
 }
@@ -88,13 +93,19 @@ func (r *replicas) reforward(head sharedstore.Head) {
 		return
 	}
 	r.own.check = false
+	held := make(map[string]bool, len(r.held.alerts))
+	for _, h := range r.held.alerts {
+		held[h.id] = true
+	}
 	var again []forwarded
 	kept := r.own.list[:0]
 	for _, o := range r.own.list {
 		switch {
-		case r.applied.has(o.alert.Digest), r.applied.mayCount(o.id), r.mine.has(o.id):
+		case r.applied.has(o.alert.Digest), r.applied.mayCount(o.id), r.mine.has(o.id), held[o.id]:
 			// Counted; or maybe counted, and forgotten; or published
-			// since the state was loaded, which the stream brings.
+			// since the state was loaded, which the stream brings; or
+			// held through the resync for an address not watched yet,
+			// counted when its hold ends (unwatched.go).
 			kept = append(kept, o)
 		default:
 			again = append(again, forwarded{alert: o.alert, again: true})

@@ -5,12 +5,22 @@ package exporter
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-kit/log"
+	"github.com/jonboulle/clockwork"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breach-exporter/breach_exporter/internal/breach"
+	"github.com/breach-exporter/breach_exporter/internal/config"
+	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
 	"github.com/breach-exporter/breach_exporter/internal/testkit"
+	"github.com/breach-exporter/breach_exporter/internal/watchlist"
+	"github.com/breach-exporter/breach_exporter/webhook"
 )
 
 // readsOf tells the stream's reads (sharedstore's readScript, whose first
@@ -154,4 +164,49 @@ func logsOnFailure(t *testing.T, rs ...*replica) {
 			}
 		}
 	})
+}
+
+// An own alert for an address not watched here yet, held through a resync
+// (rebaseHeld), is counted when its hold ends: reforward does not pass it
+// again, which counted it twice on this replica. The store lost it and
+// this replica applied it from mine, then loaded a checkpoint past it
+// that lacks it.
+func TestReforwardLeavesAnOwnHeldAlert(t *testing.T) {
+	w := watchlist.New()
+	w.Sync(nil, []breach.Address{{Email: "a@example.com"}}, breach.LabelEmail, 0)
+	hook, err := webhook.NewHandler(prometheus.NewRegistry(), webhook.Options{Config: config.NewCurrent(&config.Bundle{Config: &config.Config{}}),
+		Watchlist: w, Clock: clockwork.NewRealClock(), Logger: log.NewNopLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := applier(t)
+	r.watchlist, r.hook, r.held, r.name = w, hook, newHeld(), "two"
+	r.waiting, r.wake = prometheus.NewGauge(prometheus.GaugeOpts{Name: "waiting"}), make(chan struct{}, 1)
+	now := time.Now()
+	r.held.now = func() time.Time { return now }
+	a := watchlist.AcceptedAlert{Digest: sha256.Sum256([]byte("a")), At: now, Address: unanswered,
+		Delta: watchlist.AlertDelta{Source: "combolist", Severity: "critical"}}
+	id := func(ms int64) string { return sharedstore.IDAt(now.Add(time.Duration(ms) * time.Millisecond)) }
+
+	r.applying.Lock()
+	r.last = id(-1000)
+	r.mine.add(id(0), a)
+	r.own.add(id(0), a)
+	r.applyLost(id(0)) // the store lost it: applied from mine, held
+	var writer appliedDigests
+	writer.add(sha256.Sum256([]byte("another")), id(500))
+	r.last = id(500) // the resync
+	r.mine.reset()
+	r.applied.restore(writer.wire(id(500)), id(500), now)
+	r.own.check = true
+	r.rebaseHeld(id(500))
+	held := len(r.held.alerts)
+	r.applying.Unlock()
+	if held != 1 {
+		t.Fatalf("%d alerts held through the resync, want 1", held)
+	}
+	r.reforward(sharedstore.Head{Last: id(500)})
+	if n := r.waitingCount(); n != 0 {
+		t.Errorf("passed %d alerts again, want none: the one held is counted when its hold ends", n)
+	}
 }
