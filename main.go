@@ -302,7 +302,11 @@ func (p *program) serve(stop stopping) int {
 		defer wg.Done()
 		p.exp.Run(p.runCtx)
 	}()
-	go reloadOnSIGHUP(p.runCtx, p.exp, p.logger)
+	// Subscribed before the listeners say they listen: a SIGHUP sent once
+	// they do is never lost (nor, when the parent ignores SIGHUP, ignored).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go reloadOnSIGHUP(p.runCtx, hup, p.exp, p.logger)
 
 	failed := make(chan error, len(p.servers))
 	for _, l := range p.servers {
@@ -416,9 +420,7 @@ func (l *listener) run(logger *slog.Logger) error {
 	return fmt.Errorf("%s listener: %w", l.name, err)
 }
 
-func reloadOnSIGHUP(ctx context.Context, exp *exporter.Exporter, logger log.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+func reloadOnSIGHUP(ctx context.Context, hup chan os.Signal, exp *exporter.Exporter, logger log.Logger) {
 	defer signal.Stop(hup)
 	for {
 		select {

@@ -465,6 +465,8 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 	}
 	last = r.settleLostAt(held, head, last)
 	switch {
+	case r.lostWithCheckpoint(head, descends, loss):
+		r.rewind(head, last)
 	case !head.HasCheckpoint || !r.validHead(head):
 		moved = r.withoutCheckpoint(head)
 	case descends && r.sync.synced.Load() && loss.contends(head, last):
@@ -480,15 +482,36 @@ func (r *replicas) round(ctx context.Context) (moved bool) {
 	}
 	r.applying.Unlock()
 	r.settleDuplicates()
-	if r.sync.synced.Load() {
-		r.reforward(head)
-		r.partsUnread(ctx, head)
-		_ = r.shared.MarkSynced(ctx, syncedTTL)
-		if r.sync.urgent {
-			r.writeNow(ctx)
-		}
-	}
+	r.syncedRound(ctx, head)
 	return moved
+}
+
+// lostWithCheckpoint reports whether the store lost its checkpoint and
+// events this synced replica holds, and new entries followed before this
+// round saw it (a FLUSHALL during traffic: loss.held, from the entries'
+// prev). Writing this lineage's checkpoint again would leave the replicas
+// that had read less, or more, before the loss on it for good, each
+// missing what the other holds; a new lineage (rewind) settles them on
+// one state, and the others pass again their own alerts it lacks
+// (reforward.go).
+func (r *replicas) lostWithCheckpoint(head sharedstore.Head, descends bool, loss lossSeen) bool {
+	return !head.HasCheckpoint && descends && r.sync.synced.Load() && loss.held != ""
+}
+
+// syncedRound is the end of a round of a synced replica: the alerts a
+// resync dropped passed again, the checkpoint's form checked, this
+// replica's word that it is synced, and the checkpoint written at once
+// when the store's is missing or behind.
+func (r *replicas) syncedRound(ctx context.Context, head sharedstore.Head) {
+	if !r.sync.synced.Load() {
+		return
+	}
+	r.reforward(head)
+	r.partsUnread(ctx, head)
+	_ = r.shared.MarkSynced(ctx, syncedTTL)
+	if r.sync.urgent {
+		r.writeNow(ctx)
+	}
 }
 
 // writeNow writes the checkpoint at once when the store's is missing,
