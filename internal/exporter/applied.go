@@ -62,38 +62,69 @@ type appliedDigests struct {
 	set     map[appliedKey]struct{}
 	order   []appliedAt // a ring of set's members, oldest at next
 	next    int
-	horizon string
+	horizon eventID
 }
 
 type appliedAt struct {
-	key     appliedKey
-	ms, seq uint64 // the event's ID
+	key appliedKey
+	at  eventID
 }
 
-func (e appliedAt) id() string {
+// eventID is a stream ID as its two numbers: the memory compares one for
+// every alert it forgets once full, and every member at each checkpoint,
+// without formatting or parsing a string. The zero value is none: "" and
+// a malformed ID, which sharedstore.After puts before every other, alike.
+type eventID struct{ ms, seq uint64 }
+
+func idOf(id string) eventID {
+	ms, seq, _ := sharedstore.ParseID(id)
+	return eventID{ms, seq}
+}
+
+func (e eventID) after(o eventID) bool { return e.ms > o.ms || e.ms == o.ms && e.seq > o.seq }
+
+func (e eventID) String() string {
+	if e == (eventID{}) {
+		return ""
+	}
 	return strconv.FormatUint(e.ms, 10) + "-" + strconv.FormatUint(e.seq, 10)
+}
+
+// windowStart is the first ID of appliedWindow before e; none when e is
+// not that far from the epoch.
+func (e eventID) windowStart() eventID {
+	w := uint64(appliedWindow.Milliseconds())
+	if e.ms < w {
+		return eventID{}
+	}
+	return eventID{ms: e.ms - w}
+}
+
+// aheadOf is the first ID of the millisecond as far ahead of now as a
+// clock may be: the horizon of a state that may count anything up to now.
+func aheadOf(now time.Time) eventID {
+	return eventID{ms: uint64(max(now.Add(breach.MaxFutureSkew).UnixMilli(), 0))}
 }
 
 // add reports whether d is new, and keeps it as applied at event id.
 func (a *appliedDigests) add(d [sha256.Size]byte, id string) bool {
-	return a.addKey(keyOf(d), id)
+	return a.addKey(keyOf(d), idOf(id))
 }
 
-func (a *appliedDigests) addKey(k appliedKey, id string) bool {
+func (a *appliedDigests) addKey(k appliedKey, id eventID) bool {
 	if a.set == nil {
 		a.set = map[appliedKey]struct{}{}
 	}
 	if _, ok := a.set[k]; ok {
 		return false
 	}
-	ms, seq, _ := sharedstore.ParseID(id)
-	e := appliedAt{key: k, ms: ms, seq: seq}
+	e := appliedAt{key: k, at: id}
 	if len(a.order) < maxApplied {
 		a.order = append(a.order, e)
 	} else {
 		old := a.order[a.next]
 		delete(a.set, old.key)
-		a.forget(old.id())
+		a.forget(old.at)
 		a.order[a.next] = e
 		a.next = (a.next + 1) % maxApplied
 	}
@@ -102,8 +133,8 @@ func (a *appliedDigests) addKey(k appliedKey, id string) bool {
 }
 
 // forget moves the horizon to id when it is past it.
-func (a *appliedDigests) forget(id string) {
-	if sharedstore.After(id, a.horizon) {
+func (a *appliedDigests) forget(id eventID) {
+	if id.after(a.horizon) {
 		a.horizon = id
 	}
 }
@@ -118,7 +149,7 @@ func (a *appliedDigests) has(d [sha256.Size]byte) bool {
 // mayCount reports whether the state may count an alert applied at event
 // id though its digest is not kept: at or before the horizon.
 func (a *appliedDigests) mayCount(id string) bool {
-	return !sharedstore.After(id, a.horizon)
+	return !idOf(id).after(a.horizon)
 }
 
 // oldestFirst calls f with the members, oldest first, until it returns
@@ -146,29 +177,26 @@ type appliedWire struct {
 // left out too, since a loader refuses a wire that names an event past
 // the checkpoint's.
 func (a *appliedDigests) wire(last string) *appliedWire {
-	cutoff := ""
-	if ms, _, ok := sharedstore.ParseID(last); ok {
-		cutoff = sharedstore.IDAt(time.UnixMilli(int64(ms)).Add(-appliedWindow))
-	}
-	w := &appliedWire{After: a.horizon}
+	end := idOf(last)
+	cutoff := end.windowStart()
+	after := a.horizon
 	skip := max(len(a.order)-maxCheckpointApplied, 0)
 	var buf []byte
 	i := 0
 	a.oldestFirst(func(e appliedAt) bool {
 		i++
-		if i <= skip || sharedstore.Before(e.id(), cutoff) || sharedstore.After(e.id(), last) {
-			if sharedstore.After(e.id(), w.After) {
-				w.After = e.id()
+		if i <= skip || cutoff.after(e.at) || e.at.after(end) {
+			if e.at.after(after) {
+				after = e.at
 			}
 			return true
 		}
 		buf = append(buf, e.key[:]...)
-		buf = binary.AppendUvarint(buf, e.ms)
-		buf = binary.AppendUvarint(buf, e.seq)
+		buf = binary.AppendUvarint(buf, e.at.ms)
+		buf = binary.AppendUvarint(buf, e.at.seq)
 		return true
 	})
-	w.Entries = base64.StdEncoding.EncodeToString(buf)
-	return w
+	return &appliedWire{After: after.String(), Entries: base64.StdEncoding.EncodeToString(buf)}
 }
 
 // errAppliedWire is a checkpoint's applied digests that cannot be its
@@ -187,14 +215,15 @@ var errAppliedWire = errors.New("the checkpoint's applied digests are not well f
 // snapshot): it only passes fewer alerts again for a while.
 func (a *appliedDigests) restore(w *appliedWire, at string, now time.Time) {
 	a.empty()
-	if w != nil && validHorizon(w.After, at, now) && a.decode(w, at) == nil {
-		a.horizon = w.After
+	end := idOf(at)
+	if w != nil && validHorizon(w.After, end, now) && a.decode(w, end) == nil {
+		a.horizon = idOf(w.After)
 		return
 	}
 	a.empty()
-	a.horizon = at
-	if at == "" || at == "0-0" {
-		a.horizon = sharedstore.IDAt(now.Add(breach.MaxFutureSkew))
+	a.horizon = end
+	if end == (eventID{}) {
+		a.horizon = aheadOf(now)
 	}
 }
 
@@ -205,11 +234,11 @@ func (a *appliedDigests) restoreLocal(local *persist.State, now time.Time) {
 	a.empty()
 	switch {
 	case local == nil:
-		a.horizon = ""
+		a.horizon = eventID{}
 	case local.Stream != "":
-		a.horizon = local.Stream
+		a.horizon = idOf(local.Stream)
 	default:
-		a.horizon = sharedstore.IDAt(now.Add(breach.MaxFutureSkew))
+		a.horizon = aheadOf(now)
 	}
 }
 
@@ -221,15 +250,16 @@ func (a *appliedDigests) empty() {
 
 // validHorizon reports whether h could be a horizon of a state at event
 // at: none, or a stream ID no later than at or than restoreLocal's.
-func validHorizon(h, at string, now time.Time) bool {
+func validHorizon(h string, at eventID, now time.Time) bool {
 	if h == "" {
 		return true
 	}
-	_, _, ok := sharedstore.ParseID(h)
-	return ok && (!sharedstore.After(h, at) || !sharedstore.After(h, sharedstore.IDAt(now.Add(breach.MaxFutureSkew))))
+	ms, seq, ok := sharedstore.ParseID(h)
+	id := eventID{ms, seq}
+	return ok && (!id.after(at) || !id.after(aheadOf(now)))
 }
 
-func (a *appliedDigests) decode(w *appliedWire, at string) error {
+func (a *appliedDigests) decode(w *appliedWire, at eventID) error {
 	if base64.StdEncoding.DecodedLen(len(w.Entries)) > maxCheckpointApplied*(len(appliedKey{})+2*binary.MaxVarintLen64) {
 		return errAppliedWire
 	}
@@ -253,11 +283,11 @@ func (a *appliedDigests) decode(w *appliedWire, at string) error {
 			return errAppliedWire
 		}
 		b = b[n:]
-		e := appliedAt{key: k, ms: ms, seq: seq}
-		if sharedstore.After(e.id(), at) || len(a.order) >= maxCheckpointApplied {
+		id := eventID{ms, seq}
+		if id.after(at) || len(a.order) >= maxCheckpointApplied {
 			return errAppliedWire
 		}
-		a.addKey(k, e.id())
+		a.addKey(k, id)
 	}
 	return nil
 }

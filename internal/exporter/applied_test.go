@@ -92,8 +92,8 @@ func TestAppliedDigestsKeepTheNewest(t *testing.T) {
 	if len(a.set) != maxApplied {
 		t.Fatalf("%d digests kept, want %d", len(a.set), maxApplied)
 	}
-	if a.horizon != id(9) {
-		t.Errorf("horizon %s, want %s: the newest event forgotten", a.horizon, id(9))
+	if a.horizon.String() != id(9) {
+		t.Errorf("horizon %s, want %s: the newest event forgotten", a.horizon.String(), id(9))
 	}
 	if !a.mayCount(id(9)) || a.mayCount(id(10)) {
 		t.Error("mayCount does not follow the horizon")
@@ -146,12 +146,12 @@ func TestAppliedDigestsThroughACheckpoint(t *testing.T) {
 		"too many":       {Entries: strings.Repeat("A", 4*(maxCheckpointApplied*36/3+3))},
 	} {
 		b.restore(bad, last, time.Now())
-		if len(b.set) != 0 || b.horizon != last {
-			t.Errorf("%s: %d digests loaded, horizon %s; want none and the checkpoint's ID", name, len(b.set), b.horizon)
+		if len(b.set) != 0 || b.horizon.String() != last {
+			t.Errorf("%s: %d digests loaded, horizon %s; want none and the checkpoint's ID", name, len(b.set), b.horizon.String())
 		}
 	}
-	if b.restore(&appliedWire{After: at(24*time.Hour*365, 0)}, last, time.Now()); b.horizon != last {
-		t.Errorf("a horizon a year ahead: %s, want the wire refused (it would stop every alert passed again)", b.horizon)
+	if b.restore(&appliedWire{After: at(24*time.Hour*365, 0)}, last, time.Now()); b.horizon.String() != last {
+		t.Errorf("a horizon a year ahead: %s, want the wire refused (it would stop every alert passed again)", b.horizon.String())
 	}
 	var back appliedDigests // the stream went back below an ID applied
 	back.add(digest(7), at(time.Minute, 0))
@@ -162,12 +162,12 @@ func TestAppliedDigestsThroughACheckpoint(t *testing.T) {
 		t.Error("a wire with an ID past its checkpoint's was refused whole")
 	}
 	future := &appliedWire{After: at(appliedWindow+2*time.Minute, 0)}
-	if b.restore(future, last, time.Now()); b.horizon != future.After {
-		t.Errorf("a horizon past the state: %s, want it kept (it only passes fewer alerts again)", b.horizon)
+	if b.restore(future, last, time.Now()); b.horizon.String() != future.After {
+		t.Errorf("a horizon past the state: %s, want it kept (it only passes fewer alerts again)", b.horizon.String())
 	}
 	b.restore(nil, "", start)
-	if b.horizon != sharedstore.IDAt(start.Add(breach.MaxFutureSkew)) {
-		t.Errorf("a checkpoint without position or digests: horizon %s, want the store's clock ahead", b.horizon)
+	if b.horizon.String() != sharedstore.IDAt(start.Add(breach.MaxFutureSkew)) {
+		t.Errorf("a checkpoint without position or digests: horizon %s, want the store's clock ahead", b.horizon.String())
 	}
 	for _, c := range []struct {
 		local *persist.State
@@ -177,8 +177,8 @@ func TestAppliedDigestsThroughACheckpoint(t *testing.T) {
 		{&persist.State{Stream: last}, last},
 		{&persist.State{}, sharedstore.IDAt(start.Add(breach.MaxFutureSkew))},
 	} {
-		if b.restoreLocal(c.local, start); b.horizon != c.want || len(b.set) != 0 {
-			t.Errorf("from a local snapshot %+v: horizon %q, %d digests; want %q, none", c.local, b.horizon, len(b.set), c.want)
+		if b.restoreLocal(c.local, start); b.horizon.String() != c.want || len(b.set) != 0 {
+			t.Errorf("from a local snapshot %+v: horizon %q, %d digests; want %q, none", c.local, b.horizon.String(), len(b.set), c.want)
 		}
 	}
 }

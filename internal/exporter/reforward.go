@@ -3,8 +3,6 @@
 package exporter
 
 import (
-	"time"
-
 	"github.com/go-kit/log/level"
 
 	"github.com/breach-exporter/breach_exporter/internal/sharedstore"
@@ -48,22 +46,22 @@ type ownAlerts struct {
 
 type ownAlert struct {
 	id    string
+	at    eventID // id's numbers, compared at every add
 	alert watchlist.AcceptedAlert
 }
 
 func (o *ownAlerts) add(id string, a watchlist.AcceptedAlert) {
-	if ms, _, ok := sharedstore.ParseID(id); ok {
-		cutoff := sharedstore.IDAt(time.UnixMilli(int64(ms)).Add(-appliedWindow))
-		n := 0
-		for n < len(o.list) && sharedstore.Before(o.list[n].id, cutoff) {
-			n++
-		}
-		o.drop(n)
+	at := idOf(id)
+	cutoff := at.windowStart()
+	n := 0
+	for n < len(o.list) && cutoff.after(o.list[n].at) {
+		n++
 	}
+	o.drop(n)
 	if len(o.list) >= maxOwn {
 		o.drop(len(o.list) - maxOwn + 1)
 	}
-	o.list = append(o.list, ownAlert{id: id, alert: a})
+	o.list = append(o.list, ownAlert{id: id, at: at, alert: a})
 }
 
 // drop forgets the n oldest, copying the rest to the front only when

@@ -4,7 +4,6 @@ package exporter
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -359,7 +358,7 @@ func (r *replicas) readBackOf(x *checkpointExtra, loaded []watchlist.SavedEntry)
 	for _, a := range r.held.alerts {
 		b.held[a.id] = true
 	}
-	start := fmt.Sprintf("%d-0", r.held.now().Add(-r.held.hold-readBackMargin).UnixMilli())
+	start := sharedstore.IDAt(r.held.now().Add(-r.held.hold - readBackMargin))
 	r.applying.Unlock()
 	switch {
 	case x == nil || len(x.Held) == 0:
